@@ -1,0 +1,27 @@
+"""gcc_jax: general coded computing in JAX.
+
+A master encodes K inputs into N coded inputs, N workers each evaluate an arbitrary function f,
+some straggle, and the master decodes approximations of f on the original inputs from whoever
+answered. See DESIGN.md for the method and the binding conventions.
+"""
+
+from ._nodes import chebyshev_nodes as chebyshev_nodes
+from ._nodes import equispaced_nodes as equispaced_nodes
+from ._pipeline import MonteCarloResult as MonteCarloResult
+from ._pipeline import apply_workers as apply_workers
+from ._pipeline import coded_apply as coded_apply
+from ._pipeline import monte_carlo_loss as monte_carlo_loss
+from ._spline import Spline as Spline
+from ._spline import fit_smoothing_spline as fit_smoothing_spline
+from ._spline import fit_smoothing_spline_with_status as fit_smoothing_spline_with_status
+from ._spline import smoother_matrix as smoother_matrix
+from ._spline import smoother_matrix_with_status as smoother_matrix_with_status
+from ._status import GCCValueError as GCCValueError
+from ._status import Status as Status
+from ._status import describe as describe_status
+from ._stragglers import contiguous_masks as contiguous_masks
+from ._stragglers import sample_masks as sample_masks
+from .codes import Decoded as Decoded
+from .codes import SplineCode as SplineCode
+
+__version__ = "0.1.0"

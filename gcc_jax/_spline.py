@@ -1,0 +1,404 @@
+"""Cubic smoothing splines in kernel (Gram) form, with 0/1 weights (straggler masks).
+
+Binding convention (DESIGN §1). For nodes ``t_1 < … < t_n`` with weights ``w_i ∈ {0, 1}``
+(``w_i = 1``: the point is live) the fit minimises
+
+    (1/Σw) Σ_i w_i (y_i − s(t_i))² + λ ∫ s''(t)² dt
+
+over the second-order Sobolev space. The minimiser is the natural cubic spline with knots at the
+live nodes: a cubic between live nodes, **linear outside the hull of the live nodes**; ``λ = 0``
+is the natural interpolating spline. With ``n_live = Σw`` it equals
+``scipy.interpolate.make_smoothing_spline(t_live, y_live, lam=n_live * λ)`` between the outermost
+live nodes (SciPy extrapolates the end cubic instead of the line).
+
+Representation (reproducing kernel of ``{g : g(a) = g'(a) = 0}`` on ``[a, ∞)``):
+
+    R(s, t) = (u − a)² (3v − u − 2a) / 6,   u = min(s, t), v = max(s, t),
+
+anchored at ``a = t_1`` (the first node; ``a = −1`` for Chebyshev-2 workers, as in DESIGN §1),
+and ``s(x) = d_0 + d_1 x + Σ_i c_i R(x, t_i)``. The coefficients solve the symmetric saddle-point
+system of fixed size ``n + 2``
+
+    [[W Σ W + λ' W + (I − W),  W T],   [c]   [W y]
+     [Tᵀ W,                    0  ]] · [d] = [ 0 ],     Σ_ij = R(t_i, t_j), T = [1, t],
+
+with ``W = diag(w)`` and ``λ' = n_live λ``. A dead row reduces to ``c_i = 0``, so a masked fit
+is exactly the fit on the survivors while every shape stays ``n`` (no retrace per mask). The
+``Tᵀc = 0`` side conditions make ``s`` linear left of the first live knot; the kernel is linear in
+``x`` right of the last one. Cost O(n³) per fit (see ``_banded`` for the O(n) path).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._status import GCCValueError, Status, combine, is_concrete, raise_if_bad
+from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
+
+__all__ = [
+    "Spline",
+    "fit_smoothing_spline",
+    "fit_smoothing_spline_with_status",
+    "smoother_matrix",
+    "kernel",
+]
+
+
+# ------------------------------------------------------------------------------------------------
+# validation helpers (static problems raise at trace time; value problems become status flags)
+
+
+def _float_dtype(*arrays) -> jnp.dtype:
+    dtype = None
+    for a in arrays:
+        dt = jnp.asarray(a).dtype
+        if jnp.issubdtype(dt, jnp.floating):
+            dtype = dt if dtype is None else jnp.promote_types(dtype, dt)
+    return dtype if dtype is not None else jnp.zeros(()).dtype
+
+
+def _as_nodes(t: ArrayLike, name: str, dtype) -> Array:
+    t = jnp.asarray(t)
+    if t.ndim != 1:
+        raise ValueError(f"`{name}` must be a 1-D array of nodes; got shape {t.shape}")
+    if t.shape[0] < 2:
+        raise ValueError(f"`{name}` must hold at least 2 nodes; got {t.shape[0]}")
+    t = t.astype(dtype)
+    if is_concrete(t):
+        tn = np.asarray(t)
+        if not np.all(np.isfinite(tn)):
+            raise GCCValueError(f"`{name}` contains NaN or Inf")
+        if not np.all(np.diff(tn) > 0):
+            raise GCCValueError(
+                f"`{name}` must be strictly increasing (sorted ascending, no duplicates); "
+                f"got {tn if tn.size <= 12 else str(tn[:12])[:-1] + ' …]'}"
+            )
+    return t
+
+
+def _as_lam(lam: ArrayLike, name: str, dtype) -> Array:
+    lam = jnp.asarray(lam)
+    if lam.ndim != 0:
+        raise ValueError(f"`{name}` must be a scalar; got shape {lam.shape}")
+    if not (jnp.issubdtype(lam.dtype, jnp.floating) or jnp.issubdtype(lam.dtype, jnp.integer)):
+        raise TypeError(f"`{name}` must be a real number; got dtype {lam.dtype}")
+    lam = lam.astype(dtype)
+    if is_concrete(lam):
+        value = float(lam)
+        if not np.isfinite(value) or value < 0:
+            raise GCCValueError(f"`{name}` must be finite and >= 0; got {value}")
+    return lam
+
+
+def _as_mask(mask: ArrayLike | None, n: int, name: str = "mask") -> Array:
+    if mask is None:
+        return jnp.ones((n,), bool)
+    mask = jnp.asarray(mask)
+    if mask.dtype != jnp.bool_:
+        raise TypeError(
+            f"`{name}` must be a boolean array (True = the worker returned in time); "
+            f"got dtype {mask.dtype}"
+        )
+    if mask.shape != (n,):
+        raise ValueError(f"`{name}` must have shape ({n},), one entry per node; got {mask.shape}")
+    return mask
+
+
+# ------------------------------------------------------------------------------------------------
+# kernel
+
+
+def kernel(s: Float[Array, "*a"], t: Float[Array, "*a"], anchor) -> Float[Array, "*a"]:
+    """Cubic-spline reproducing kernel ``R(s, t) = (u − a)²(3v − u − 2a)/6`` (broadcasting).
+
+    ``u = min(s, t)``, ``v = max(s, t)``, ``a = anchor``. For ``s, t ≥ a`` this is
+    ``∫_a^∞ (s − x)_+ (t − x)_+ dx``; as a function of ``s`` it is a cubic spline with one knot at
+    ``t`` for every real ``s``.
+    """
+    u = jnp.minimum(s, t) - anchor
+    v = jnp.maximum(s, t) - anchor
+    return u * u * (3.0 * v - u) / 6.0
+
+
+def _householder(x: Array) -> Array:
+    """Householder vector ``v`` with ``(I − 2vvᵀ/vᵀv) x = −sign(x_0) ‖x‖ e_0``."""
+    norm = jnp.sqrt(jnp.sum(x * x))
+    sign = jnp.where(x[0] >= 0, 1.0, -1.0).astype(x.dtype)
+    return x.at[0].add(sign * norm)
+
+
+def _reflect(v: Array, m: Array) -> Array:
+    """Apply ``I − 2vvᵀ/vᵀv`` to the rows of ``m`` (shape ``(n, …)``)."""
+    return m - jnp.outer(v, (2.0 / jnp.dot(v, v)) * (v @ m)).reshape(m.shape)
+
+
+def _solve(t: Array, mask: Array, lam: Array, rhs: Array) -> tuple[Array, Array]:
+    """Solve the masked kernel system for ``(c, d)`` with right-hand sides ``rhs`` of shape (n, r).
+
+    The side conditions ``(WT)ᵀ c = 0`` are eliminated with the two Householder reflectors of
+    ``WT = Q [R; 0]``: writing ``c = Q [0; θ]`` leaves the symmetric positive definite system
+    ``(QᵀAQ)₂₂ θ = (Qᵀ W y)₂`` (Cholesky), then ``R d = (Qᵀ W y)₁ − (QᵀAQ)₁₂ θ``. This null-space
+    form is markedly better conditioned than LU on the saddle-point matrix as ``λ → 0``.
+    """
+    w = mask.astype(t.dtype)
+    n_live = jnp.sum(w)
+    gram = kernel(t[:, None], t[None, :], t[0])
+    a = (w[:, None] * w[None, :]) * gram + jnp.diag(w * (n_live * lam) + (1.0 - w))
+    v1 = _householder(w)
+    wt = _reflect(v1, w * t)
+    v2 = _householder(wt[1:])
+    v2 = jnp.concatenate([jnp.zeros((1,), t.dtype), v2])
+    r = jnp.stack(
+        [
+            jnp.stack([-jnp.sqrt(n_live), wt[0]]),
+            jnp.stack([jnp.zeros((), t.dtype), wt[1] - v2[1]]),
+        ]
+    ).astype(t.dtype)
+
+    def qt(m):  # Qᵀ m = H2 H1 m
+        return _reflect(v2, _reflect(v1, m))
+
+    qaq = qt(qt(a).T).T
+    b = qt(rhs * w[:, None])
+    chol = jnp.linalg.cholesky(qaq[2:, 2:])
+    theta = jax.scipy.linalg.cho_solve((chol, True), b[2:])
+    d = jax.scipy.linalg.solve_triangular(r, b[:2] - qaq[:2, 2:] @ theta, lower=False)
+    c = _reflect(v1, _reflect(v2, jnp.concatenate([jnp.zeros((2, rhs.shape[1]), t.dtype), theta])))
+    c = jnp.where(mask[:, None], c, 0.0)
+    return c, d
+
+
+def _design(tq: Array, t: Array) -> Array:
+    """``[R(tq, t_i) …, 1, tq]`` of shape ``(q, n + 2)``: evaluation of ``[c; d]`` at ``tq``."""
+    kq = kernel(tq[:, None], t[None, :], t[0])
+    return jnp.concatenate([kq, jnp.ones_like(tq)[:, None], tq[:, None]], axis=1)
+
+
+def _value_status(t: Array, mask: Array, lam: Array, y_flat: Array | None) -> Array:
+    """Status flags for the value problems of one fit (per pattern under vmap)."""
+    n_live = jnp.sum(mask)
+    flags = [
+        (n_live < 2, Status.TOO_FEW_LIVE),
+        (jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t)), Status.BAD_NODES),
+        (~(lam >= 0), Status.NEGATIVE_LAM),
+    ]
+    if y_flat is not None:
+        finite = jnp.all(jnp.isfinite(y_flat), axis=1)
+        flags.append((jnp.any(mask & ~finite), Status.NONFINITE_DATA))
+    return combine(*flags)
+
+
+def _safe_inputs(t: Array, mask: Array, lam: Array, status: Array):
+    """Substitute harmless inputs for a failed pattern so the solve (and its gradient) is finite.
+
+    The returned value is replaced by NaN afterwards; this only keeps NaN/Inf out of the
+    linear algebra and out of reverse-mode cotangents.
+    """
+    bad = status != 0
+    n = t.shape[0]
+    safe_t = jnp.linspace(0.0, 1.0, n, dtype=t.dtype)
+    t_ok = jnp.where(bad, safe_t, t)
+    mask_ok = jnp.where(bad, jnp.ones_like(mask), mask)
+    lam_ok = jnp.where(bad, jnp.ones_like(lam), lam)
+    return t_ok, mask_ok, lam_ok
+
+
+# ------------------------------------------------------------------------------------------------
+# the Spline pytree
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Spline:
+    """A fitted natural cubic spline ``s(x) = d_0 + d_1 x + Σ_i c_i R(x, t_i)``.
+
+    Attributes:
+        knots: the nodes ``t`` (all of them; dead ones carry ``c_i = 0``), shape ``(n,)``.
+        mask: which nodes were live, shape ``(n,)``.
+        coef: kernel coefficients ``c``, shape ``(n, *tail)``.
+        poly: linear part ``[d_0, d_1]``, shape ``(2, *tail)``.
+        status: :class:`gcc_jax.Status` flags (int32 scalar); 0 means the fit is valid. A failed
+            fit has NaN coefficients.
+
+    Call ``spline(tq)`` to evaluate at query points ``tq`` of shape ``(q,)`` → ``(q, *tail)``.
+    """
+
+    knots: Float[Array, " n"]
+    mask: Bool[Array, " n"]
+    coef: Float[Array, "n *tail"]
+    poly: Float[Array, "2 *tail"]
+    status: Int[Array, ""]
+
+    def __call__(self, tq: Float[ArrayLike, " q"]) -> Float[Array, "q *tail"]:
+        tq = jnp.asarray(tq)
+        scalar = tq.ndim == 0
+        if tq.ndim > 1:
+            raise ValueError(f"query points must be a scalar or 1-D array; got shape {tq.shape}")
+        tq = jnp.atleast_1d(tq).astype(self.knots.dtype)
+        tail = self.coef.shape[1:]
+        theta = jnp.concatenate([self.coef, self.poly], axis=0).reshape(self.coef.shape[0] + 2, -1)
+        out = (_design(tq, self.knots) @ theta).reshape((tq.shape[0], *tail))
+        return out[0] if scalar else out
+
+
+def fit_smoothing_spline_with_status(
+    t: Float[ArrayLike, " n"],
+    y: Shaped[ArrayLike, "n *tail"],
+    lam: Float[ArrayLike, ""],
+    mask: Bool[ArrayLike, " n"] | None = None,
+) -> Spline:
+    """Like :func:`fit_smoothing_spline` but never raises on value problems.
+
+    Value problems are reported in ``Spline.status`` (the coefficients are then NaN). Use this
+    form under ``jit``/``vmap`` when each straggler pattern must carry its own status.
+    """
+    y = jnp.asarray(y)
+    dtype = _float_dtype(t, y)
+    t = jnp.asarray(t)
+    if t.ndim != 1:
+        raise ValueError(f"`t` must be a 1-D array of nodes; got shape {t.shape}")
+    t = t.astype(dtype)
+    n = t.shape[0]
+    if n < 2:
+        raise ValueError(f"`t` must hold at least 2 nodes; got {n}")
+    if y.ndim < 1 or y.shape[0] != n:
+        raise ValueError(f"`y` must have one row per node (n={n}); got shape {y.shape}")
+    lam = jnp.asarray(lam)
+    if lam.ndim != 0:
+        raise ValueError(f"`lam` must be a scalar; got shape {lam.shape}")
+    lam = lam.astype(dtype)
+    mask = _as_mask(mask, n)
+    tail = y.shape[1:]
+    y_flat = y.reshape(n, -1).astype(dtype)
+
+    status = _value_status(t, mask, lam, y_flat)
+    t_ok, mask_ok, lam_ok = _safe_inputs(t, mask, lam, status)
+    # A straggler's output (even NaN/Inf) never reaches the solve or the gradient.
+    y_ok = jnp.where(mask_ok[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
+    c, d = _solve(t_ok, mask_ok, lam_ok, y_ok)
+    theta = jnp.concatenate([c, d], axis=0)
+    status = status | combine((~jnp.all(jnp.isfinite(theta)), Status.NONFINITE_RESULT))
+    theta = jnp.where(status == 0, theta, jnp.nan)
+    return Spline(
+        knots=t,
+        mask=mask,
+        coef=theta[:n].reshape((n, *tail)),
+        poly=theta[n:].reshape((2, *tail)),
+        status=status,
+    )
+
+
+def fit_smoothing_spline(
+    t: Float[ArrayLike, " n"],
+    y: Shaped[ArrayLike, "n *tail"],
+    lam: Float[ArrayLike, ""],
+    mask: Bool[ArrayLike, " n"] | None = None,
+) -> Spline:
+    """Fit a cubic smoothing spline to ``(t_i, y_i)`` over the live points of ``mask``.
+
+    Minimises ``(1/Σw) Σ_i w_i (y_i − s(t_i))² + lam ∫ s''(t)² dt`` with ``w_i = mask[i]``.
+    The result is the natural cubic spline with knots at the live nodes, linear outside their
+    hull; ``lam = 0`` is the natural interpolating spline. Each trailing coordinate of ``y`` is
+    its own 1-D spline, all sharing ``lam``. Equivalent to
+    ``scipy.interpolate.make_smoothing_spline(t[mask], y[mask], lam=mask.sum() * lam)`` between
+    the outermost live nodes.
+
+    Shapes are static: a dead point changes no shape, so ``jax.vmap`` over masks compiles once,
+    and ``lam``/``t``/``y`` are differentiable. A straggler's ``y`` (even NaN/Inf) does not affect
+    the result or its gradient.
+
+    Args:
+        t: strictly increasing nodes, shape ``(n,)``, ``n ≥ 2``.
+        y: data, shape ``(n, *tail)``.
+        lam: smoothing parameter ``λ ≥ 0`` (scalar).
+        mask: boolean ``(n,)``, True where the point is live; ``None`` means all live.
+
+    Returns:
+        A :class:`Spline`; call it at query points.
+
+    Raises:
+        ValueError: wrong shapes or ranks (at trace time).
+        TypeError: a non-boolean mask.
+        GCCValueError: in eager calls, a value problem (fewer than 2 live points, NaN/Inf in a live
+            ``y``, unsorted or duplicate nodes, ``lam < 0``). Under ``jit``/``vmap`` these are
+            reported in ``Spline.status`` instead (and the coefficients are NaN).
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> t = jnp.linspace(-1.0, 1.0, 7)
+        >>> s = gcc.fit_smoothing_spline(t, 2.0 * t + 1.0, lam=0.1)
+        >>> bool(jnp.allclose(s(jnp.array([-3.0, 0.25, 4.0])), jnp.array([-5.0, 1.5, 9.0])))
+        True
+    """
+    if is_concrete(t, y, lam, mask):
+        dtype = _float_dtype(t, y)
+        _as_nodes(t, "t", dtype)
+        _as_lam(lam, "lam", dtype)
+    spline = fit_smoothing_spline_with_status(t, y, lam, mask)
+    raise_if_bad(spline.status, "fit_smoothing_spline")
+    return spline
+
+
+def smoother_matrix_with_status(
+    t: Float[ArrayLike, " n"],
+    tq: Float[ArrayLike, " q"],
+    lam: Float[ArrayLike, ""],
+    mask: Bool[ArrayLike, " n"] | None = None,
+) -> tuple[Float[Array, "q n"], Int[Array, ""]]:
+    """:func:`smoother_matrix` plus its status, never raising on value problems."""
+    t = jnp.asarray(t)
+    tq = jnp.asarray(tq)
+    dtype = _float_dtype(t, tq)
+    if t.ndim != 1 or t.shape[0] < 2:
+        raise ValueError(f"`t` must be a 1-D array of at least 2 nodes; got shape {t.shape}")
+    if tq.ndim != 1:
+        raise ValueError(f"`tq` must be a 1-D array of query points; got shape {tq.shape}")
+    n = t.shape[0]
+    t = t.astype(dtype)
+    tq = tq.astype(dtype)
+    lam = jnp.asarray(lam)
+    if lam.ndim != 0:
+        raise ValueError(f"`lam` must be a scalar; got shape {lam.shape}")
+    lam = lam.astype(dtype)
+    mask = _as_mask(mask, n)
+    status = _value_status(t, mask, lam, None)
+    t_ok, mask_ok, lam_ok = _safe_inputs(t, mask, lam, status)
+    c, d = _solve(t_ok, mask_ok, lam_ok, jnp.eye(n, dtype=dtype))
+    h = _design(tq, t_ok) @ jnp.concatenate([c, d], axis=0)
+    status = status | combine((~jnp.all(jnp.isfinite(h)), Status.NONFINITE_RESULT))
+    return jnp.where(status == 0, h, jnp.nan), status
+
+
+def smoother_matrix(
+    t: Float[ArrayLike, " n"],
+    tq: Float[ArrayLike, " q"],
+    lam: Float[ArrayLike, ""],
+    mask: Bool[ArrayLike, " n"] | None = None,
+) -> Float[Array, "q n"]:
+    """The linear map ``H`` from data ``y`` to the fitted spline's values at ``tq``.
+
+    ``fit_smoothing_spline(t, y, lam, mask)(tq) == H @ y`` for every ``y``; columns of dead nodes
+    are zero. For a code, ``smoother_matrix(alpha, beta, lam_enc)`` is the ``(N, K)`` encoder and
+    ``smoother_matrix(beta, alpha, lam_dec, mask)`` the ``(K, N)`` decoder.
+
+    Raises:
+        as :func:`fit_smoothing_spline`.
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> t = jnp.linspace(-1.0, 1.0, 6)
+        >>> h = gcc.smoother_matrix(t, jnp.array([0.1, 0.3]), lam=0.01)
+        >>> bool(jnp.allclose(h.sum(axis=1), 1.0))  # constants are reproduced
+        True
+    """
+    if is_concrete(t, tq, lam, mask):
+        dtype = _float_dtype(t, tq)
+        _as_nodes(t, "t", dtype)
+        _as_lam(lam, "lam", dtype)
+    h, status = smoother_matrix_with_status(t, tq, lam, mask)
+    raise_if_bad(status, "smoother_matrix")
+    return h

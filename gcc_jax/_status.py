@@ -1,0 +1,81 @@
+"""Status flags: value problems are data (STYLE §9).
+
+Every kernel that can meet a *value* problem (too few live workers, a non-finite output from a
+live worker, non-increasing nodes, a negative λ seen only under tracing) returns a ``status``
+alongside its value. Flags combine with bitwise OR; ``Status.OK`` (0) means the value is valid.
+Under ``jax.vmap`` each straggler pattern carries its own status.
+
+Policy, shared by every public function:
+
+* *Static* problems (wrong shapes or ranks, non-boolean masks, K < 2 or N < 2) raise
+  ``ValueError``/``TypeError`` at trace time.
+* *Value* problems raise :class:`GCCValueError` when the call is eager (concrete inputs). Under
+  ``jit``/``vmap`` they cannot raise; the value is then filled with NaN **and** flagged in the
+  status returned by the ``*_with_status`` variants (and by ``Spline.status``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Status(enum.IntFlag):
+    """Bit flags describing why a result is not valid (``OK`` = 0 = valid)."""
+
+    OK = 0
+    TOO_FEW_LIVE = 1
+    NONFINITE_DATA = 2
+    BAD_NODES = 4
+    NEGATIVE_LAM = 8
+    NONFINITE_RESULT = 16
+
+
+_MESSAGES = {
+    Status.TOO_FEW_LIVE: "fewer than 2 live workers (a smoothing spline needs at least 2 points)",
+    Status.NONFINITE_DATA: "NaN or Inf in the output of a live (non-straggling) worker",
+    Status.BAD_NODES: "nodes are not strictly increasing (unsorted or duplicate nodes)",
+    Status.NEGATIVE_LAM: "the smoothing parameter lam is negative",
+    Status.NONFINITE_RESULT: "the solve produced a non-finite result (ill-conditioned system)",
+}
+
+
+class GCCValueError(ValueError):
+    """A value problem found in an eager call (see :class:`Status`)."""
+
+
+def describe(status) -> str:
+    """Human-readable description of a (scalar) status value."""
+    s = Status(int(status))
+    if s == Status.OK:
+        return "ok"
+    return "; ".join(msg for flag, msg in _MESSAGES.items() if s & flag)
+
+
+def is_concrete(*xs) -> bool:
+    """True when none of ``xs`` is a JAX tracer (the call is eager)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
+
+
+def raise_if_bad(status, what: str) -> None:
+    """In eager mode, raise :class:`GCCValueError` if any entry of ``status`` is not OK."""
+    if not is_concrete(status):
+        return
+    st = np.asarray(status)
+    if not st.any():
+        return
+    bad = np.flatnonzero(st.reshape(-1))
+    first = int(st.reshape(-1)[bad[0]])
+    where = "" if st.ndim == 0 else f" for {bad.size} of {st.size} patterns (first: index {bad[0]})"
+    raise GCCValueError(f"{what}: {describe(first)}{where}")
+
+
+def combine(*flags) -> jax.Array:
+    """Bitwise OR of boolean conditions weighted by their flags: ``combine((cond, Status.X), …)``."""
+    out = jnp.zeros((), jnp.int32)
+    for cond, flag in flags:
+        out = out | jnp.where(cond, jnp.int32(int(flag)), jnp.int32(0))
+    return out

@@ -1,0 +1,26 @@
+"""jaxtyping aliases shared across gcc_jax.
+
+Axis vocabulary (STYLE.md): ``k`` inputs, ``n`` workers, ``d`` input size, ``m`` output size,
+``p`` straggler patterns (the batched axis), ``q`` query points.
+"""
+
+from __future__ import annotations
+
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray, Shaped
+
+__all__ = [
+    "Array",
+    "ArrayLike",
+    "Bool",
+    "Float",
+    "Int",
+    "PRNGKeyArray",
+    "Shaped",
+    "Scalar",
+    "Mask",
+    "Masks",
+]
+
+Scalar = Float[Array, ""]
+Mask = Bool[Array, " n"]
+Masks = Bool[Array, "p n"]
