@@ -1,0 +1,39 @@
+"""Optax training for the worker models, with a checkpoint cache.
+
+- `make_train_step`: the pure jitted ``step(params, opt_state, batch) -> (params, opt_state,
+  loss)``;
+- `fit`: deterministic mini-batch epochs with a progress bar;
+- `accuracy`: chunked top-1 accuracy;
+- `train_classifier`: model name + data set -> `TrainedModel`, trained once and then loaded
+  from the cache (``$GCC_JAX_CACHE``, ``$XDG_CACHE_HOME/gcc_jax`` or ``~/.cache/gcc_jax``).
+"""
+
+from ._cache import CACHE_ENV_VAR as CACHE_ENV_VAR
+from ._cache import CacheError as CacheError
+from ._cache import default_cache_dir as default_cache_dir
+from ._classifier import CacheWarning as CacheWarning
+from ._classifier import TrainedModel as TrainedModel
+from ._classifier import train_classifier as train_classifier
+from ._loop import Batch as Batch
+from ._loop import FitResult as FitResult
+from ._loop import StepResult as StepResult
+from ._loop import accuracy as accuracy
+from ._loop import cross_entropy_loss as cross_entropy_loss
+from ._loop import fit as fit
+from ._loop import make_train_step as make_train_step
+
+__all__ = [
+    "CACHE_ENV_VAR",
+    "Batch",
+    "CacheError",
+    "CacheWarning",
+    "FitResult",
+    "StepResult",
+    "TrainedModel",
+    "accuracy",
+    "cross_entropy_loss",
+    "default_cache_dir",
+    "fit",
+    "make_train_step",
+    "train_classifier",
+]

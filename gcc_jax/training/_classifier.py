@@ -1,0 +1,292 @@
+"""`train_classifier`: train (or load from the cache) a model on a data set."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import flax
+import jax
+import numpy as np
+import optax
+from jaxtyping import Array, ArrayLike, Float
+from tqdm.auto import tqdm
+
+from ..data import Dataset, load_dataset
+from ..models import ModelApply, make_model, predict_proba, worker_function
+from ..models._apply import Params, canonical_model_name
+from ._cache import CacheError, cache_key, default_cache_dir, load_checkpoint, save_checkpoint
+from ._loop import accuracy, fit
+
+__all__ = ["CacheWarning", "TrainedModel", "train_classifier"]
+
+
+class CacheWarning(UserWarning):
+    """The checkpoint cache could not be read or written; gcc_jax retrained or went on."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TrainedModel:
+    """A trained classifier: its pure forward function, its parameters and how it got them.
+
+    Attributes:
+        apply: ``apply(params, x)``: a batch ``(b, H, W, C)`` to logits ``(b, num_classes)``.
+        params: the trained parameters (a nested dict of float32 arrays).
+        model_name: canonical model name.
+        dataset_name: name of the data set it was trained on.
+        test_accuracy: top-1 accuracy on the data set's test split.
+        val_accuracy: top-1 accuracy on the held-out validation split (``nan`` without one).
+        train_losses: mean training loss of each epoch.
+        val_accuracies: validation accuracy after each epoch.
+        num_steps: optimiser steps run by *this call* (0 when loaded from the cache).
+        from_cache: whether the parameters were loaded from the cache.
+        cache_path: the checkpoint's path without suffix (``None`` with the cache off).
+        train_time_s: wall time of the training that produced the parameters.
+        config: the hyper-parameters that key the cache.
+    """
+
+    apply: ModelApply
+    params: Params
+    model_name: str
+    dataset_name: str
+    test_accuracy: float
+    val_accuracy: float
+    train_losses: tuple[float, ...]
+    val_accuracies: tuple[float, ...]
+    num_steps: int
+    from_cache: bool
+    cache_path: Path | None
+    train_time_s: float
+    config: dict[str, Any]
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """``(H, W, C)`` of one input."""
+        return self.apply.input_shape
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes (the worker output size ``m``)."""
+        return self.apply.num_classes
+
+    def predict_proba(self, x: Float[ArrayLike, "*b H W C"]) -> Float[Array, "*b num_classes"]:
+        """Softmax probabilities of one image or a batch."""
+        return predict_proba(self.apply, self.params, x)
+
+    def worker_fn(
+        self, output: str = "probs"
+    ) -> Callable[[Float[Array, "*shape"]], Float[Array, " m"]]:
+        """The single-input worker function ``f(x) -> softmax probs (num_classes,)``.
+
+        See `gcc_jax.models.worker_function`.
+        """
+        return worker_function(self.apply, self.params, output=output)
+
+
+def _split_validation(ds: Dataset, val_fraction: float, seed: int):
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"`val_fraction` must be in [0, 1); got {val_fraction}")
+    n_val = int(round(val_fraction * ds.num_train))
+    if val_fraction > 0:
+        n_val = min(max(n_val, 1), ds.num_train - 1)
+    perm = np.random.default_rng((seed, 0x5EED)).permutation(ds.num_train)
+    val, train = perm[:n_val], np.sort(perm[n_val:])
+    return (ds.x_train[train], ds.y_train[train]), (ds.x_train[val], ds.y_train[val])
+
+
+def _from_checkpoint(
+    stem: Path, apply: ModelApply, template: Params, config: dict[str, Any]
+) -> TrainedModel | None:
+    """The cached `TrainedModel` for ``config``; ``None`` if absent; `CacheError` if unusable."""
+    loaded = load_checkpoint(stem, template)
+    if loaded is None:
+        return None
+    params, meta = loaded
+    if meta.get("config") != json.loads(json.dumps(config)):
+        raise CacheError(f"{stem}.json was written for another configuration")
+    try:
+        return TrainedModel(
+            apply=apply,
+            params=params,
+            model_name=config["model"],
+            dataset_name=config["dataset"],
+            test_accuracy=float(meta["test_accuracy"]),
+            val_accuracy=float(meta["val_accuracy"]),
+            train_losses=tuple(float(v) for v in meta["train_losses"]),
+            val_accuracies=tuple(float(v) for v in meta["val_accuracies"]),
+            num_steps=0,
+            from_cache=True,
+            cache_path=stem,
+            train_time_s=float(meta["train_time_s"]),
+            config=config,
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise CacheError(f"{stem}.json lacks a valid field ({e!r})") from e
+
+
+def train_classifier(
+    model_name: str,
+    dataset: str | Dataset = "digits",
+    *,
+    epochs: int = 10,
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    weight_decay: float = 0.0,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+    model_kwargs: dict[str, Any] | None = None,
+    data_path: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> TrainedModel:
+    """Train a classifier with Adam(W) on cross-entropy, or load it from the checkpoint cache.
+
+    Minimises the mean softmax cross-entropy ``-(1/b) Σ_i log softmax(apply(θ, x_i))[y_i]``
+    over mini-batches with ``optax.adamw(lr, weight_decay)`` (plain Adam at
+    ``weight_decay=0``). A ``val_fraction`` of the training images, chosen by ``seed``, is held
+    out for validation; the test split is used only for the reported test accuracy. Parameters
+    are initialised from ``seed`` and the batches shuffled by ``seed``, so the same arguments
+    give bit-identical parameters on the same machine.
+
+    The checkpoint cache lives in ``cache_dir``, else ``$GCC_JAX_CACHE``, else
+    ``$XDG_CACHE_HOME/gcc_jax``, else ``~/.cache/gcc_jax``, under ``models/``. Its key hashes
+    the model name and options, the data set name and content fingerprint, and every
+    hyper-parameter, so a second identical call loads instead of training. A corrupt or
+    mismatched checkpoint gives a `CacheWarning` and is retrained and overwritten.
+
+    Args:
+        model_name: ``"mlp"``, ``"lenet5"``, ``"cnn"`` or ``"vit"`` (see `make_model`).
+        dataset: a `Dataset` or a name for `load_dataset`.
+        epochs: passes over the training data.
+        batch_size: mini-batch size.
+        lr: learning rate.
+        weight_decay: decoupled weight decay (AdamW).
+        val_fraction: fraction of the training split held out for validation, in ``[0, 1)``.
+        seed: seed of the initialisation, the validation split and the shuffling.
+        model_kwargs: architecture options passed to `make_model`.
+        data_path: directory of the data files when ``dataset`` is a name.
+        cache_dir: cache directory (overrides the environment).
+        use_cache: read and write the cache; ``False`` always trains and writes nothing.
+        progress: show a progress bar and a one-line summary.
+
+    Returns:
+        A `TrainedModel`; ``from_cache`` and ``num_steps`` say whether training ran.
+
+    Raises:
+        ValueError: for an unknown model, bad hyper-parameters or an input shape the model
+            cannot take.
+        DatasetNotFoundError: if ``dataset`` names files that are missing.
+
+    Example:
+        >>> tm = train_classifier("mlp", "digits", epochs=2, progress=False, use_cache=False)
+        >>> tm.test_accuracy > 0.5
+        True
+    """
+    ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_path)
+    name = canonical_model_name(model_name)
+    model_kwargs = dict(model_kwargs or {})
+    config = {
+        "model": name,
+        "model_kwargs": model_kwargs,
+        "dataset": ds.name,
+        "dataset_fingerprint": ds.fingerprint,
+        "epochs": int(epochs),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "weight_decay": float(weight_decay),
+        "val_fraction": float(val_fraction),
+        "seed": int(seed),
+        "optimizer": "adamw",
+    }
+    apply, params = make_model(
+        name, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed, **model_kwargs
+    )
+    key = cache_key(config)
+    stem = None
+    if use_cache:
+        root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        stem = root / "models" / f"{name}-{ds.name}-{key}"
+        try:
+            result = _from_checkpoint(stem, apply, params, config)
+        except CacheError as e:
+            warnings.warn(
+                f"ignoring the cached checkpoint and retraining: {e}", CacheWarning, stacklevel=2
+            )
+            result = None
+        if result is not None:
+            if progress:
+                tqdm.write(
+                    f"loaded {name} on {ds.name} from {stem}.npz: test accuracy "
+                    f"{result.test_accuracy:.4f}"
+                )
+            return result
+
+    (x_tr, y_tr), (x_val, y_val) = _split_validation(ds, val_fraction, seed)
+    optimizer = optax.adamw(lr, weight_decay=weight_decay)
+    t0 = time.perf_counter()
+    res = fit(
+        apply,
+        params,
+        x_tr,
+        y_tr,
+        optimizer=optimizer,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        validation=(x_val, y_val) if len(y_val) else None,
+        progress=progress,
+        desc=f"train {name} on {ds.name}",
+    )
+    jax.block_until_ready(res.params)
+    train_time = time.perf_counter() - t0
+    test_acc = accuracy(apply, res.params, ds.x_test, ds.y_test)
+    val_acc = res.val_accuracies[-1] if res.val_accuracies else float("nan")
+    if stem is not None:
+        meta = {
+            "key": key,
+            "config": config,
+            "test_accuracy": test_acc,
+            "val_accuracy": val_acc,
+            "train_losses": list(res.train_losses),
+            "val_accuracies": list(res.val_accuracies),
+            "num_steps": res.num_steps,
+            "train_time_s": train_time,
+            "created": datetime.datetime.now(datetime.UTC).isoformat(),
+            "versions": {
+                "jax": jax.__version__,
+                "flax": flax.__version__,
+                "optax": optax.__version__,
+            },
+        }
+        try:
+            save_checkpoint(stem, res.params, meta)
+        except OSError as e:
+            warnings.warn(f"could not write the checkpoint {stem}: {e}", CacheWarning, stacklevel=2)
+    if progress:
+        tqdm.write(
+            f"trained {name} on {ds.name} in {train_time:.1f} s ({res.num_steps} steps): "
+            f"val accuracy {val_acc:.4f}, test accuracy {test_acc:.4f}"
+        )
+    return TrainedModel(
+        apply=apply,
+        params=res.params,
+        model_name=name,
+        dataset_name=ds.name,
+        test_accuracy=test_acc,
+        val_accuracy=val_acc,
+        train_losses=res.train_losses,
+        val_accuracies=res.val_accuracies,
+        num_steps=res.num_steps,
+        from_cache=False,
+        cache_path=stem,
+        train_time_s=train_time,
+        config=config,
+    )
