@@ -263,6 +263,7 @@ class _ArrayOnlyUnpickler(pickle.Unpickler):
         ("numpy._core.multiarray", "scalar"),
         ("numpy", "ndarray"),
         ("numpy", "dtype"),
+        ("_codecs", "encode"),  # how Python 3 writes `bytes` at pickle protocol 2
     }
 
     def find_class(self, module, name):
