@@ -32,6 +32,7 @@ class Status(enum.IntFlag):
     BAD_NODES = 4
     NEGATIVE_LAM = 8
     NONFINITE_RESULT = 16
+    BELOW_RECOVERY_THRESHOLD = 32
 
 
 _MESSAGES = {
@@ -40,6 +41,10 @@ _MESSAGES = {
     Status.BAD_NODES: "nodes are not strictly increasing (unsorted or duplicate nodes)",
     Status.NEGATIVE_LAM: "the smoothing parameter lam is negative",
     Status.NONFINITE_RESULT: "the solve produced a non-finite result (ill-conditioned system)",
+    Status.BELOW_RECOVERY_THRESHOLD: (
+        "fewer live workers than the code's recovery threshold "
+        "(LagrangeCode needs (K−1)·deg f + 1 live workers)"
+    ),
 }
 
 
