@@ -21,7 +21,13 @@ from ._status import Status as Status
 from ._status import describe as describe_status
 from ._stragglers import contiguous_masks as contiguous_masks
 from ._stragglers import sample_masks as sample_masks
+from ._worst_case import WorstCase as WorstCase
+from ._worst_case import worst_case_mask as worst_case_mask
+from .codes import BerrutCode as BerrutCode
 from .codes import Decoded as Decoded
+from .codes import LagrangeCode as LagrangeCode
+from .codes import ReplicationCode as ReplicationCode
 from .codes import SplineCode as SplineCode
+from .codes import UncodedCode as UncodedCode
 
 __version__ = "0.1.0"

@@ -1,0 +1,265 @@
+"""Worst-case straggler patterns: exhaustive search when small, local search otherwise."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ._status import GCCValueError
+from ._stragglers import _check_int
+from ._types import ArrayLike, Bool, PRNGKeyArray
+
+__all__ = ["WorstCase", "worst_case_mask"]
+
+
+class WorstCase(NamedTuple):
+    """Result of :func:`worst_case_mask`.
+
+    Attributes:
+        mask: the worst pattern found, boolean ``(N,)`` with exactly ``S`` False entries.
+        loss: its loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` (``inf`` if it cannot be decoded).
+        status: its :class:`gcc_jax.Status` (non-zero: the code cannot decode that pattern).
+        exhaustive: True when every ``S``-subset was evaluated (``loss`` is the exact maximum);
+            False for the heuristic search (``loss`` is a lower bound on the true worst case).
+        num_evaluated: number of patterns decoded.
+    """
+
+    mask: Bool[np.ndarray, " n"]
+    loss: float
+    status: int
+    exhaustive: bool
+    num_evaluated: int
+
+
+@jax.jit
+def _pattern_losses(code, yt, fx, masks):
+    """Per-mask loss and status, as in :func:`gcc_jax.monte_carlo_loss`."""
+
+    def one(mask):
+        dec = code.decode_with_status(yt, mask)
+        err = (dec.value - fx).reshape(fx.shape[0], -1)
+        return jnp.sum(err * err) / fx.shape[0], dec.status
+
+    return jax.vmap(one)(masks)
+
+
+class _Evaluator:
+    """Decodes batches of masks in fixed-size chunks (one compilation), counting evaluations."""
+
+    def __init__(self, code, yt, fx, chunk: int):
+        self.code, self.yt, self.fx, self.chunk = code, yt, fx, chunk
+        self.count = 0
+
+    def __call__(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        num, n = masks.shape
+        losses = np.empty(num)
+        status = np.empty(num, np.int32)
+        for start in range(0, num, self.chunk):
+            block = masks[start : start + self.chunk]
+            size = block.shape[0]
+            if size < self.chunk:
+                block = np.concatenate([block, np.ones((self.chunk - size, n), bool)])
+            loss, st = _pattern_losses(self.code, self.yt, self.fx, jnp.asarray(block))
+            losses[start : start + size] = np.asarray(loss)[:size]
+            status[start : start + size] = np.asarray(st)[:size]
+        self.count += num
+        # A pattern the code cannot decode is the worst possible outcome.
+        losses = np.where((status != 0) | ~np.isfinite(losses), np.inf, losses)
+        return losses, status
+
+
+def _combination_masks(n: int, s: int, total: int, chunk: int):
+    """All ``C(n, s)`` masks with exactly ``s`` False entries, yielded in blocks of ``chunk``."""
+    combos = itertools.combinations(range(n), s)
+    done = 0
+    while done < total:
+        size = min(chunk, total - done)
+        block = np.ones((size, n), bool)
+        for row, dead in zip(range(size), combos, strict=False):
+            block[row, list(dead)] = False
+        done += size
+        yield block
+
+
+def _contiguous(n: int, s: int) -> np.ndarray:
+    start = np.arange(n - s + 1)[:, None]
+    idx = np.arange(n)[None, :]
+    return ~((idx >= start) & (idx < start + s))
+
+
+def _random_masks(rng: np.random.Generator, n: int, s: int, num: int) -> np.ndarray:
+    ranks = np.argsort(np.argsort(rng.random((num, n)), axis=1), axis=1)
+    return ranks >= s
+
+
+def _all_swaps(mask: np.ndarray) -> np.ndarray:
+    """Every pattern reached by reviving one dead worker and killing one live one."""
+    dead = np.flatnonzero(~mask)
+    live = np.flatnonzero(mask)
+    out = np.repeat(mask[None, :], dead.size * live.size, axis=0)
+    rows = np.arange(out.shape[0])
+    out[rows, np.repeat(dead, live.size)] = True
+    out[rows, np.tile(live, dead.size)] = False
+    return out
+
+
+def _random_swaps(rng: np.random.Generator, mask: np.ndarray, num: int, radius: int) -> np.ndarray:
+    """``num`` swap neighbours: half move a dead worker by ≤ ``radius`` places, half anywhere."""
+    n = mask.shape[0]
+    dead = np.flatnonzero(~mask)
+    live = np.flatnonzero(mask)
+    i = dead[rng.integers(dead.size, size=num)]
+    shift = rng.integers(1, radius + 1, size=num) * rng.choice([-1, 1], size=num)
+    j_local = i + shift
+    j_any = live[rng.integers(live.size, size=num)]
+    ok = (j_local >= 0) & (j_local < n)
+    ok[ok] &= mask[j_local[ok]]
+    ok &= np.arange(num) % 2 == 0
+    j = np.where(ok, j_local, j_any)
+    out = np.repeat(mask[None, :], num, axis=0)
+    rows = np.arange(num)
+    out[rows, i] = True
+    out[rows, j] = False
+    return out
+
+
+def worst_case_mask(
+    code: Any,
+    f: Callable,
+    x: ArrayLike,
+    *,
+    stragglers: int,
+    key: PRNGKeyArray | None = None,
+    max_exhaustive: int = 20_000,
+    restarts: int = 8,
+    proposals: int = 256,
+    max_iters: int = 100,
+    patience: int = 5,
+    chunk_size: int = 1024,
+) -> WorstCase:
+    """The straggler pattern with ``S`` stragglers that maximises the loss (or the worst found).
+
+    The loss of a pattern ``F`` is the paper's ``(1/K) Σ_k ‖f^_F(x_k) − f(x_k)‖²`` (the same as
+    :func:`gcc_jax.monte_carlo_loss`); a pattern the code cannot decode (non-zero status) counts
+    as ``+inf``. The inputs are encoded and ``f`` is applied to the ``N`` coded inputs once;
+    every candidate pattern is then one batched decode (jit + vmap, fixed chunk shape).
+
+    * **Exhaustive** when ``C(N, S) ≤ max_exhaustive``: every ``S``-subset is decoded and the
+      result is the exact worst case (``exhaustive=True``).
+    * **Heuristic** otherwise (``exhaustive=False``, the loss is a **lower bound** on the true
+      worst case): (1) all ``N − S + 1`` contiguous blocks of ``S`` stragglers; (2) local search
+      from ``restarts`` starting patterns — the best blocks and random ``S``-subsets (half each)
+      — where each step decodes, for every chain at once, all swap neighbours (revive one
+      straggler, kill one live worker) when there are at most ``proposals`` of them, else
+      ``proposals`` random ones (half move a straggler by at most ``max(1, N // 16)`` places,
+      half anywhere), and each chain moves to its best neighbour if that is strictly worse
+      (higher loss). A chain stops at a local optimum of the full neighbourhood, or after
+      ``patience`` steps without gain; the search stops after ``max_iters`` steps.
+
+    Args:
+        code: any gcc_jax code (``encode`` / ``decode_with_status`` / ``num_workers``).
+        f: the worker function, one input → one output.
+        x: inputs, shape ``(K, ...)``.
+        stragglers: ``S``, the number of dead workers, ``0 ≤ S ≤ N``.
+        key: PRNG key for the random restarts and proposals (default ``jax.random.key(0)``).
+        max_exhaustive: largest ``C(N, S)`` searched exhaustively.
+        restarts: number of local-search chains.
+        proposals: neighbours decoded per chain and step.
+        max_iters: maximum number of local-search steps.
+        patience: steps without improvement before a chain stops (random proposals only).
+        chunk_size: masks decoded per compiled call.
+
+    Returns:
+        A :class:`WorstCase` ``(mask, loss, status, exhaustive, num_evaluated)``.
+
+    Raises:
+        ValueError/TypeError: bad sizes; GCCValueError: ``f(x)`` is not finite.
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
+        >>> x = jnp.linspace(-1.0, 1.0, 3)[:, None]
+        >>> wc = gcc.worst_case_mask(code, jnp.sin, x, stragglers=2)
+        >>> wc.exhaustive, int((~wc.mask).sum()), wc.num_evaluated
+        (True, 2, 28)
+    """
+    n = code.num_workers
+    s = _check_int(stragglers, "stragglers", 0, n)
+    for name, v in (
+        ("max_exhaustive", max_exhaustive),
+        ("restarts", restarts),
+        ("proposals", proposals),
+        ("max_iters", max_iters),
+        ("patience", patience),
+        ("chunk_size", chunk_size),
+    ):
+        _check_int(v, name, 0 if name in ("max_exhaustive", "max_iters") else 1)
+    key = jr.key(0) if key is None else key
+    x = jnp.asarray(x)
+    xt = code.encode(x)
+    yt = jax.vmap(f)(xt)
+    fx = jax.vmap(f)(x)
+    if not bool(jnp.all(jnp.isfinite(fx))):
+        raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
+
+    total = math.comb(n, s)
+    if total <= max_exhaustive:
+        chunk = min(chunk_size, 1 << max(total - 1, 0).bit_length())
+        ev = _Evaluator(code, yt, fx, chunk)
+        best = (-np.inf, None, 0)
+        for block in _combination_masks(n, s, total, chunk):
+            loss, status = ev(block)
+            i = int(np.argmax(loss))
+            if loss[i] > best[0] or best[1] is None:
+                best = (float(loss[i]), block[i].copy(), int(status[i]))
+        return WorstCase(best[1], best[0], best[2], True, ev.count)
+
+    seed = np.asarray(jr.key_data(key)).ravel().astype(np.uint32)
+    rng = np.random.default_rng(seed)
+    full = s * (n - s) <= proposals
+    step_size = s * (n - s) if full else proposals
+    ev = _Evaluator(code, yt, fx, min(chunk_size, restarts * step_size))
+    blocks = _contiguous(n, s)
+    block_loss, block_status = ev(blocks)
+    order = np.argsort(-block_loss, kind="stable")
+    n_block = min(max(restarts // 2, 1), blocks.shape[0])
+    starts = np.concatenate([blocks[order[:n_block]], _random_masks(rng, n, s, restarts - n_block)])
+    cur, cur_status = ev(starts)
+    cur_masks = starts.copy()
+    stale = np.zeros(restarts, int)
+    active = np.ones(restarts, bool)
+    radius = max(1, n // 16)
+    for _ in range(max_iters):
+        if not active.any():
+            break
+        chains = np.flatnonzero(active)
+        cands = [
+            _all_swaps(cur_masks[c])
+            if full
+            else _random_swaps(rng, cur_masks[c], proposals, radius)
+            for c in chains
+        ]
+        loss, status = ev(np.concatenate(cands))
+        loss = loss.reshape(chains.size, step_size)
+        status = status.reshape(chains.size, step_size)
+        for row, c in enumerate(chains):
+            j = int(np.argmax(loss[row]))
+            if loss[row, j] > cur[c]:
+                cur[c], cur_status[c], cur_masks[c] = loss[row, j], status[row, j], cands[row][j]
+                stale[c] = 0
+            else:
+                stale[c] += 1
+                if full or stale[c] >= patience:
+                    active[c] = False
+    all_loss = np.concatenate([block_loss, cur])
+    all_status = np.concatenate([block_status, cur_status])
+    all_masks = np.concatenate([blocks, cur_masks])
+    i = int(np.argmax(all_loss))
+    return WorstCase(all_masks[i], float(all_loss[i]), int(all_status[i]), False, ev.count)

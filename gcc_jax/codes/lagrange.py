@@ -1,0 +1,223 @@
+"""LCC: Lagrange coded computing (polynomial encoder, polynomial-interpolation decoder)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from .._nodes import chebyshev_nodes
+from .._spline import _float_dtype
+from .._status import Status, combine, raise_if_bad
+from .._types import Array, ArrayLike, Bool, Float, Shaped
+from ._barycentric import (
+    barycentric_matrix,
+    data_status,
+    lagrange_weights,
+    live_ranks,
+    node_status,
+)
+from ._base import Decoded, apply_rows, check_inputs, check_outputs
+from .berrut import _check_node_leaves
+
+_BELOW = ("nan", "interpolate")
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class LagrangeCode:
+    """Lagrange coded computing (LCC; Yu et al., AISTATS 2019), over the reals.
+
+    Encoder: the interpolating polynomial of degree ``K − 1`` through ``(alpha_k, x_k)``,
+    ``u(z) = Σ_k x_k ℓ_k(z)`` with the Lagrange basis ``ℓ_k`` on ``alpha``; worker ``n`` receives
+    ``x~_n = u(beta_n)``. For a polynomial ``f`` of degree ``deg`` the workers' results are
+    samples of ``f∘u``, a polynomial of degree ``(K − 1)·deg``, so any
+    ``r = (K − 1)·deg + 1`` live results determine it and ``f(x_k) = (f∘u)(alpha_k)`` is
+    recovered *exactly* (the recovery threshold; up to ``S = N − r`` stragglers).
+
+    Decoder: barycentric interpolation (second, "true" form, stable on Chebyshev-like nodes)
+
+        p(z) = Σ_i' w_i y_i / (z − beta_i)  /  Σ_i' w_i / (z − beta_i),
+        w_i = 1 / Π_{j≠i} (beta_i − beta_j),
+
+    over ``r`` selected live workers, evaluated at ``alpha``. The selection is made with masks
+    (static shapes): among the ``L`` live workers in ascending order, those of rank
+    ``round(j (L − 1)/(r − 1))``, ``j = 0 … r − 1`` — evenly spread ranks, which keeps the
+    selected nodes close to a Chebyshev distribution (small Lebesgue constant).
+
+    Below the threshold (``L < r``), ``below_threshold`` decides:
+
+    * ``"nan"`` (default): the value is NaN and the status carries
+      ``Status.BELOW_RECOVERY_THRESHOLD`` (``decode`` raises in eager calls).
+    * ``"interpolate"``: LeTCC App. D's adaptation — fit the lower-degree polynomial (degree
+      ``L − 1``) through *all* live results. The status stays OK since this is a deliberate
+      approximation; :meth:`recovers` tells whether a pattern is exact.
+
+    For non-polynomial ``f``, or ``deg`` understated, the decoder still interpolates but is
+    not exact. Over the reals LCC becomes ill-conditioned once ``(K − 1)·deg`` is large
+    (LeTCC App. D: ≳ 25) and stragglers open gaps in the nodes.
+
+    Attributes:
+        alpha: ascending input nodes, shape ``(K,)``.
+        beta: ascending worker nodes, shape ``(N,)``.
+        degree: ``deg f ≥ 1`` (static).
+        below_threshold: ``"nan"`` or ``"interpolate"`` (static).
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> code = gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=8, degree=2)
+        >>> code.recovery_threshold
+        5
+        >>> f = lambda v: v**2 + 1.0
+        >>> x = jnp.array([[0.5], [-1.0], [2.0]])
+        >>> mask = jnp.array([True, False, True, True, False, True, True, False])
+        >>> bool(jnp.allclose(code.decode(f(code.encode(x)), mask), f(x)))
+        True
+    """
+
+    alpha: Float[Array, " k"]
+    beta: Float[Array, " n"]
+    degree: int = dataclasses.field(default=1, metadata=dict(static=True))
+    below_threshold: str = dataclasses.field(default="nan", metadata=dict(static=True))
+
+    def __post_init__(self):
+        if isinstance(self.degree, bool) or not isinstance(self.degree, int) or self.degree < 1:
+            raise ValueError(f"`degree` must be an int >= 1; got {self.degree!r}")
+        if self.below_threshold not in _BELOW:
+            raise ValueError(
+                f"`below_threshold` must be one of {_BELOW}; got {self.below_threshold!r}"
+            )
+        _check_node_leaves(self, ("alpha", "beta"))
+
+    @classmethod
+    def chebyshev(
+        cls,
+        *,
+        num_inputs: int,
+        num_workers: int,
+        degree: int,
+        below_threshold: str = "nan",
+        dtype=None,
+    ) -> LagrangeCode:
+        """LCC with ``alpha`` Chebyshev-1 (K points) and ``beta`` Chebyshev-2 (N), ascending.
+
+        Args:
+            num_inputs: ``K ≥ 2``.
+            num_workers: ``N ≥ 2`` (LCC tolerates ``N − (K − 1)·degree − 1`` stragglers).
+            degree: degree of the polynomial ``f`` to be computed exactly.
+            below_threshold: ``"nan"`` or ``"interpolate"`` (see the class docstring).
+            dtype: float dtype of the nodes (default: JAX's default float).
+        """
+        for name, v in (("num_inputs", num_inputs), ("num_workers", num_workers)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise ValueError(f"`{name}` must be an int >= 2; got {v!r}")
+        dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
+        return cls(
+            alpha=chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
+            beta=chebyshev_nodes(num_workers, kind=2, dtype=dtype),
+            degree=degree,
+            below_threshold=below_threshold,
+        )
+
+    @property
+    def num_inputs(self) -> int:
+        return self.alpha.shape[0]
+
+    @property
+    def num_workers(self) -> int:
+        return self.beta.shape[0]
+
+    @property
+    def recovery_threshold(self) -> int:
+        """``(K − 1)·deg + 1``: the number of live results that makes decoding exact."""
+        return (self.num_inputs - 1) * self.degree + 1
+
+    @property
+    def max_stragglers(self) -> int:
+        """``N − recovery_threshold`` (negative when even no straggler can be tolerated)."""
+        return self.num_workers - self.recovery_threshold
+
+    def recovers(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, ""]:
+        """Whether ``mask`` has at least :attr:`recovery_threshold` live workers."""
+        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
+        return jnp.sum(mask) >= self.recovery_threshold
+
+    # -- encoder ----------------------------------------------------------------------------
+
+    def encoder_matrix(self) -> Float[Array, "n k"]:
+        """``E`` with ``X~ = E X``: the Lagrange basis on ``alpha`` evaluated at ``beta``."""
+        live = jnp.ones((self.num_inputs,), bool)
+        w = lagrange_weights(self.alpha, live)
+        return barycentric_matrix(self.alpha, w, live, self.beta.astype(self.alpha.dtype))
+
+    def encode(self, x: Shaped[ArrayLike, " k *d"]) -> Float[Array, " n *d"]:
+        """Coded inputs ``x~_n = u(beta_n)`` for ``x`` of shape ``(K, ...)`` → ``(N, ...)``."""
+        x = check_inputs(x, self.num_inputs)
+        e = self.encoder_matrix()
+        dtype = _float_dtype(e, x)
+        return apply_rows(e.astype(dtype), x.astype(dtype))
+
+    # -- decoder ----------------------------------------------------------------------------
+
+    def _selection(self, mask: Array) -> Array:
+        """The ``r`` live workers used (evenly spread ranks), or all live ones below ``r``."""
+        r = self.recovery_threshold
+        n_live = jnp.sum(mask)
+        rank = live_ranks(mask)
+        j = jnp.arange(r)
+        targets = jnp.round(j * (n_live - 1) / max(r - 1, 1)).astype(rank.dtype)
+        chosen = mask & jnp.any(rank[:, None] == targets[None, :], axis=1)
+        return jnp.where(n_live >= r, chosen, mask)
+
+    def _decoder_matrix(self, mask: Array, dtype) -> Array:
+        beta = self.beta.astype(dtype)
+        sel = self._selection(mask)
+        return barycentric_matrix(beta, lagrange_weights(beta, sel), sel, self.alpha.astype(dtype))
+
+    def decoder_matrix(self, mask: Bool[ArrayLike, " n"]) -> Float[Array, "k n"]:
+        """``D(mask)`` with ``Y^ = D Y~``; only the selected live workers have non-zero columns."""
+        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
+        return self._decoder_matrix(mask, _float_dtype(self.alpha, self.beta))
+
+    def decode_with_status(
+        self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
+    ) -> Decoded:
+        """Decode and report value problems as data (never raises on them).
+
+        Status flags: ``BELOW_RECOVERY_THRESHOLD`` (fewer than ``(K − 1)·deg + 1`` live
+        workers, with ``below_threshold="nan"``), ``TOO_FEW_LIVE`` (no live worker),
+        ``NONFINITE_DATA`` (NaN/Inf from a live worker), ``BAD_NODES``, ``NONFINITE_RESULT``.
+        The value is NaN wherever the status is not OK.
+        """
+        y, mask = check_outputs(y, mask, self.num_workers)
+        n = self.num_workers
+        dtype = _float_dtype(self.beta, y)
+        y_flat = y.reshape(n, -1).astype(dtype)
+        n_live = jnp.sum(mask)
+        strict = self.below_threshold == "nan"
+        below = (n_live < self.recovery_threshold) & strict
+        status = (
+            combine((n_live < 1, Status.TOO_FEW_LIVE))
+            | combine((below, Status.BELOW_RECOVERY_THRESHOLD))
+            | node_status(self.beta)
+            | data_status(y_flat, mask)
+        )
+        y_ok = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
+        value = self._decoder_matrix(mask, dtype) @ y_ok
+        status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
+        value = jnp.where(status == 0, value, jnp.nan)
+        return Decoded(value.reshape((self.num_inputs, *y.shape[1:])), status)
+
+    def decode(self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
+        """Estimates ``p(alpha_k) = f(x_k)`` (exact for polynomial ``f`` of degree ≤ ``degree``).
+
+        Raises:
+            ValueError/TypeError: wrong shapes, a non-boolean mask.
+            GCCValueError: in eager calls, fewer live workers than the recovery threshold (with
+                ``below_threshold="nan"``), or NaN/Inf from a live worker. Under ``jit``/``vmap``
+                the value is NaN instead; see :meth:`decode_with_status`.
+        """
+        out = self.decode_with_status(y, mask)
+        raise_if_bad(out.status, "LagrangeCode.decode")
+        return out.value
