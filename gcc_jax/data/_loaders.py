@@ -203,7 +203,7 @@ def load_fashion_mnist(path: str | os.PathLike | None = None) -> Dataset:
 
     Example:
         >>> ds = load_fashion_mnist()  # doctest: +SKIP
-        >>> ds.x_train.shape
+        >>> ds.x_train.shape  # doctest: +SKIP
         (60000, 28, 28, 1)
     """
     dirs = _idx_search_dirs(DEFAULT_FASHION_MNIST_DIR if path is None else path, "FashionMNIST")
@@ -235,7 +235,7 @@ def load_mnist(path: str | os.PathLike | None) -> Dataset:
 
     Example:
         >>> ds = load_mnist("~/data/mnist")  # doctest: +SKIP
-        >>> ds.x_test.shape
+        >>> ds.x_test.shape  # doctest: +SKIP
         (10000, 28, 28, 1)
     """
     if path is None:
@@ -316,7 +316,7 @@ def load_cifar10(path: str | os.PathLike | None) -> Dataset:
 
     Example:
         >>> ds = load_cifar10("~/data")  # doctest: +SKIP
-        >>> ds.x_train.shape
+        >>> ds.x_train.shape  # doctest: +SKIP
         (50000, 32, 32, 3)
     """
     if path is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import json
 import os
 import time
@@ -88,6 +89,12 @@ class TrainedModel:
         See `gcc_jax.models.worker_function`.
         """
         return worker_function(self.apply, self.params, output=output)
+
+
+@functools.lru_cache(maxsize=16)
+def _adamw(lr: float, weight_decay: float) -> optax.GradientTransformation:
+    """One optimiser object per setting, so repeated runs reuse the compiled training step."""
+    return optax.adamw(lr, weight_decay=weight_decay)
 
 
 def _split_validation(ds: Dataset, val_fraction: float, seed: int):
@@ -230,7 +237,7 @@ def train_classifier(
             return result
 
     (x_tr, y_tr), (x_val, y_val) = _split_validation(ds, val_fraction, seed)
-    optimizer = optax.adamw(lr, weight_decay=weight_decay)
+    optimizer = _adamw(float(lr), float(weight_decay))
     t0 = time.perf_counter()
     res = fit(
         apply,

@@ -98,6 +98,12 @@ def make_train_step(
     return step
 
 
+@functools.lru_cache(maxsize=16)
+def _cached_train_step(apply: Callable, optimizer: optax.GradientTransformation) -> Callable:
+    """`make_train_step`, reused (with its compiled code) for an equal model and optimiser."""
+    return make_train_step(apply, optimizer)
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def _count_correct(apply: Callable, params: Params, x: Array, y: Array, valid: Array) -> Array:
     pred = jnp.argmax(apply(params, x), axis=-1)
@@ -114,7 +120,8 @@ def accuracy(
 ) -> float:
     """Top-1 accuracy ``(1/n) Σ_i [argmax apply(params, x_i) = y_i]``, in fixed-size chunks.
 
-    The last chunk is padded (and the padding ignored), so the prediction compiles once.
+    Every chunk has ``batch_size`` rows (the last is padded and the padding ignored), so the
+    prediction compiles once per model whatever the size of the set.
 
     Args:
         apply: the model's forward function.
@@ -138,7 +145,7 @@ def accuracy(
         raise ValueError(f"`y` must have shape ({n},) to match `x`; got {y.shape}")
     if n == 0:
         return float("nan")
-    size = min(batch_size, n)
+    size = batch_size
     correct = 0
     for start in range(0, n, size):
         xb, yb = x[start : start + size], y[start : start + size]
@@ -218,7 +225,7 @@ def fit(
         )
     batch_size = min(batch_size, n)
     steps_per_epoch = n // batch_size
-    step = make_train_step(apply, optimizer)
+    step = _cached_train_step(apply, optimizer)
     opt_state = optimizer.init(params)
     rng = np.random.default_rng(seed)
     losses: list[float] = []
