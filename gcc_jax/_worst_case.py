@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -36,6 +37,12 @@ class WorstCase(NamedTuple):
     status: int
     exhaustive: bool
     num_evaluated: int
+
+
+@functools.partial(jax.jit, static_argnames="f")
+def _apply(code, f, x):
+    """Workers' outputs ``f(x~_n)`` and the true ``f(x_k)``, in one compiled call."""
+    return jax.vmap(f)(code.encode(x)), jax.vmap(f)(x)
 
 
 @jax.jit
@@ -203,18 +210,46 @@ def worst_case_mask(
         _check_int(v, name, 0 if name in ("max_exhaustive", "max_iters") else 1)
     key = jr.key(0) if key is None else key
     x = jnp.asarray(x)
-    xt = code.encode(x)
-    yt = jax.vmap(f)(xt)
-    fx = jax.vmap(f)(x)
+    yt, fx = _apply(code, f, x)
     if not bool(jnp.all(jnp.isfinite(fx))):
         raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
 
     total = math.comb(n, s)
     if total <= max_exhaustive:
         chunk = min(chunk_size, 1 << max(total - 1, 0).bit_length())
-        ev = _Evaluator(code, yt, fx, chunk)
+    else:
+        chunk = min(chunk_size, restarts * min(s * (n - s), proposals))
+    ev = _Evaluator(code, yt, fx, chunk)
+    return _search(
+        ev,
+        n,
+        s,
+        key=key,
+        max_exhaustive=max_exhaustive,
+        restarts=restarts,
+        proposals=proposals,
+        max_iters=max_iters,
+        patience=patience,
+    )
+
+
+def _search(
+    ev: _Evaluator,
+    n: int,
+    s: int,
+    *,
+    key: PRNGKeyArray,
+    max_exhaustive: int,
+    restarts: int,
+    proposals: int,
+    max_iters: int,
+    patience: int,
+) -> WorstCase:
+    """The search of :func:`worst_case_mask` with a given evaluator (any chunk size)."""
+    total = math.comb(n, s)
+    if total <= max_exhaustive:
         best = (-np.inf, None, 0)
-        for block in _combination_masks(n, s, total, chunk):
+        for block in _combination_masks(n, s, total, ev.chunk):
             loss, status = ev(block)
             i = int(np.argmax(loss))
             if loss[i] > best[0] or best[1] is None:
@@ -225,7 +260,6 @@ def worst_case_mask(
     rng = np.random.default_rng(seed)
     full = s * (n - s) <= proposals
     step_size = s * (n - s) if full else proposals
-    ev = _Evaluator(code, yt, fx, min(chunk_size, restarts * step_size))
     blocks = _contiguous(n, s)
     block_loss, block_status = ev(blocks)
     order = np.argsort(-block_loss, kind="stable")

@@ -31,6 +31,36 @@ def _check_node_leaves(code, names: tuple[str, ...]) -> None:
             _as_nodes(a, name, dtype)
 
 
+# Kernels: plain pure functions, jitted so that eager calls compile once per shape (a nested
+# jit inside the caller's jit/vmap is inlined).
+
+
+@jax.jit
+def _encoder_matrix(alpha: Array, beta: Array) -> Array:
+    live = jnp.ones(alpha.shape, bool)
+    return barycentric_matrix(alpha, berrut_weights(live, alpha.dtype), live, beta)
+
+
+@jax.jit
+def _decoder_matrix(beta: Array, alpha: Array, mask: Array) -> Array:
+    return barycentric_matrix(beta, berrut_weights(mask, beta.dtype), mask, alpha)
+
+
+@jax.jit
+def _decode(beta: Array, alpha: Array, y_flat: Array, mask: Array) -> tuple[Array, Array]:
+    """Berrut decode of ``y_flat`` (n, m) with its status; NaN value where the status is bad."""
+    status = (
+        combine((jnp.sum(mask) < 1, Status.TOO_FEW_LIVE))
+        | node_status(beta)
+        | data_status(y_flat, mask)
+    )
+    # A straggler's output (even NaN/Inf) never reaches the arithmetic or the gradient.
+    y_ok = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
+    value = _decoder_matrix(beta, alpha, mask) @ y_ok
+    status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
+    return jnp.where(status == 0, value, jnp.nan), status
+
+
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class BerrutCode:
@@ -104,13 +134,7 @@ class BerrutCode:
 
     def encoder_matrix(self) -> Float[Array, "n k"]:
         """``E`` with ``X~ = E X``: Berrut's interpolant on ``alpha`` evaluated at ``beta``."""
-        live = jnp.ones((self.num_inputs,), bool)
-        return barycentric_matrix(
-            self.alpha,
-            berrut_weights(live, self.alpha.dtype),
-            live,
-            self.beta.astype(self.alpha.dtype),
-        )
+        return _encoder_matrix(self.alpha, self.beta.astype(self.alpha.dtype))
 
     def encode(self, x: Shaped[ArrayLike, " k *d"]) -> Float[Array, " n *d"]:
         """Coded inputs ``x~_n = u_enc(beta_n)`` for ``x`` of shape ``(K, ...)`` → ``(N, ...)``."""
@@ -121,14 +145,11 @@ class BerrutCode:
 
     # -- decoder ----------------------------------------------------------------------------
 
-    def _decoder_matrix(self, mask: Array, dtype) -> Array:
-        beta = self.beta.astype(dtype)
-        return barycentric_matrix(beta, berrut_weights(mask, dtype), mask, self.alpha.astype(dtype))
-
     def decoder_matrix(self, mask: Bool[ArrayLike, " n"]) -> Float[Array, "k n"]:
         """``D(mask)`` with ``Y^ = D Y~``; columns of stragglers are zero."""
         _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        return self._decoder_matrix(mask, _float_dtype(self.alpha, self.beta))
+        dtype = _float_dtype(self.alpha, self.beta)
+        return _decoder_matrix(self.beta.astype(dtype), self.alpha.astype(dtype), mask)
 
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
@@ -140,19 +161,9 @@ class BerrutCode:
         wherever the status is not OK. Use under ``jit``/``vmap`` over masks.
         """
         y, mask = check_outputs(y, mask, self.num_workers)
-        n = self.num_workers
         dtype = _float_dtype(self.beta, y)
-        y_flat = y.reshape(n, -1).astype(dtype)
-        status = (
-            combine((jnp.sum(mask) < 1, Status.TOO_FEW_LIVE))
-            | node_status(self.beta)
-            | data_status(y_flat, mask)
-        )
-        # A straggler's output (even NaN/Inf) never reaches the arithmetic or the gradient.
-        y_ok = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-        value = self._decoder_matrix(mask, dtype) @ y_ok
-        status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
-        value = jnp.where(status == 0, value, jnp.nan)
+        y_flat = y.reshape(self.num_workers, -1).astype(dtype)
+        value, status = _decode(self.beta.astype(dtype), self.alpha.astype(dtype), y_flat, mask)
         return Decoded(value.reshape((self.num_inputs, *y.shape[1:])), status)
 
     def decode(self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]) -> Array:

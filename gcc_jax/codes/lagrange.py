@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,50 @@ from ._base import Decoded, apply_rows, check_inputs, check_outputs
 from .berrut import _check_node_leaves
 
 _BELOW = ("nan", "interpolate")
+
+
+# Kernels: plain pure functions, jitted so that eager calls compile once per shape (a nested
+# jit inside the caller's jit/vmap is inlined).
+
+
+@jax.jit
+def _encoder_matrix(alpha: Array, beta: Array) -> Array:
+    live = jnp.ones(alpha.shape, bool)
+    return barycentric_matrix(alpha, lagrange_weights(alpha, live), live, beta)
+
+
+def _selection(mask: Array, r: int) -> Array:
+    """The ``r`` live workers used (evenly spread live ranks), or all live ones below ``r``."""
+    n_live = jnp.sum(mask)
+    rank = live_ranks(mask)
+    j = jnp.arange(r)
+    targets = jnp.round(j * (n_live - 1) / max(r - 1, 1)).astype(rank.dtype)
+    chosen = mask & jnp.any(rank[:, None] == targets[None, :], axis=1)
+    return jnp.where(n_live >= r, chosen, mask)
+
+
+@functools.partial(jax.jit, static_argnames="threshold")
+def _decoder_matrix(beta: Array, alpha: Array, mask: Array, threshold: int) -> Array:
+    sel = _selection(mask, threshold)
+    return barycentric_matrix(beta, lagrange_weights(beta, sel), sel, alpha)
+
+
+@functools.partial(jax.jit, static_argnames=("threshold", "strict"))
+def _decode(
+    beta: Array, alpha: Array, y_flat: Array, mask: Array, *, threshold: int, strict: bool
+) -> tuple[Array, Array]:
+    """LCC decode of ``y_flat`` (n, m) with its status; NaN value where the status is bad."""
+    n_live = jnp.sum(mask)
+    status = (
+        combine((n_live < 1, Status.TOO_FEW_LIVE))
+        | combine(((n_live < threshold) & strict, Status.BELOW_RECOVERY_THRESHOLD))
+        | node_status(beta)
+        | data_status(y_flat, mask)
+    )
+    y_ok = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
+    value = _decoder_matrix(beta, alpha, mask, threshold) @ y_ok
+    status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
+    return jnp.where(status == 0, value, jnp.nan), status
 
 
 @jax.tree_util.register_dataclass
@@ -147,9 +192,7 @@ class LagrangeCode:
 
     def encoder_matrix(self) -> Float[Array, "n k"]:
         """``E`` with ``X~ = E X``: the Lagrange basis on ``alpha`` evaluated at ``beta``."""
-        live = jnp.ones((self.num_inputs,), bool)
-        w = lagrange_weights(self.alpha, live)
-        return barycentric_matrix(self.alpha, w, live, self.beta.astype(self.alpha.dtype))
+        return _encoder_matrix(self.alpha, self.beta.astype(self.alpha.dtype))
 
     def encode(self, x: Shaped[ArrayLike, " k *d"]) -> Float[Array, " n *d"]:
         """Coded inputs ``x~_n = u(beta_n)`` for ``x`` of shape ``(K, ...)`` → ``(N, ...)``."""
@@ -160,25 +203,13 @@ class LagrangeCode:
 
     # -- decoder ----------------------------------------------------------------------------
 
-    def _selection(self, mask: Array) -> Array:
-        """The ``r`` live workers used (evenly spread ranks), or all live ones below ``r``."""
-        r = self.recovery_threshold
-        n_live = jnp.sum(mask)
-        rank = live_ranks(mask)
-        j = jnp.arange(r)
-        targets = jnp.round(j * (n_live - 1) / max(r - 1, 1)).astype(rank.dtype)
-        chosen = mask & jnp.any(rank[:, None] == targets[None, :], axis=1)
-        return jnp.where(n_live >= r, chosen, mask)
-
-    def _decoder_matrix(self, mask: Array, dtype) -> Array:
-        beta = self.beta.astype(dtype)
-        sel = self._selection(mask)
-        return barycentric_matrix(beta, lagrange_weights(beta, sel), sel, self.alpha.astype(dtype))
-
     def decoder_matrix(self, mask: Bool[ArrayLike, " n"]) -> Float[Array, "k n"]:
         """``D(mask)`` with ``Y^ = D Y~``; only the selected live workers have non-zero columns."""
         _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        return self._decoder_matrix(mask, _float_dtype(self.alpha, self.beta))
+        dtype = _float_dtype(self.alpha, self.beta)
+        return _decoder_matrix(
+            self.beta.astype(dtype), self.alpha.astype(dtype), mask, self.recovery_threshold
+        )
 
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
@@ -191,22 +222,16 @@ class LagrangeCode:
         The value is NaN wherever the status is not OK.
         """
         y, mask = check_outputs(y, mask, self.num_workers)
-        n = self.num_workers
         dtype = _float_dtype(self.beta, y)
-        y_flat = y.reshape(n, -1).astype(dtype)
-        n_live = jnp.sum(mask)
-        strict = self.below_threshold == "nan"
-        below = (n_live < self.recovery_threshold) & strict
-        status = (
-            combine((n_live < 1, Status.TOO_FEW_LIVE))
-            | combine((below, Status.BELOW_RECOVERY_THRESHOLD))
-            | node_status(self.beta)
-            | data_status(y_flat, mask)
+        y_flat = y.reshape(self.num_workers, -1).astype(dtype)
+        value, status = _decode(
+            self.beta.astype(dtype),
+            self.alpha.astype(dtype),
+            y_flat,
+            mask,
+            threshold=self.recovery_threshold,
+            strict=self.below_threshold == "nan",
         )
-        y_ok = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-        value = self._decoder_matrix(mask, dtype) @ y_ok
-        status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
-        value = jnp.where(status == 0, value, jnp.nan)
         return Decoded(value.reshape((self.num_inputs, *y.shape[1:])), status)
 
     def decode(self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]) -> Array:

@@ -21,6 +21,7 @@ worker returned NaN/Inf; the whole value is then NaN, as for every code).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +48,7 @@ def _check_fill(value) -> float:
     return float(value)
 
 
+@functools.partial(jax.jit, static_argnames=("num_inputs", "fill_value"))
 def _replica_decode(
     y: Array, mask: Array, num_inputs: int, fill_value: float
 ) -> tuple[Array, Array, Array]:

@@ -1,0 +1,394 @@
+"""Convergence rates of GCC and BACC in the number of workers ``N`` (the papers' theorems).
+
+For a fixed worker function and ``K`` fixed inputs, the loss
+``L = (1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` is measured as ``N`` grows (log-spaced) in two straggler
+regimes:
+
+* **worst case** with a fixed number ``S`` of stragglers: the loss of the worst pattern found by
+  :func:`gcc_jax.worst_case_mask` (exact for small ``C(N, S)``, a lower bound otherwise);
+* **probabilistic**: every worker straggles independently with probability ``p``; the mean loss
+  over ``M`` random patterns (patterns a code cannot decode are counted apart, see ``failed``).
+
+Theory (LeTCC Thm 4 and the probabilistic-regime paper; see the method notes §1.8):
+GCC ``O(S³ N⁻³)`` in the worst case and ``O(log³_{1/p}(N) N⁻³)`` with independent stragglers;
+the bound quoted for BACC is weaker, ``O(S⁴ N⁻²)`` (and ``O(log⁴_{1/p}(N) N⁻²)``). Fitted
+log-log slopes are reported next to these exponents.
+
+λ rule for GCC (documented choice): ``λ_enc = 0`` — the natural interpolating encoder, so
+``u_enc(alpha_k) = x_k`` and the encoder term of the bound vanishes (App. B.5) — and
+``λ_dec = 0``, the noiseless optimum (App. B.1: the bound increases with ``λ_d``). Both can be
+overridden (``lam_enc``, ``lam_dec``).
+
+Functions: the papers' ``x·sin(x)`` (scalar inputs ``x_k ~ U(−3, 3)``) and a smooth vector map
+ℝ² → ℝ³ (:func:`vector_map`, inputs ``x_k ~ U(−1, 1)²``), inputs drawn once from the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._stragglers import sample_masks
+from .._types import Array, Float
+from .._worst_case import _apply, _Evaluator, _search
+from ..codes import BerrutCode, SplineCode
+
+__all__ = [
+    "FUNCTIONS",
+    "xsinx",
+    "vector_map",
+    "run_rates",
+    "format_rates_table",
+    "plot_rates",
+    "save_rates",
+    "fit_slope",
+]
+
+
+def xsinx(x: Float[Array, " 1"]) -> Float[Array, " 1"]:
+    """The papers' test function ``f(x) = x · sin(x)`` (one scalar input, one output)."""
+    return x * jnp.sin(x)
+
+
+def vector_map(x: Float[Array, " 2"]) -> Float[Array, " 3"]:
+    """A smooth map ℝ² → ℝ³: ``[sin(2x₀)·cos(x₁), x₀·x₁, exp(−‖x‖²/2)]``."""
+    return jnp.stack(
+        [jnp.sin(2.0 * x[0]) * jnp.cos(x[1]), x[0] * x[1], jnp.exp(-0.5 * jnp.sum(x * x))]
+    )
+
+
+#: name → (worker function, input dimension, input half-range)
+FUNCTIONS: dict[str, tuple[Callable, int, float]] = {
+    "xsinx": (xsinx, 1, 3.0),
+    "vector_map": (vector_map, 2, 1.0),
+}
+
+CODES = ("GCC", "BACC")
+#: theory exponents of N and of the straggler term (S, or log_{1/p} N), per code and regime
+THEORY = {
+    ("GCC", "worst"): (-3.0, 3.0),
+    ("GCC", "iid"): (-3.0, 3.0),
+    ("BACC", "worst"): (-2.0, 4.0),
+    ("BACC", "iid"): (-2.0, 4.0),
+}
+
+
+def _make_code(name: str, k: int, n: int, lam_enc: float, lam_dec: float, solver: str):
+    if name == "BACC":
+        return BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+    return SplineCode.chebyshev(
+        num_inputs=k, num_workers=n, lam_enc=lam_enc, lam_dec=lam_dec, solver=solver
+    )
+
+
+def _pick_solver(solver: str) -> str:
+    """``"auto"``: the O(N) banded solver when this SplineCode has it, else the kernel form."""
+    if solver != "auto":
+        return solver
+    try:
+        SplineCode.chebyshev(num_inputs=2, num_workers=4, solver="banded")
+    except (ValueError, TypeError):
+        return "kernel"
+    return "banded"
+
+
+def fit_slope(n: Sequence[float], loss: Sequence[float]) -> tuple[float, float]:
+    """Least-squares fit ``log L = a + b log N``; returns ``(b, a)`` (NaN if < 2 usable points)."""
+    n = np.asarray(n, float)
+    loss = np.asarray(loss, float)
+    ok = np.isfinite(loss) & (loss > 0)
+    if ok.sum() < 2:
+        return float("nan"), float("nan")
+    b, a = np.polyfit(np.log(n[ok]), np.log(loss[ok]), 1)
+    return float(b), float(a)
+
+
+def _theory_curve(code: str, regime: str, n: np.ndarray, s: int, p: float) -> np.ndarray:
+    """The theory's rate without its constant: ``S^a N^b`` or ``log_{1/p}(N)^a N^b``."""
+    b, a = THEORY[(code, regime)]
+    if regime == "worst":
+        return float(max(s, 1)) ** a * n**b
+    return (np.log(n) / np.log(1.0 / p)) ** a * n**b
+
+
+def run_rates(
+    *,
+    workers: Sequence[int] = (20, 40, 80, 160, 320, 640),
+    num_inputs: int = 10,
+    stragglers: int = 3,
+    p: float = 0.1,
+    num_masks: int = 200,
+    functions: Sequence[str] = ("xsinx", "vector_map"),
+    lam_enc: float = 0.0,
+    lam_dec: float = 0.0,
+    solver: str = "auto",
+    search: dict | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict:
+    """Measure GCC and BACC losses versus ``N`` (worst case at fixed ``S``, and iid ``p``).
+
+    Args:
+        workers: the ``N`` values (log-spaced; every ``N > stragglers + 1``).
+        num_inputs: ``K``.
+        stragglers: ``S`` for the worst-case regime.
+        p: straggling probability for the probabilistic regime.
+        num_masks: random patterns ``M`` per ``N`` in the probabilistic regime.
+        functions: names from :data:`FUNCTIONS`.
+        lam_enc, lam_dec: GCC's smoothing parameters (the λ rule; default 0 and 0).
+        solver: SplineCode solver, ``"auto"`` = banded when available, else ``"kernel"``.
+        search: keyword arguments for :func:`gcc_jax.worst_case_mask` (defaults below).
+        seed: seeds the inputs, the random patterns and the search.
+        progress: print one line per measurement.
+
+    Returns:
+        A JSON-ready dict: the configuration, ``rows`` (one per function, regime, code and
+        ``N``), ``fits`` (slope per function, regime and code) and ``ratios`` (GCC/BACC at the
+        largest ``N``).
+    """
+    workers = tuple(int(n) for n in workers)
+    if len(workers) < 2 or any(n < stragglers + 2 for n in workers):
+        raise ValueError(f"`workers` needs >= 2 values, each >= S + 2 = {stragglers + 2}")
+    for name in functions:
+        if name not in FUNCTIONS:
+            raise ValueError(f"unknown function {name!r}; choose from {sorted(FUNCTIONS)}")
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"`p` must be in (0, 1); got {p}")
+    if not jax.config.jax_enable_x64:
+        warnings.warn(
+            "run_rates in float32: losses below ~1e-10 are round-off; enable x64 "
+            '(jax.config.update("jax_enable_x64", True)) for the rates',
+            stacklevel=2,
+        )
+    solver = _pick_solver(solver)
+    search = dict(max_exhaustive=5000, restarts=4, proposals=128, max_iters=25, patience=3) | dict(
+        search or {}
+    )
+    chunk_size = 128
+    key = jax.random.key(seed)
+    rows = []
+    for fi, fname in enumerate(functions):
+        f, dim, half = FUNCTIONS[fname]
+        kx = jax.random.fold_in(key, fi)
+        x = jax.random.uniform(kx, (num_inputs, dim), minval=-half, maxval=half)
+        for ni, n in enumerate(workers):
+            km = jax.random.fold_in(jax.random.fold_in(kx, 1), ni)
+            iid_masks = sample_masks(km, n, num=num_masks, p=p)
+            for code_name in CODES:
+                code = _make_code(code_name, num_inputs, n, lam_enc, lam_dec, solver)
+                # One compiled decoder per (code, N, f), shared by the search and the iid masks.
+                t0 = time.perf_counter()
+                yt, fx = _apply(code, f, x)
+                ev = _Evaluator(code, yt, fx, chunk_size)
+                wc = _search(ev, n, stragglers, key=jax.random.fold_in(km, 7), **search)
+                t1 = time.perf_counter()
+                iid_loss, iid_status = ev(np.asarray(iid_masks))
+                t2 = time.perf_counter()
+                ok = iid_status == 0
+                common = dict(function=fname, code=code_name, N=n, K=num_inputs)
+                rows.append(
+                    common
+                    | dict(
+                        regime="worst",
+                        S=stragglers,
+                        loss=float(wc.loss),
+                        exhaustive=bool(wc.exhaustive),
+                        evaluated=int(wc.num_evaluated),
+                        dead=np.flatnonzero(~wc.mask).tolist(),
+                        seconds=t1 - t0,
+                    )
+                )
+                mean = float(np.mean(iid_loss[ok])) if ok.any() else float("nan")
+                sem = float(np.std(iid_loss[ok]) / math.sqrt(max(ok.sum(), 1)))
+                rows.append(
+                    common
+                    | dict(
+                        regime="iid",
+                        p=p,
+                        loss=mean,
+                        ci95=1.96 * sem,
+                        masks=num_masks,
+                        failed=int((~ok).sum()),
+                        seconds=t2 - t1,
+                    )
+                )
+                if progress:
+                    print(
+                        f"{fname:>10} N={n:>5} {code_name:>4}: worst(S={stragglers}) "
+                        f"{wc.loss:.3e} [{'exact' if wc.exhaustive else 'search'}, "
+                        f"{t1 - t0:.1f}s]  iid(p={p}) {mean:.3e} [{t2 - t1:.1f}s]",
+                        flush=True,
+                    )
+    result = dict(
+        experiment="rates",
+        num_inputs=num_inputs,
+        workers=list(workers),
+        stragglers=stragglers,
+        p=p,
+        num_masks=num_masks,
+        functions=list(functions),
+        lam_enc=lam_enc,
+        lam_dec=lam_dec,
+        solver=solver,
+        search=search,
+        seed=seed,
+        dtype=str(jnp.zeros(()).dtype),
+        jax_version=jax.__version__,
+        rows=rows,
+    )
+    result["fits"], result["ratios"] = _summarise(result)
+    return result
+
+
+def _series(result: dict, fname: str, regime: str, code: str) -> tuple[np.ndarray, np.ndarray]:
+    rows = [
+        r
+        for r in result["rows"]
+        if r["function"] == fname and r["regime"] == regime and r["code"] == code
+    ]
+    rows.sort(key=lambda r: r["N"])
+    return np.array([r["N"] for r in rows], float), np.array([r["loss"] for r in rows], float)
+
+
+def _summarise(result: dict) -> tuple[list[dict], list[dict]]:
+    fits, ratios = [], []
+    for fname in result["functions"]:
+        for regime in ("worst", "iid"):
+            for code in CODES:
+                n, loss = _series(result, fname, regime, code)
+                slope, _ = fit_slope(n, loss)
+                half = n >= np.sqrt(n.min() * n.max())  # the upper half of the log-range
+                tail, _ = fit_slope(n[half], loss[half])
+                fits.append(
+                    dict(
+                        function=fname,
+                        regime=regime,
+                        code=code,
+                        slope=slope,
+                        slope_upper_half=tail,
+                        theory_slope=THEORY[(code, regime)][0],
+                    )
+                )
+            n, gcc_loss = _series(result, fname, regime, "GCC")
+            _, bacc_loss = _series(result, fname, regime, "BACC")
+            ratios.append(
+                dict(
+                    function=fname,
+                    regime=regime,
+                    N=int(n[-1]),
+                    gcc=float(gcc_loss[-1]),
+                    bacc=float(bacc_loss[-1]),
+                    ratio=float(gcc_loss[-1] / bacc_loss[-1]),
+                )
+            )
+    return fits, ratios
+
+
+def format_rates_table(result: dict) -> str:
+    """Plain-text tables of a :func:`run_rates` result: losses per ``N``, slopes and ratios."""
+    s, p = result["stragglers"], result["p"]
+    lines = [
+        f"Rates: K={result['num_inputs']}, worst case S={s}, iid p={p} "
+        f"({result['num_masks']} patterns), GCC lam_enc={result['lam_enc']:g} "
+        f"lam_dec={result['lam_dec']:g} ({result['solver']}), {result['dtype']}"
+    ]
+    for fname in result["functions"]:
+        lines.append(f"\n{fname}")
+        lines.append(
+            f"{'N':>6} {'GCC worst':>11} {'BACC worst':>11} {'GCC iid':>11} {'BACC iid':>11}"
+        )
+        cols = [
+            _series(result, fname, regime, code)[1] for regime in ("worst", "iid") for code in CODES
+        ]
+        n, _ = _series(result, fname, "worst", "GCC")
+        for i, ni in enumerate(n):
+            lines.append(f"{int(ni):>6} " + " ".join(f"{c[i]:>11.3e}" for c in cols))
+    lines.append("\nfitted log-log slopes in N (all N / upper half of the range; theory)")
+    for fit in result["fits"]:
+        lines.append(
+            f"  {fit['function']:>10} {fit['regime']:>5} {fit['code']:>4}: "
+            f"{fit['slope']:6.2f} / {fit['slope_upper_half']:6.2f}  "
+            f"(theory {fit['theory_slope']:g})"
+        )
+    lines.append("GCC/BACC loss ratio at the largest N")
+    for r in result["ratios"]:
+        lines.append(
+            f"  {r['function']:>10} {r['regime']:>5} N={r['N']}: {r['ratio']:.3g} "
+            f"({r['gcc']:.3e} vs {r['bacc']:.3e})"
+        )
+    return "\n".join(lines)
+
+
+def plot_rates(result: dict, path: str | Path) -> Path:
+    """Log-log plot of loss versus ``N`` with the theory lines; one panel per function and regime.
+
+    Theory lines: GCC ``S³N⁻³`` (worst) and ``log³_{1/p}(N) N⁻³`` (iid), BACC ``S⁴N⁻²`` and
+    ``log⁴_{1/p}(N) N⁻²``, each scaled to the code's measured losses (a least-squares constant
+    in log space), so only their *slopes* are theory.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    funcs = result["functions"]
+    fig, axes = plt.subplots(len(funcs), 2, figsize=(10, 4 * len(funcs)), squeeze=False)
+    colors = {"GCC": "C0", "BACC": "C3"}
+    for i, fname in enumerate(funcs):
+        for j, regime in enumerate(("worst", "iid")):
+            ax = axes[i, j]
+            for code in CODES:
+                n, loss = _series(result, fname, regime, code)
+                ok = np.isfinite(loss) & (loss > 0)
+                slope, _ = fit_slope(n, loss)
+                ax.loglog(
+                    n[ok], loss[ok], "o-", color=colors[code], label=f"{code} (slope {slope:.2f})"
+                )
+                shape = _theory_curve(code, regime, n, result["stragglers"], result["p"])
+                if ok.any():
+                    c = np.exp(np.mean(np.log(loss[ok]) - np.log(shape[ok])))
+                    b, a = THEORY[(code, regime)]
+                    term = "S" if regime == "worst" else "log_{1/p}N"
+                    ax.loglog(
+                        n,
+                        c * shape,
+                        "--",
+                        color=colors[code],
+                        alpha=0.6,
+                        label=f"theory ${term}^{{{a:g}}} N^{{{b:g}}}$",
+                    )
+            title = (
+                f"worst case, S={result['stragglers']}"
+                if regime == "worst"
+                else f"iid p={result['p']}"
+            )
+            ax.set_title(f"{fname}: {title}")
+            ax.set_xlabel("N (workers)")
+            ax.set_ylabel("loss (1/K) Σ‖f^ − f‖²")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def save_rates(result: dict, out: str | Path) -> dict[str, Path]:
+    """Write ``rates.json``, ``rates.txt`` and ``rates.png`` into the folder ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = dict(json=out / "rates.json", table=out / "rates.txt", plot=out / "rates.png")
+    paths["json"].write_text(json.dumps(result, indent=2))
+    paths["table"].write_text(format_rates_table(result) + "\n")
+    plot_rates(result, paths["plot"])
+    return paths

@@ -1,0 +1,174 @@
+"""BerrutCode (BACC) against a plain NumPy loop, plus invariants and the four transforms."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import gcc_jax as gcc
+
+
+def berrut_loop(t, y, z):
+    """Berrut's first-form interpolant through (t_i, y_i), ascending t, evaluated at z (loop)."""
+    out = []
+    for zz in z:
+        hits = [i for i in range(len(t)) if t[i] == zz]
+        if hits:
+            out.append(y[hits[0]])
+            continue
+        num = sum((-1) ** i * y[i] / (zz - t[i]) for i in range(len(t)))
+        den = sum((-1) ** i / (zz - t[i]) for i in range(len(t)))
+        out.append(num / den)
+    return np.array(out)
+
+
+def random_mask(rng, n, s):
+    mask = np.ones(n, bool)
+    mask[rng.choice(n, s, replace=False)] = False
+    return mask
+
+
+@pytest.mark.parametrize("k,n", [(3, 7), (5, 12), (8, 25)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_encode_decode_match_numpy_loop(k, n, seed):
+    rng = np.random.default_rng(seed)
+    code = gcc.BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+    alpha, beta = np.asarray(code.alpha), np.asarray(code.beta)
+    x = rng.normal(size=(k, 2))
+    np.testing.assert_allclose(code.encode(x), berrut_loop(alpha, x, beta), rtol=1e-12, atol=1e-12)
+    y = rng.normal(size=(n, 3))
+    for s in (0, 1, n // 3, n - 1):
+        mask = random_mask(rng, n, s)
+        expect = berrut_loop(beta[mask], y[mask], alpha)
+        got = code.decode(y, jnp.asarray(mask))
+        np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-12)
+
+
+def test_signs_alternate_over_live_nodes_with_dead_ends():
+    code = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=9)
+    mask = np.array([False, True, True, False, False, True, True, True, False])
+    d = np.asarray(code.decoder_matrix(jnp.asarray(mask)))
+    assert np.all(d[:, ~mask] == 0)
+    np.testing.assert_allclose(d.sum(axis=1), 1.0, rtol=1e-14)  # constants reproduced
+    # The live nodes' weights alternate: sign of d[k, i] * (alpha_k - beta_i) flips along the live.
+    alpha, beta = np.asarray(code.alpha), np.asarray(code.beta)
+    live = np.flatnonzero(mask)
+    signs = np.sign(d[0, live] * (alpha[0] - beta[live]))
+    assert np.all(signs[1:] == -signs[:-1])
+
+
+def test_exact_at_a_node_no_nan_finite_grads():
+    # K = 3 (Chebyshev-1 has 0) and N = 5 (Chebyshev-2 has 0): alpha_1 = beta_2 = 0.
+    code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=5)
+    assert float(code.alpha[1]) == float(code.beta[2]) == 0.0
+    y = jnp.arange(5.0)[:, None] ** 2
+    mask = jnp.ones(5, bool)
+    yh = code.decode(y, mask)
+    assert float(yh[1, 0]) == 4.0 and bool(jnp.all(jnp.isfinite(yh)))
+
+    def loss(y, beta, alpha):
+        c = gcc.BerrutCode(alpha=alpha, beta=beta)
+        return jnp.sum(c.decode_with_status(y, mask).value ** 2)
+
+    grads = jax.grad(loss, argnums=(0, 1, 2))(y, code.beta, code.alpha)
+    assert all(bool(jnp.all(jnp.isfinite(g))) for g in grads)
+    # The encoder also hits a node (beta_2 = alpha_1) exactly.
+    x = jnp.array([[1.0], [2.0], [3.0]])
+    assert float(code.encode(x)[2, 0]) == 2.0
+
+
+def test_straggler_garbage_never_reaches_value_or_gradient():
+    code = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=10)
+    mask = jnp.ones(10, bool).at[jnp.array([0, 4])].set(False)
+    y = jnp.linspace(0.0, 1.0, 10)[:, None]
+    bad = y.at[0].set(jnp.nan).at[4].set(jnp.inf)
+    np.testing.assert_array_equal(code.decode(bad, mask), code.decode(y, mask))
+    g = jax.grad(lambda y: jnp.sum(code.decode_with_status(y, mask).value))(bad)
+    assert bool(jnp.all(jnp.isfinite(g))) and float(jnp.abs(g[jnp.array([0, 4])]).sum()) == 0.0
+
+
+def test_status_and_errors():
+    code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=6)
+    y = jnp.ones((6, 2))
+    out = code.decode_with_status(y, jnp.zeros(6, bool))
+    assert int(out.status) == gcc.Status.TOO_FEW_LIVE and bool(jnp.all(jnp.isnan(out.value)))
+    with pytest.raises(gcc.GCCValueError, match="live"):
+        code.decode(y, jnp.zeros(6, bool))
+    one = jnp.zeros(6, bool).at[2].set(True)  # one live worker: a constant, valid
+    np.testing.assert_allclose(code.decode(y * 3.0, one), 3.0)
+    out = code.decode_with_status(y.at[1, 0].set(jnp.nan), jnp.ones(6, bool))
+    assert int(out.status) == gcc.Status.NONFINITE_DATA
+    with pytest.raises(ValueError, match="one row per worker"):
+        code.decode(jnp.ones((5, 2)), jnp.ones(6, bool))
+    with pytest.raises(TypeError, match="boolean"):
+        code.decode(y, jnp.ones(6))
+    with pytest.raises(ValueError, match="num_workers"):
+        gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=1)
+    with pytest.raises(gcc.GCCValueError, match="increasing"):
+        gcc.BerrutCode(alpha=jnp.array([0.5, -0.5]), beta=code.beta)
+    with pytest.raises(ValueError, match=r"shape \(3, \.\.\.\)"):
+        code.encode(jnp.ones((4, 2)))
+
+
+def test_reproduces_constants_and_keeps_trailing_shape():
+    code = gcc.BerrutCode.chebyshev(num_inputs=5, num_workers=17)
+    x = jnp.full((5, 2, 3), 1.5)
+    xt = code.encode(x)
+    assert xt.shape == (17, 2, 3)
+    np.testing.assert_allclose(xt, 1.5, rtol=1e-14)
+    mask = jnp.ones(17, bool).at[jnp.array([3, 8, 9])].set(False)
+    np.testing.assert_allclose(code.decode(xt, mask), x, rtol=1e-14)
+
+
+def test_converges_with_n():
+    f = jnp.sin
+    x = jnp.linspace(-1.0, 1.0, 6)[:, None]
+    errs = []
+    for n in (10, 40, 160):
+        code = gcc.BerrutCode.chebyshev(num_inputs=6, num_workers=n)
+        errs.append(float(jnp.max(jnp.abs(gcc.coded_apply(code, f, x, jnp.ones(n, bool)) - f(x)))))
+    assert errs[0] > errs[1] > errs[2]
+
+
+def test_jit_equals_eager_and_vmap_equals_loop():
+    rng = np.random.default_rng(3)
+    code = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=15)
+    y = jnp.asarray(rng.normal(size=(15, 2)))
+    masks = jnp.asarray(np.stack([random_mask(rng, 15, s) for s in (0, 2, 5, 9)]))
+    dec = jax.jit(lambda c, y, m: c.decode_with_status(y, m).value)
+    np.testing.assert_allclose(dec(code, y, masks[1]), code.decode(y, masks[1]), rtol=1e-13)
+    batched = jax.vmap(lambda m: code.decode_with_status(y, m).value)(masks)
+    for i in range(masks.shape[0]):
+        np.testing.assert_allclose(batched[i], code.decode(y, masks[i]), rtol=1e-13)
+
+
+def test_compiles_once_across_masks_and_nodes():
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def run(code, y, mask):
+        return code.decode_with_status(y, mask)
+
+    rng = np.random.default_rng(0)
+    code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=9)
+    y = jnp.asarray(rng.normal(size=(9, 1)))
+    for s in (0, 3, 6):
+        run(code, y, jnp.asarray(random_mask(rng, 9, s)))
+    moved = gcc.BerrutCode(alpha=code.alpha * 0.9, beta=code.beta)
+    run(moved, y, jnp.ones(9, bool))
+    chex.clear_trace_counter()
+
+
+def test_check_grads_wrt_data_and_nodes():
+    code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
+    mask = jnp.ones(8, bool).at[2].set(False)
+    x = jnp.array([[0.3], [-0.7], [1.1]])
+
+    def pipeline(x, alpha, beta):
+        c = gcc.BerrutCode(alpha=alpha, beta=beta)
+        return c.decode_with_status(jnp.sin(c.encode(x)), mask).value
+
+    # Shift the nodes off each other so the interpolant is smooth in them.
+    alpha = code.alpha * 0.97
+    check_grads(jax.jit(pipeline), (x, alpha, code.beta), order=2, modes=("fwd", "rev"))

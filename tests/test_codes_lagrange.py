@@ -1,0 +1,137 @@
+"""LagrangeCode (LCC): exact recovery of polynomials, explicit status below the threshold."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gcc_jax as gcc
+from gcc_jax.codes._barycentric import lagrange_weights
+
+
+def random_mask(rng, n, live):
+    mask = np.zeros(n, bool)
+    mask[rng.choice(n, live, replace=False)] = True
+    return jnp.asarray(mask)
+
+
+@pytest.mark.parametrize("degree", [1, 2, 3])
+@pytest.mark.parametrize("k,n", [(2, 9), (4, 16), (6, 24)])
+def test_exact_recovery_at_and_above_threshold(degree, k, n):
+    code = gcc.LagrangeCode.chebyshev(num_inputs=k, num_workers=n, degree=degree)
+    r = code.recovery_threshold
+    assert r == (k - 1) * degree + 1
+    if r > n:
+        pytest.skip("N below the recovery threshold")
+    rng = np.random.default_rng(degree * 100 + k)
+    coef = jnp.asarray(rng.normal(size=degree + 1))
+
+    def f(v):  # a polynomial map R^2 -> R^2 of total degree `degree`
+        return jnp.stack([jnp.polyval(coef, v[0]), v[1] ** degree - v[0] * v[1] ** (degree - 1)])
+
+    x = jnp.asarray(rng.uniform(-1.0, 1.0, size=(k, 2)))
+    yt = jax.vmap(f)(code.encode(x))
+    fx = jax.vmap(f)(x)
+    dec = jax.jit(jax.vmap(lambda m: code.decode_with_status(yt, m)))
+    masks = jnp.stack([random_mask(rng, n, live) for live in (r, r, r + 1, n)])
+    out = dec(masks)
+    assert not np.asarray(out.status).any()
+    np.testing.assert_allclose(out.value, jnp.broadcast_to(fx, out.value.shape), atol=1e-8)
+
+
+def test_decoder_uses_exactly_threshold_workers_spread_over_live_ranks():
+    code = gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=20, degree=2)  # r = 5
+    mask = jnp.ones(20, bool).at[jnp.array([0, 5, 6, 19])].set(False)
+    d = np.asarray(code.decoder_matrix(mask))
+    used = np.flatnonzero(np.abs(d).sum(axis=0) > 0)
+    live = np.flatnonzero(np.asarray(mask))
+    assert used.size == 5
+    np.testing.assert_array_equal(used, live[[0, 4, 8, 11, 15]])  # ranks round(j·15/4)
+
+
+def test_below_threshold_status_and_nan():
+    code = gcc.LagrangeCode.chebyshev(num_inputs=4, num_workers=12, degree=3)  # r = 10
+    y = jnp.ones((12, 2))
+    mask = jnp.ones(12, bool).at[jnp.array([1, 2, 3])].set(False)  # 9 live < 10
+    out = code.decode_with_status(y, mask)
+    assert int(out.status) == gcc.Status.BELOW_RECOVERY_THRESHOLD
+    assert bool(jnp.all(jnp.isnan(out.value)))
+    assert not bool(code.recovers(mask))
+    with pytest.raises(gcc.GCCValueError, match="recovery threshold"):
+        code.decode(y, mask)
+    assert "recovery threshold" in gcc.describe_status(out.status)
+
+
+def test_below_threshold_interpolate_matches_numpy_polyfit():
+    code = gcc.LagrangeCode.chebyshev(
+        num_inputs=4, num_workers=12, degree=3, below_threshold="interpolate"
+    )
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(12, 1))
+    mask = np.ones(12, bool)
+    mask[[0, 4, 5, 9]] = False  # 8 live < 10: degree-7 interpolant through the live points
+    out = code.decode_with_status(y, jnp.asarray(mask))
+    assert int(out.status) == 0
+    beta, alpha = np.asarray(code.beta), np.asarray(code.alpha)
+    poly = np.polynomial.Polynomial.fit(beta[mask], y[mask, 0], deg=int(mask.sum()) - 1)
+    np.testing.assert_allclose(out.value[:, 0], poly(alpha), rtol=1e-9, atol=1e-9)
+
+
+def test_encoder_matches_numpy_lagrange_and_is_interpolatory():
+    code = gcc.LagrangeCode.chebyshev(num_inputs=5, num_workers=11, degree=1)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(5, 3))
+    alpha, beta = np.asarray(code.alpha), np.asarray(code.beta)
+    expect = np.stack(
+        [np.polynomial.Polynomial.fit(alpha, x[:, j], deg=4)(beta) for j in range(3)], axis=1
+    )
+    np.testing.assert_allclose(code.encode(x), expect, rtol=1e-10, atol=1e-10)
+    at_alpha = gcc.LagrangeCode(alpha=code.alpha, beta=code.alpha, degree=1)
+    np.testing.assert_allclose(at_alpha.encode(x), x, rtol=1e-14)  # exact at the nodes
+
+
+def test_dead_garbage_and_status_flags():
+    code = gcc.LagrangeCode.chebyshev(num_inputs=2, num_workers=6, degree=2)  # r = 3
+    y = jnp.linspace(0.0, 1.0, 6)[:, None] ** 2
+    mask = jnp.array([True, False, True, True, False, True])
+    bad = y.at[1].set(jnp.nan).at[4].set(jnp.inf)
+    np.testing.assert_array_equal(code.decode(bad, mask), code.decode(y, mask))
+    out = code.decode_with_status(y.at[0].set(jnp.nan), mask)
+    assert int(out.status) & gcc.Status.NONFINITE_DATA
+    out = code.decode_with_status(y, jnp.zeros(6, bool))
+    assert int(out.status) & gcc.Status.TOO_FEW_LIVE
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="degree"):
+        gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=8, degree=0)
+    with pytest.raises(ValueError, match="below_threshold"):
+        gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=8, degree=1, below_threshold="x")
+    code = gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=8, degree=2)
+    assert code.max_stragglers == 3
+    with pytest.raises(ValueError, match="one row per worker"):
+        code.decode(jnp.ones((7, 1)), jnp.ones(8, bool))
+
+
+def test_weights_do_not_underflow_in_float32():
+    t = gcc.chebyshev_nodes(300, kind=2, dtype=jnp.float32)
+    w = lagrange_weights(t, jnp.ones(300, bool))
+    assert bool(jnp.all(jnp.isfinite(w))) and float(jnp.max(jnp.abs(w))) == 1.0
+    # Chebyshev-2 weights are ±1 inside and ±1/2 at the ends (Berrut & Trefethen 2004).
+    np.testing.assert_allclose(jnp.abs(w[1:-1]) / jnp.abs(w[1]), 1.0, rtol=1e-3)
+    np.testing.assert_allclose(jnp.abs(w[0]) / jnp.abs(w[1]), 0.5, rtol=1e-3)
+
+
+def test_compiles_once_across_masks():
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def run(code, y, mask):
+        return code.decode_with_status(y, mask)
+
+    code = gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=10, degree=2)
+    y = jnp.ones((10, 1))
+    rng = np.random.default_rng(0)
+    for live in (10, 6, 5, 3):
+        run(code, y, random_mask(rng, 10, live))
+    chex.clear_trace_counter()
