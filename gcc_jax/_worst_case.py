@@ -168,7 +168,8 @@ def worst_case_mask(
       ``proposals`` random ones (half move a straggler by at most ``max(1, N // 16)`` places,
       half anywhere), and each chain moves to its best neighbour if that is strictly worse
       (higher loss). A chain stops at a local optimum of the full neighbourhood, or after
-      ``patience`` steps without gain; the search stops after ``max_iters`` steps.
+      ``patience`` steps without gain; the search stops after ``max_iters`` steps. A pattern
+      is decoded at most once (the search remembers every loss it has computed).
 
     Args:
         code: any gcc_jax code (``encode`` / ``decode_with_status`` / ``num_workers``).
@@ -258,14 +259,31 @@ def _search(
 
     seed = np.asarray(jr.key_data(key)).ravel().astype(np.uint32)
     rng = np.random.default_rng(seed)
+    cache: dict[bytes, tuple[float, int]] = {}
+
+    def evaluate(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``ev`` with memory: a pattern already decoded is never decoded again."""
+        keys = [row.tobytes() for row in np.packbits(masks, axis=1)]
+        new: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            if k not in cache and k not in new:
+                new[k] = i
+        if new:
+            loss, status = ev(masks[list(new.values())])
+            cache.update(zip(new, zip(loss.tolist(), status.tolist(), strict=True), strict=True))
+        return (
+            np.array([cache[k][0] for k in keys]),
+            np.array([cache[k][1] for k in keys], np.int32),
+        )
+
     full = s * (n - s) <= proposals
     step_size = s * (n - s) if full else proposals
     blocks = _contiguous(n, s)
-    block_loss, block_status = ev(blocks)
+    block_loss, block_status = evaluate(blocks)
     order = np.argsort(-block_loss, kind="stable")
     n_block = min(max(restarts // 2, 1), blocks.shape[0])
     starts = np.concatenate([blocks[order[:n_block]], _random_masks(rng, n, s, restarts - n_block)])
-    cur, cur_status = ev(starts)
+    cur, cur_status = evaluate(starts)
     cur_masks = starts.copy()
     stale = np.zeros(restarts, int)
     active = np.ones(restarts, bool)
@@ -280,7 +298,7 @@ def _search(
             else _random_swaps(rng, cur_masks[c], proposals, radius)
             for c in chains
         ]
-        loss, status = ev(np.concatenate(cands))
+        loss, status = evaluate(np.concatenate(cands))
         loss = loss.reshape(chains.size, step_size)
         status = status.reshape(chains.size, step_size)
         for row, c in enumerate(chains):
