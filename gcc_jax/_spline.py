@@ -1,4 +1,8 @@
-"""Cubic smoothing splines in kernel (Gram) form, with 0/1 weights (straggler masks).
+"""Cubic smoothing splines with 0/1 weights (straggler masks): fit, evaluate, smoother matrix.
+
+The public entry points take ``solver="banded"`` (default, O(n): :mod:`gcc_jax._banded`) or
+``solver="kernel"`` (the Gram-form reference below, O(n³)); both return a :class:`Spline`
+stored by values and slopes at every node.
 
 Binding convention (DESIGN §1). For nodes ``t_1 < … < t_n`` with weights ``w_i ∈ {0, 1}``
 (``w_i = 1``: the point is live) the fit minimises
@@ -31,11 +35,13 @@ is exactly the fit on the survivors while every shape stays ``n`` (no retrace pe
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._banded import evaluate, solve_banded
 from ._status import GCCValueError, Status, combine, is_concrete, raise_if_bad
 from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
 
@@ -124,6 +130,12 @@ def kernel(s: Float[Array, "*a"], t: Float[Array, "*a"], anchor) -> Float[Array,
     return u * u * (3.0 * v - u) / 6.0
 
 
+def kernel_ds(s: Array, t: Array, anchor) -> Array:
+    """``∂R(s, t)/∂s = u (2(t − a) − u) / 2`` with ``u = min(s, t) − a``."""
+    u = jnp.minimum(s, t) - anchor
+    return u * (2.0 * (t - anchor) - u) / 2.0
+
+
 def _householder(x: Array) -> Array:
     """Householder vector ``v`` with ``(I − 2vvᵀ/vᵀv) x = −sign(x_0) ‖x‖ e_0``."""
     norm = jnp.sqrt(jnp.sum(x * x))
@@ -172,10 +184,23 @@ def _solve(t: Array, mask: Array, lam: Array, rhs: Array) -> tuple[Array, Array]
     return c, d
 
 
-def _design(tq: Array, t: Array) -> Array:
-    """``[R(tq, t_i) …, 1, tq]`` of shape ``(q, n + 2)``: evaluation of ``[c; d]`` at ``tq``."""
-    kq = kernel(tq[:, None], t[None, :], t[0])
-    return jnp.concatenate([kq, jnp.ones_like(tq)[:, None], tq[:, None]], axis=1)
+def _solve_kernel(t: Array, mask: Array, lam: Array, y: Array) -> tuple[Array, Array]:
+    """Kernel-form fit; returns the spline's values and slopes at all nodes, each ``(n, r)``."""
+    c, d = _solve(t, mask, lam, y)
+    gram = kernel(t[:, None], t[None, :], t[0])
+    dgram = kernel_ds(t[:, None], t[None, :], t[0])
+    values = gram @ c + d[0][None, :] + t[:, None] * d[1][None, :]
+    slopes = dgram @ c + d[1][None, :]
+    return values, slopes
+
+
+_SOLVERS = {"kernel": _solve_kernel, "banded": solve_banded}
+
+
+def _check_solver(solver: str):
+    if solver not in _SOLVERS:
+        raise ValueError(f"`solver` must be one of {tuple(_SOLVERS)}; got {solver!r}")
+    return _SOLVERS[solver]
 
 
 def _value_status(t: Array, mask: Array, lam: Array, y_flat: Array | None) -> Array:
@@ -214,34 +239,39 @@ def _safe_inputs(t: Array, mask: Array, lam: Array, status: Array):
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Spline:
-    """A fitted natural cubic spline ``s(x) = d_0 + d_1 x + Σ_i c_i R(x, t_i)``.
+    """A fitted natural cubic spline, stored by its values and slopes at every node.
+
+    Between consecutive nodes the spline is the cubic Hermite interpolant of ``(values, slopes)``;
+    beyond the first and last node it is linear with the end slopes. Both solvers produce this
+    representation, so evaluation is one mechanism.
 
     Attributes:
-        knots: the nodes ``t`` (all of them; dead ones carry ``c_i = 0``), shape ``(n,)``.
+        knots: the nodes ``t`` (all of them, live or dead), shape ``(n,)``.
         mask: which nodes were live, shape ``(n,)``.
-        coef: kernel coefficients ``c``, shape ``(n, *tail)``.
-        poly: linear part ``[d_0, d_1]``, shape ``(2, *tail)``.
+        values: ``s(t_i)``, shape ``(n, *tail)``.
+        slopes: ``s'(t_i)``, shape ``(n, *tail)``.
         status: :class:`gcc_jax.Status` flags (int32 scalar); 0 means the fit is valid. A failed
-            fit has NaN coefficients.
+            fit has NaN values and slopes.
 
     Call ``spline(tq)`` to evaluate at query points ``tq`` of shape ``(q,)`` → ``(q, *tail)``.
     """
 
     knots: Float[Array, " n"]
     mask: Bool[Array, " n"]
-    coef: Float[Array, "n *tail"]
-    poly: Float[Array, "2 *tail"]
+    values: Float[Array, "n *tail"]
+    slopes: Float[Array, "n *tail"]
     status: Int[Array, ""]
 
     def __call__(self, tq: Float[ArrayLike, " q"]) -> Float[Array, "q *tail"]:
         tq = jnp.asarray(tq)
-        scalar = tq.ndim == 0
         if tq.ndim > 1:
             raise ValueError(f"query points must be a scalar or 1-D array; got shape {tq.shape}")
+        scalar = tq.ndim == 0
         tq = jnp.atleast_1d(tq).astype(self.knots.dtype)
-        tail = self.coef.shape[1:]
-        theta = jnp.concatenate([self.coef, self.poly], axis=0).reshape(self.coef.shape[0] + 2, -1)
-        out = (_design(tq, self.knots) @ theta).reshape((tq.shape[0], *tail))
+        n, tail = self.values.shape[0], self.values.shape[1:]
+        out = evaluate(
+            self.knots, self.values.reshape(n, -1), self.slopes.reshape(n, -1), tq
+        ).reshape((tq.shape[0], *tail))
         return out[0] if scalar else out
 
 
@@ -250,12 +280,15 @@ def fit_smoothing_spline_with_status(
     y: Shaped[ArrayLike, "n *tail"],
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
+    *,
+    solver: str = "banded",
 ) -> Spline:
     """Like :func:`fit_smoothing_spline` but never raises on value problems.
 
-    Value problems are reported in ``Spline.status`` (the coefficients are then NaN). Use this
+    Value problems are reported in ``Spline.status`` (values and slopes are then NaN). Use this
     form under ``jit``/``vmap`` when each straggler pattern must carry its own status.
     """
+    _check_solver(solver)
     y = jnp.asarray(y)
     dtype = _float_dtype(t, y)
     t = jnp.asarray(t)
@@ -275,21 +308,28 @@ def fit_smoothing_spline_with_status(
     tail = y.shape[1:]
     y_flat = y.reshape(n, -1).astype(dtype)
 
+    values, slopes, status = _fit_core(t, mask, lam, y_flat, solver=solver)
+    return Spline(
+        knots=t,
+        mask=mask,
+        values=values.reshape((n, *tail)),
+        slopes=slopes.reshape((n, *tail)),
+        status=status,
+    )
+
+
+@functools.partial(jax.jit, static_argnames="solver")
+def _fit_core(t, mask, lam, y_flat, *, solver):
+    """Status, then a guarded solve: values and slopes ``(n, r)`` (NaN when status != 0)."""
     status = _value_status(t, mask, lam, y_flat)
     t_ok, mask_ok, lam_ok = _safe_inputs(t, mask, lam, status)
     # A straggler's output (even NaN/Inf) never reaches the solve or the gradient.
     y_ok = jnp.where(mask_ok[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-    c, d = _solve(t_ok, mask_ok, lam_ok, y_ok)
-    theta = jnp.concatenate([c, d], axis=0)
-    status = status | combine((~jnp.all(jnp.isfinite(theta)), Status.NONFINITE_RESULT))
-    theta = jnp.where(status == 0, theta, jnp.nan)
-    return Spline(
-        knots=t,
-        mask=mask,
-        coef=theta[:n].reshape((n, *tail)),
-        poly=theta[n:].reshape((2, *tail)),
-        status=status,
-    )
+    values, slopes = _SOLVERS[solver](t_ok, mask_ok, lam_ok, y_ok)
+    finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(slopes))
+    status = status | combine((~finite, Status.NONFINITE_RESULT))
+    ok = status == 0
+    return jnp.where(ok, values, jnp.nan), jnp.where(ok, slopes, jnp.nan), status
 
 
 def fit_smoothing_spline(
@@ -297,6 +337,8 @@ def fit_smoothing_spline(
     y: Shaped[ArrayLike, "n *tail"],
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
+    *,
+    solver: str = "banded",
 ) -> Spline:
     """Fit a cubic smoothing spline to ``(t_i, y_i)`` over the live points of ``mask``.
 
@@ -316,16 +358,18 @@ def fit_smoothing_spline(
         y: data, shape ``(n, *tail)``.
         lam: smoothing parameter ``λ ≥ 0`` (scalar).
         mask: boolean ``(n,)``, True where the point is live; ``None`` means all live.
+        solver: ``"banded"`` (default; O(n) Hermite-form block-tridiagonal solve, see
+            ``gcc_jax._banded``) or ``"kernel"`` (the Gram-form reference, O(n³)).
 
     Returns:
         A :class:`Spline`; call it at query points.
 
     Raises:
-        ValueError: wrong shapes or ranks (at trace time).
+        ValueError: wrong shapes or ranks, an unknown solver (at trace time).
         TypeError: a non-boolean mask.
         GCCValueError: in eager calls, a value problem (fewer than 2 live points, NaN/Inf in a live
             ``y``, unsorted or duplicate nodes, ``lam < 0``). Under ``jit``/``vmap`` these are
-            reported in ``Spline.status`` instead (and the coefficients are NaN).
+            reported in ``Spline.status`` instead (and the values are NaN).
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
@@ -338,7 +382,7 @@ def fit_smoothing_spline(
         dtype = _float_dtype(t, y)
         _as_nodes(t, "t", dtype)
         _as_lam(lam, "lam", dtype)
-    spline = fit_smoothing_spline_with_status(t, y, lam, mask)
+    spline = fit_smoothing_spline_with_status(t, y, lam, mask, solver=solver)
     raise_if_bad(spline.status, "fit_smoothing_spline")
     return spline
 
@@ -348,29 +392,22 @@ def smoother_matrix_with_status(
     tq: Float[ArrayLike, " q"],
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
+    *,
+    solver: str = "banded",
 ) -> tuple[Float[Array, "q n"], Int[Array, ""]]:
     """:func:`smoother_matrix` plus its status, never raising on value problems."""
     t = jnp.asarray(t)
     tq = jnp.asarray(tq)
-    dtype = _float_dtype(t, tq)
     if t.ndim != 1 or t.shape[0] < 2:
         raise ValueError(f"`t` must be a 1-D array of at least 2 nodes; got shape {t.shape}")
     if tq.ndim != 1:
         raise ValueError(f"`tq` must be a 1-D array of query points; got shape {tq.shape}")
     n = t.shape[0]
-    t = t.astype(dtype)
-    tq = tq.astype(dtype)
-    lam = jnp.asarray(lam)
-    if lam.ndim != 0:
-        raise ValueError(f"`lam` must be a scalar; got shape {lam.shape}")
-    lam = lam.astype(dtype)
-    mask = _as_mask(mask, n)
-    status = _value_status(t, mask, lam, None)
-    t_ok, mask_ok, lam_ok = _safe_inputs(t, mask, lam, status)
-    c, d = _solve(t_ok, mask_ok, lam_ok, jnp.eye(n, dtype=dtype))
-    h = _design(tq, t_ok) @ jnp.concatenate([c, d], axis=0)
-    status = status | combine((~jnp.all(jnp.isfinite(h)), Status.NONFINITE_RESULT))
-    return jnp.where(status == 0, h, jnp.nan), status
+    dtype = _float_dtype(t, tq)
+    spline = fit_smoothing_spline_with_status(
+        t.astype(dtype), jnp.eye(n, dtype=dtype), lam, mask, solver=solver
+    )
+    return spline(tq.astype(dtype)), spline.status
 
 
 def smoother_matrix(
@@ -378,6 +415,8 @@ def smoother_matrix(
     tq: Float[ArrayLike, " q"],
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
+    *,
+    solver: str = "banded",
 ) -> Float[Array, "q n"]:
     """The linear map ``H`` from data ``y`` to the fitted spline's values at ``tq``.
 
@@ -399,6 +438,6 @@ def smoother_matrix(
         dtype = _float_dtype(t, tq)
         _as_nodes(t, "t", dtype)
         _as_lam(lam, "lam", dtype)
-    h, status = smoother_matrix_with_status(t, tq, lam, mask)
+    h, status = smoother_matrix_with_status(t, tq, lam, mask, solver=solver)
     raise_if_bad(status, "smoother_matrix")
     return h

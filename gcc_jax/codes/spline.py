@@ -20,7 +20,7 @@ from .._status import is_concrete, raise_if_bad
 from .._types import Array, ArrayLike, Bool, Float, Shaped
 from ._base import Decoded, apply_rows, check_inputs, check_outputs
 
-_SOLVERS = ("kernel",)
+_SOLVERS = ("banded", "kernel")
 
 
 @jax.tree_util.register_dataclass
@@ -43,7 +43,8 @@ class SplineCode:
         beta: ascending worker nodes, shape ``(N,)``.
         lam_enc: encoder smoothing parameter ``≥ 0`` (0 = natural interpolation).
         lam_dec: decoder smoothing parameter ``≥ 0``.
-        solver: ``"kernel"`` (the Gram-form reference, O(N³) per pattern).
+        solver: ``"banded"`` (default; O(N) per pattern) or ``"kernel"`` (the Gram-form
+            reference, O(N³) per pattern). See :func:`gcc_jax.fit_smoothing_spline`.
 
     Example:
         >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -59,7 +60,7 @@ class SplineCode:
     beta: Float[Array, " n"]
     lam_enc: Float[Array, ""]
     lam_dec: Float[Array, ""]
-    solver: str = dataclasses.field(default="kernel", metadata=dict(static=True))
+    solver: str = dataclasses.field(default="banded", metadata=dict(static=True))
 
     def __post_init__(self):
         # Only check real arrays: JAX rebuilds pytrees with tracers and placeholders too.
@@ -91,7 +92,7 @@ class SplineCode:
         num_workers: int,
         lam_enc: float | ArrayLike = 0.0,
         lam_dec: float | ArrayLike = 0.0,
-        solver: str = "kernel",
+        solver: str = "banded",
         dtype=None,
     ) -> SplineCode:
         """The papers' placement: ``alpha`` Chebyshev-1 (K points), ``beta`` Chebyshev-2 (N).
@@ -128,7 +129,9 @@ class SplineCode:
 
     def encoder_matrix(self) -> Float[Array, "n k"]:
         """``E`` with ``X~ = E X``: the encoder spline's values at ``beta`` per unit input."""
-        e, status = smoother_matrix_with_status(self.alpha, self.beta, self.lam_enc)
+        e, status = smoother_matrix_with_status(
+            self.alpha, self.beta, self.lam_enc, solver=self.solver
+        )
         raise_if_bad(status, "SplineCode.encoder_matrix")
         return e
 
@@ -143,7 +146,9 @@ class SplineCode:
     def decoder_matrix(self, mask: Bool[ArrayLike, " n"]) -> Float[Array, "k n"]:
         """``D(mask)`` with ``Y^ = D Y~``; columns of stragglers are zero."""
         _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        d, status = smoother_matrix_with_status(self.beta, self.alpha, self.lam_dec, mask)
+        d, status = smoother_matrix_with_status(
+            self.beta, self.alpha, self.lam_dec, mask, solver=self.solver
+        )
         raise_if_bad(status, "SplineCode.decoder_matrix")
         return d
 
@@ -155,7 +160,9 @@ class SplineCode:
         Returns ``Decoded(value, status)``; use under ``jit``/``vmap`` over masks.
         """
         y, mask = check_outputs(y, mask, self.num_workers)
-        spline = fit_smoothing_spline_with_status(self.beta, y, self.lam_dec, mask)
+        spline = fit_smoothing_spline_with_status(
+            self.beta, y, self.lam_dec, mask, solver=self.solver
+        )
         return Decoded(spline(self.alpha), spline.status)
 
     def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
