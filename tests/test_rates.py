@@ -30,7 +30,7 @@ def toy_rates():
         num_inputs=4,
         stragglers=2,
         p=0.2,
-        num_masks=8,
+        num_masks=16,
         functions=("xsinx", "vector_map"),
         search=dict(restarts=2, proposals=16, max_iters=3),
         progress=False,
@@ -66,3 +66,14 @@ def test_run_poly_toy(tmp_path):
     paths = poly.save_poly(r, tmp_path)
     assert json.loads(paths["json"].read_text())["experiment"] == "poly"
     assert paths["plot"].stat().st_size > 1000
+
+
+def test_cli_rates_and_poly_toy(tmp_path, capsys):
+    from gcc_jax.cli import main
+
+    assert main(["rates", "--toy", "--no-progress", "--out", str(tmp_path)]) == 0
+    assert "fitted log-log slopes" in capsys.readouterr().out
+    assert (tmp_path / "rates.png").exists() and (tmp_path / "rates.json").exists()
+    assert main(["poly", "--toy", "--no-progress", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "poly.json").exists()
+    assert main(["rates", "--toy", "--functions", "nope", "--out", str(tmp_path)]) == 2

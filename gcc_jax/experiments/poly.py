@@ -163,9 +163,9 @@ def format_poly_table(result: dict) -> str:
     ]
     for st in result["settings"]:
         thr = (st["K"] - 1) * st["degree"] + 1
+        exact = f"exact for S <= {st['N'] - thr}" if st["N"] >= thr else "never exact at this N"
         lines.append(
-            f"\ndeg f={st['degree']}, K={st['K']}, N={st['N']} (LCC threshold {thr}: exact for "
-            f"S <= {st['N'] - thr})"
+            f"\ndeg f={st['degree']}, K={st['K']}, N={st['N']} (LCC threshold {thr}: {exact})"
         )
         lines.append(f"{'S':>4} " + " ".join(f"{c:>11}" for c in CODES))
         per = {c: _rows(result, st, c) for c in CODES}
