@@ -18,7 +18,7 @@ from ._spline import smoother_matrix as smoother_matrix
 from ._spline import smoother_matrix_with_status as smoother_matrix_with_status
 from ._status import GCCValueError as GCCValueError
 from ._status import Status as Status
-from ._status import describe as describe_status
+from ._status import describe_status as describe_status
 from ._stragglers import contiguous_masks as contiguous_masks
 from ._stragglers import sample_masks as sample_masks
 from ._worst_case import WorstCase as WorstCase

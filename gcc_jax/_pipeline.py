@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._status import GCCValueError, describe
+from ._status import GCCValueError, describe_status
 from ._types import Array, ArrayLike, Bool, Float, Int
 
 __all__ = ["apply_workers", "coded_apply", "monte_carlo_loss", "MonteCarloResult"]
@@ -22,7 +22,9 @@ def _check_masks(masks, n: int) -> np.ndarray | Array:
     if masks.dtype != np.bool_:
         raise TypeError(f"`masks` must be boolean (True = returned in time); got {masks.dtype}")
     if masks.ndim != 2 or masks.shape[1] != n:
-        raise ValueError(f"`masks` must have shape (M, {n}), one row per pattern; got {masks.shape}")
+        raise ValueError(
+            f"`masks` must have shape (M, {n}), one row per pattern; got {masks.shape}"
+        )
     return masks
 
 
@@ -37,9 +39,7 @@ def _apply_workers(code, f, x):
     return xt, jax.vmap(f)(xt)
 
 
-def coded_apply(
-    code: Any, f: Callable, x: ArrayLike, mask: Bool[ArrayLike, " n"]
-) -> Array:
+def coded_apply(code: Any, f: Callable, x: ArrayLike, mask: Bool[ArrayLike, " n"]) -> Array:
     """``f^(x_k)``: encode ``x``, run ``f`` on all ``N`` coded inputs, decode with ``mask``.
 
     The workers flagged dead in ``mask`` are computed too (this is a simulation) but their
@@ -159,7 +159,7 @@ def monte_carlo_loss(
         return MonteCarloResult(losses, statuses)
     if statuses.any():
         bad = np.flatnonzero(statuses)
-        flags = describe(int(np.bitwise_or.reduce(statuses[bad])))
+        flags = describe_status(int(np.bitwise_or.reduce(statuses[bad])))
         raise GCCValueError(
             f"monte_carlo_loss: {bad.size} of {num} patterns could not be decoded ({flags}); "
             f"first bad pattern index {bad[0]}. Pass return_status=True to get per-pattern "

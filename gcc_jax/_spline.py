@@ -258,11 +258,11 @@ class Spline:
 
     knots: Float[Array, " n"]
     mask: Bool[Array, " n"]
-    values: Float[Array, "n *tail"]
-    slopes: Float[Array, "n *tail"]
+    values: Float[Array, "n ..."]
+    slopes: Float[Array, "n ..."]
     status: Int[Array, ""]
 
-    def __call__(self, tq: Float[ArrayLike, " q"]) -> Float[Array, "q *tail"]:
+    def __call__(self, tq: Float[ArrayLike, " q"]) -> Float[Array, "q ..."]:
         tq = jnp.asarray(tq)
         if tq.ndim > 1:
             raise ValueError(f"query points must be a scalar or 1-D array; got shape {tq.shape}")
@@ -277,7 +277,7 @@ class Spline:
 
 def fit_smoothing_spline_with_status(
     t: Float[ArrayLike, " n"],
-    y: Shaped[ArrayLike, "n *tail"],
+    y: Shaped[ArrayLike, "n ..."],
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
@@ -334,7 +334,7 @@ def _fit_core(t, mask, lam, y_flat, *, solver):
 
 def fit_smoothing_spline(
     t: Float[ArrayLike, " n"],
-    y: Shaped[ArrayLike, "n *tail"],
+    y: Shaped[ArrayLike, "n ..."],
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,

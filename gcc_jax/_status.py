@@ -52,7 +52,7 @@ class GCCValueError(ValueError):
     """A value problem found in an eager call (see :class:`Status`)."""
 
 
-def describe(status) -> str:
+def describe_status(status) -> str:
     """Human-readable description of a (scalar) status value."""
     s = Status(int(status))
     if s == Status.OK:
@@ -75,11 +75,11 @@ def raise_if_bad(status, what: str) -> None:
     bad = np.flatnonzero(st.reshape(-1))
     first = int(st.reshape(-1)[bad[0]])
     where = "" if st.ndim == 0 else f" for {bad.size} of {st.size} patterns (first: index {bad[0]})"
-    raise GCCValueError(f"{what}: {describe(first)}{where}")
+    raise GCCValueError(f"{what}: {describe_status(first)}{where}")
 
 
 def combine(*flags) -> jax.Array:
-    """Bitwise OR of boolean conditions weighted by their flags: ``combine((cond, Status.X), …)``."""
+    """Bitwise OR of the flags whose condition holds: ``combine((cond, Status.X), …)``."""
     out = jnp.zeros((), jnp.int32)
     for cond, flag in flags:
         out = out | jnp.where(cond, jnp.int32(int(flag)), jnp.int32(0))

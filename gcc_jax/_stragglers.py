@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import jax.random as jr
 
-from ._types import Bool, PRNGKeyArray
 from ._types import Array as _Array
+from ._types import Bool, PRNGKeyArray
 
 
 def _check_int(value, name: str, lo: int, hi: int | None = None) -> int:
@@ -83,4 +83,3 @@ def contiguous_masks(n: int, stragglers: int) -> Bool[_Array, "p n"]:
     start = jnp.arange(n - s + 1)[:, None]
     idx = jnp.arange(n)[None, :]
     return ~((idx >= start) & (idx < start + s))
-

@@ -10,7 +10,9 @@ def _int_list(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers; got {text!r}") from err
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers; got {text!r}"
+        ) from err
     if not values:
         raise argparse.ArgumentTypeError("expected at least one integer")
     return values
@@ -26,7 +28,10 @@ def _add_run_parser(subparsers) -> None:
     p.add_argument("--num-inputs", "-K", type=int, default=20, help="K (default 20)")
     p.add_argument("--num-workers", "-N", type=int, default=100, help="N (default 100)")
     p.add_argument(
-        "--stragglers", "-S", type=_int_list, default=(0, 5, 10, 20, 30, 40),
+        "--stragglers",
+        "-S",
+        type=_int_list,
+        default=(0, 5, 10, 20, 30, 40),
         help="comma-separated S values (default 0,5,10,20,30,40)",
     )
     p.add_argument("--masks", "-M", type=int, default=1000, help="straggler sets per S")

@@ -37,10 +37,15 @@ def test_encode_is_spline_through_inputs_at_workers(solver):
     assert xt.shape == (30, 2, 3)
     ref = make_smoothing_spline(a, x.reshape(6, -1), lam=6 * 1e-4, axis=0)
     inside = (b >= a[0]) & (b <= a[-1])
-    np.testing.assert_allclose(np.asarray(xt).reshape(30, -1)[inside], ref(b[inside]), rtol=1e-8,
-                               atol=1e-10)
-    np.testing.assert_allclose(code.encoder_matrix() @ x.reshape(6, -1),
-                               np.asarray(xt).reshape(30, -1), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(xt).reshape(30, -1)[inside], ref(b[inside]), rtol=1e-8, atol=1e-10
+    )
+    np.testing.assert_allclose(
+        code.encoder_matrix() @ x.reshape(6, -1),
+        np.asarray(xt).reshape(30, -1),
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
@@ -102,10 +107,13 @@ def test_vmap_over_masks_equals_loop_and_compiles_once():
     loop = np.stack([np.asarray(code.decode(y, m)) for m in masks])
     np.testing.assert_allclose(batched, loop, rtol=1e-10, atol=1e-12)
     # new masks, new lambdas, new node positions: no retrace
-    decode_all(_code(lam_dec=1e-3, lam_enc=0.2), gcc.sample_masks(jax.random.key(2), 30, num=5,
-                                                                   stragglers=9))
-    moved = gcc.SplineCode(alpha=code.alpha * 0.9, beta=code.beta, lam_enc=code.lam_enc,
-                           lam_dec=code.lam_dec)
+    decode_all(
+        _code(lam_dec=1e-3, lam_enc=0.2),
+        gcc.sample_masks(jax.random.key(2), 30, num=5, stragglers=9),
+    )
+    moved = gcc.SplineCode(
+        alpha=code.alpha * 0.9, beta=code.beta, lam_enc=code.lam_enc, lam_dec=code.lam_dec
+    )
     decode_all(moved, masks)
     chex.clear_trace_counter()
 
@@ -115,8 +123,12 @@ def test_gradients_flow_to_lambdas_and_nodes():
     mask = jnp.ones(20, bool).at[6].set(False)
 
     def loss(log_lam_enc, log_lam_dec, alpha):  # log scale: finite differences stay at lam > 0
-        code = gcc.SplineCode(alpha=alpha, beta=gcc.chebyshev_nodes(20, kind=2),
-                              lam_enc=jnp.exp(log_lam_enc), lam_dec=jnp.exp(log_lam_dec))
+        code = gcc.SplineCode(
+            alpha=alpha,
+            beta=gcc.chebyshev_nodes(20, kind=2),
+            lam_enc=jnp.exp(log_lam_enc),
+            lam_dec=jnp.exp(log_lam_dec),
+        )
         yt = jnp.sin(code.encode(x))
         return jnp.sum((code.decode_with_status(yt, mask).value - jnp.sin(x)) ** 2)
 
@@ -148,8 +160,12 @@ def test_bad_input():
     with pytest.raises(gcc.GCCValueError, match="lam_dec"):
         gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10, lam_dec=-1.0)
     with pytest.raises(gcc.GCCValueError, match="strictly increasing"):
-        gcc.SplineCode(alpha=jnp.array([0.5, 0.1, 0.2]), beta=jnp.linspace(-1, 1, 5),
-                       lam_enc=jnp.asarray(0.0), lam_dec=jnp.asarray(0.0))
+        gcc.SplineCode(
+            alpha=jnp.array([0.5, 0.1, 0.2]),
+            beta=jnp.linspace(-1, 1, 5),
+            lam_enc=jnp.asarray(0.0),
+            lam_dec=jnp.asarray(0.0),
+        )
     with pytest.raises(ValueError, match="solver"):
         gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10, solver="nope")
     code = _code()

@@ -158,8 +158,10 @@ def test_smoother_matrix_is_the_linear_map(solver):
     y = np.random.default_rng(0).normal(size=(n, 4))
     y_dead_garbage = np.where(mask[:, None], y, 1e30)
     np.testing.assert_allclose(
-        h @ y, gcc.fit_smoothing_spline(t, y_dead_garbage, 1e-4, mask, solver=solver)(tq),
-        rtol=1e-10, atol=1e-12,
+        h @ y,
+        gcc.fit_smoothing_spline(t, y_dead_garbage, 1e-4, mask, solver=solver)(tq),
+        rtol=1e-10,
+        atol=1e-12,
     )
     np.testing.assert_array_equal(np.asarray(h)[:, ~mask], 0.0)
     np.testing.assert_allclose(np.asarray(h).sum(axis=1), 1.0, atol=1e-10)
@@ -206,8 +208,9 @@ def test_vmap_over_masks_equals_loop(solver):
         return gcc.fit_smoothing_spline_with_status(t, y, 1e-4, mask, solver=solver)(xq)
 
     batched = jax.vmap(f)(masks)
-    loop = np.stack([np.asarray(gcc.fit_smoothing_spline(t, y, 1e-4, m, solver=solver)(xq))
-                     for m in masks])
+    loop = np.stack(
+        [np.asarray(gcc.fit_smoothing_spline(t, y, 1e-4, m, solver=solver)(xq)) for m in masks]
+    )
     np.testing.assert_allclose(batched, loop, rtol=1e-11, atol=1e-13)
 
 
@@ -241,7 +244,9 @@ def test_straggler_garbage_changes_neither_value_nor_gradient(solver):
     garbage = jnp.where(mask, y, jnp.array([jnp.nan, jnp.inf, -jnp.inf] * 4))
 
     def loss(y):
-        return jnp.sum(gcc.fit_smoothing_spline_with_status(t, y, 1e-3, mask, solver=solver)(xq) ** 2)
+        return jnp.sum(
+            gcc.fit_smoothing_spline_with_status(t, y, 1e-3, mask, solver=solver)(xq) ** 2
+        )
 
     np.testing.assert_array_equal(loss(garbage), loss(y))
     g_clean, g_garbage = jax.grad(loss)(y), jax.grad(loss)(garbage)
@@ -262,7 +267,7 @@ def test_compiles_once_across_masks_and_lam(solver):
 
     for i, s in enumerate([0, 3, 7, 14]):
         mask = gcc.sample_masks(jax.random.key(i), n, num=1, stragglers=s)[0]
-        fit(jnp.asarray(10.0 ** -i), mask)
+        fit(jnp.asarray(10.0**-i), mask)
     chex.clear_trace_counter()
 
 
@@ -302,8 +307,9 @@ def test_masked_fit_equals_fit_on_survivors(n, tail, data):
     t = np.asarray(gcc.chebyshev_nodes(n, kind=2))
     y = np.random.default_rng(n).normal(size=(n, *tail))
     xq = np.linspace(-1.3, 1.3, 33)
-    masked = gcc.fit_smoothing_spline(t, np.where(mask.reshape(-1, *[1] * len(tail)), y, 7e7),
-                                      lam, mask)(xq)
+    masked = gcc.fit_smoothing_spline(
+        t, np.where(mask.reshape(-1, *[1] * len(tail)), y, 7e7), lam, mask
+    )(xq)
     survivors = gcc.fit_smoothing_spline(t[mask], y[mask], lam)(xq)
     np.testing.assert_allclose(masked, survivors, rtol=1e-8, atol=1e-8 * np.abs(y).max())
 
@@ -333,8 +339,11 @@ def test_bad_input_raises_clearly():
     with pytest.raises(gcc.GCCValueError, match="fewer than 2 live"):
         gcc.fit_smoothing_spline(t, y, 0.1, mask=np.eye(6, dtype=bool)[2])
     with pytest.raises(gcc.GCCValueError, match="NaN or Inf"):
-        gcc.fit_smoothing_spline(t, y.at[3].set(np.nan) if hasattr(y, "at") else
-                                 np.where(np.arange(6) == 3, np.nan, y), 0.1)
+        gcc.fit_smoothing_spline(
+            t,
+            y.at[3].set(np.nan) if hasattr(y, "at") else np.where(np.arange(6) == 3, np.nan, y),
+            0.1,
+        )
     with pytest.raises(ValueError, match="solver"):
         gcc.fit_smoothing_spline(t, y, 0.1, solver="magic")
 

@@ -135,7 +135,7 @@ class SplineCode:
         raise_if_bad(status, "SplineCode.encoder_matrix")
         return e
 
-    def encode(self, x: Shaped[ArrayLike, "k *d"]) -> Float[Array, "n *d"]:
+    def encode(self, x: Shaped[ArrayLike, "k ..."]) -> Float[Array, "n ..."]:
         """Coded inputs ``x~_n = u_enc(beta_n)`` for ``x`` of shape ``(K, ...)`` → ``(N, ...)``."""
         x = check_inputs(x, self.num_inputs)
         e = self.encoder_matrix()
@@ -153,7 +153,7 @@ class SplineCode:
         return d
 
     def decode_with_status(
-        self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
+        self, y: Shaped[ArrayLike, "n ..."], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
         """Decode and report value problems as data (never raises on them).
 
@@ -165,7 +165,7 @@ class SplineCode:
         )
         return Decoded(spline(self.alpha), spline.status)
 
-    def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
+    def decode(self, y: Shaped[ArrayLike, "n ..."], mask: Bool[ArrayLike, " n"]) -> Array:
         """Estimates ``u_dec(alpha_k) ≈ f(x_k)`` from worker outputs ``y`` of shape ``(N, ...)``.
 
         Only live workers (``mask[n] = True``) are used; whatever a straggler returned, even

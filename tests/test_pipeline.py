@@ -1,0 +1,119 @@
+"""monte_carlo_loss and coded_apply against a plain Python loop."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gcc_jax as gcc
+
+
+def f(v):
+    return jnp.concatenate([v * jnp.sin(v), jnp.tanh(v)])
+
+
+def _setup(k=6, n=40, lam_dec=1e-6):
+    code = gcc.SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=lam_dec)
+    x = jnp.asarray(np.random.default_rng(0).uniform(-2, 2, size=(k, 3)))
+    return code, x
+
+
+def _loop_loss(code, x, masks):
+    fx = np.stack([np.asarray(f(xi)) for xi in x])
+    out = []
+    for m in np.asarray(masks):
+        yh = np.asarray(gcc.coded_apply(code, f, x, m))
+        out.append(np.sum((yh - fx) ** 2) / x.shape[0])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 64])
+def test_matches_python_loop_for_any_chunking(chunk_size):
+    code, x = _setup()
+    masks = gcc.sample_masks(jax.random.key(0), 40, num=13, stragglers=5)
+    got = gcc.monte_carlo_loss(code, f, x, masks, chunk_size=chunk_size)
+    np.testing.assert_allclose(got, _loop_loss(code, x, masks), rtol=1e-9, atol=1e-15)
+
+
+def test_f_is_applied_once_and_compiles_once():
+    code, x = _setup()
+    calls = []
+
+    def counted(v):
+        calls.append(1)  # runs at trace time only
+        return f(v)
+
+    masks = gcc.sample_masks(jax.random.key(1), 40, num=50, stragglers=3)
+    gcc.monte_carlo_loss(code, counted, x, masks, chunk_size=16)
+    first = len(calls)
+    assert first <= 2  # one trace for the N coded inputs, one for the K true inputs
+    # new masks and new lambdas: neither f nor the decoder is traced again
+    gcc.monte_carlo_loss(
+        gcc.SplineCode.chebyshev(num_inputs=6, num_workers=40, lam_dec=1e-3, lam_enc=1e-4),
+        counted,
+        x,
+        gcc.sample_masks(jax.random.key(2), 40, num=50, p=0.2),
+        chunk_size=16,
+    )
+    assert len(calls) - first <= 1  # vmap(f)(x) outside jit re-traces f once, never per mask
+    size_before = gcc._pipeline._loss_chunk._cache_size()
+    gcc.monte_carlo_loss(
+        code, f, x, gcc.sample_masks(jax.random.key(3), 40, num=33, stragglers=9), chunk_size=16
+    )
+    assert gcc._pipeline._loss_chunk._cache_size() == size_before
+
+
+def test_status_and_errors_for_undecodable_patterns():
+    code, x = _setup()
+    masks = np.ones((4, 40), bool)
+    masks[1] = False
+    masks[1, 7] = True  # one live worker
+    with pytest.raises(gcc.GCCValueError, match="1 of 4 patterns"):
+        gcc.monte_carlo_loss(code, f, x, masks)
+    res = gcc.monte_carlo_loss(code, f, x, masks, return_status=True)
+    assert np.isnan(res.loss[1]) and res.status[1] & int(gcc.Status.TOO_FEW_LIVE)
+    assert np.all(np.isfinite(res.loss[[0, 2, 3]])) and np.all(res.status[[0, 2, 3]] == 0)
+
+
+def test_nonfinite_live_worker_output_is_reported():
+    code, x = _setup()
+
+    xt = code.encode(x)
+    bad_workers = np.array([3, 17])
+
+    def nan_at_edge(v):  # workers 3 and 17 return NaN (identified by their coded input)
+        hit = jnp.min(jnp.sum((xt[bad_workers] - v) ** 2, axis=1)) < 1e-20
+        return jnp.where(hit, jnp.nan, f(v))
+
+    masks = np.ones((3, 40), bool)
+    masks[2, bad_workers] = False  # pattern 2 drops exactly the misbehaving workers
+    res = gcc.monte_carlo_loss(code, nan_at_edge, x, masks, return_status=True)
+    assert res.status[0] & int(gcc.Status.NONFINITE_DATA)
+    assert res.status[2] == 0 and np.isfinite(res.loss[2])
+
+
+def test_bad_input():
+    code, x = _setup()
+    with pytest.raises(ValueError, match=r"\(M, 40\)"):
+        gcc.monte_carlo_loss(code, f, x, np.ones((3, 39), bool))
+    with pytest.raises(TypeError, match="boolean"):
+        gcc.monte_carlo_loss(code, f, x, np.ones((3, 40)))
+    with pytest.raises(ValueError, match="chunk_size"):
+        gcc.monte_carlo_loss(code, f, x, np.ones((3, 40), bool), chunk_size=0)
+    with pytest.raises(ValueError, match="one row per input"):
+        gcc.monte_carlo_loss(code, f, x[:4], np.ones((3, 40), bool))
+
+
+def test_vmap_decode_compiles_once_across_masks():
+    code, x = _setup()
+    _, yt = gcc.apply_workers(code, f, x)
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def batch(code, masks):
+        return jax.vmap(lambda m: code.decode_with_status(yt, m).value)(masks)
+
+    for i, s in enumerate([0, 5, 20]):
+        batch(code, gcc.sample_masks(jax.random.key(i), 40, num=8, stragglers=s))
+    chex.clear_trace_counter()
