@@ -135,3 +135,17 @@ def test_compiles_once_across_masks():
     for live in (10, 6, 5, 3):
         run(code, y, random_mask(rng, 10, live))
     chex.clear_trace_counter()
+
+
+def test_check_grads_wrt_data_and_nodes():
+    from jax.test_util import check_grads
+
+    code = gcc.LagrangeCode.chebyshev(num_inputs=2, num_workers=6, degree=2)  # r = 3
+    mask = jnp.array([True, False, True, True, True, False])
+
+    def pipeline(x, alpha, beta):
+        c = gcc.LagrangeCode(alpha=alpha, beta=beta, degree=2)
+        return c.decode_with_status(jnp.sin(c.encode(x)), mask).value
+
+    x = jnp.array([[0.3], [-0.7]])
+    check_grads(jax.jit(pipeline), (x, code.alpha * 0.9, code.beta), order=2, modes=("fwd", "rev"))
