@@ -92,7 +92,7 @@ def main() -> None:
     p.add_argument("--masks", type=int, default=4096)
     p.add_argument("--peer-masks", type=int, default=400)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--chunk", type=int, default=2048)
+    p.add_argument("--chunk", type=int, default=None, help="masks per block (default: auto)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "monte_carlo.json"))
     args = p.parse_args()
 

@@ -5,10 +5,16 @@ some straggle, and the master decodes approximations of f on the original inputs
 answered. See DESIGN.md for the method and the binding conventions.
 """
 
+from ._metrics import mean_ci as mean_ci
+from ._metrics import mse as mse
+from ._metrics import ratio_ci as ratio_ci
+from ._metrics import rel_acc as rel_acc
+from ._metrics import rmse as rmse
 from ._nodes import chebyshev_nodes as chebyshev_nodes
 from ._nodes import equispaced_nodes as equispaced_nodes
 from ._pipeline import MonteCarloResult as MonteCarloResult
 from ._pipeline import apply_workers as apply_workers
+from ._pipeline import auto_chunk_size as auto_chunk_size
 from ._pipeline import coded_apply as coded_apply
 from ._pipeline import monte_carlo_loss as monte_carlo_loss
 from ._spline import Spline as Spline

@@ -38,16 +38,6 @@ from ._types import Array
 __all__ = ["solve_banded", "evaluate"]
 
 
-def _transition(h: Array) -> Array:
-    one, zero = jnp.ones_like(h), jnp.zeros_like(h)
-    return jnp.stack([jnp.stack([one, h]), jnp.stack([zero, one])])
-
-
-def _process_cov(h: Array) -> Array:
-    h2 = h * h
-    return jnp.stack([jnp.stack([h2 * h / 3.0, h2 / 2.0]), jnp.stack([h2 / 2.0, h])])
-
-
 def solve_banded(t: Array, mask: Array, lam: Array, y: Array) -> tuple[Array, Array]:
     """Values and slopes of the fitted spline at all nodes, each of shape ``(n, r)``.
 
@@ -56,57 +46,74 @@ def solve_banded(t: Array, mask: Array, lam: Array, y: Array) -> tuple[Array, Ar
         mask: boolean ``(n,)``; True = live (observed).
         lam: ``λ ≥ 0`` (mean-data-term convention; ``λ' = n_live λ`` is formed here).
         y: data ``(n, r)``; dead rows must be finite (they are never used).
+
+    The 2×2 algebra is written out in scalars so that, under ``vmap`` over masks, every scan
+    step is a handful of fused elementwise loops (XLA's batched tiny matmuls are slow on CPU).
     """
     dtype = t.dtype
     n, r = y.shape
     w = mask.astype(dtype)
     noise = jnp.sum(w) * lam  # observation variance λ'
     h = jnp.diff(t)
-    h_start = h[0]  # the virtual step before t_1 (any positive length gives the same spline)
+    h0 = h[0]  # the virtual step before t_1 (any positive length gives the same spline)
     h_out = jnp.concatenate([h, jnp.zeros((1,), dtype)])
-    e0 = jnp.array([1.0, 0.0], dtype)
 
-    # Columns: r data columns, then 2 for the unknown initial state β. C_i holds the predicted
-    # state a_i = C_i[:, :r] + C_i[:, r:] β; P_i its (β-free) predicted covariance.
+    # Columns: r data columns, then 2 for the unknown initial state β. Rows c0, c1 hold the
+    # predicted state a_i = C_i[:, :r] + C_i[:, r:] β; (p00, p01, p11) its β-free covariance.
     obs = jnp.concatenate([y * w[:, None], jnp.zeros((n, 2), dtype)], axis=1)
-    c_start = jnp.concatenate([jnp.zeros((2, r), dtype), _transition(h_start)], axis=1)
-    p_start = _process_cov(h_start)
+    zeros_r = jnp.zeros((r,), dtype)
+    c0 = jnp.concatenate([zeros_r, jnp.stack([jnp.ones_like(h0), h0])])  # T(h0) e_β
+    c1 = jnp.concatenate([zeros_r, jnp.stack([jnp.zeros_like(h0), jnp.ones_like(h0)])])
+    p = (h0**3 / 3.0, h0**2 / 2.0, h0)
 
     def forward(carry, inputs):
-        c, p, info, score = carry
+        c0, c1, p00, p01, p11, i00, i01, i11, s0, s1 = carry
         y_i, w_i, h_i = inputs
-        u = y_i - c[0]  # innovations, (r + 2,)
-        f = p[0, 0] + noise
+        u = y_i - c0  # innovations, (r + 2,)
+        f = p00 + noise
         g = w_i / f  # 0 at a dead node: no update
-        tr = _transition(h_i)
-        k = (tr @ p[:, 0]) * g
-        ell = tr - jnp.outer(k, e0)
-        info = info + g * jnp.outer(u[r:], u[r:])
-        score = score + g * jnp.outer(u[r:], u[:r])
-        c_next = tr @ c + jnp.outer(k, u)
+        k0 = g * (p00 + h_i * p01)
+        k1 = g * p01
+        ub0, ub1, ud = u[r], u[r + 1], u[:r]
+        i00, i01, i11 = i00 + g * ub0 * ub0, i01 + g * ub0 * ub1, i11 + g * ub1 * ub1
+        s0, s1 = s0 + (g * ub0) * ud, s1 + (g * ub1) * ud
+        c0_next = c0 + h_i * c1 + k0 * u
+        c1_next = c1 + k1 * u
         # filtered covariance; its (0, 0) entry is written to stay >= 0 in floating point
-        live = w_i > 0
-        p00 = jnp.where(live, p[0, 0] * noise / f, p[0, 0])
-        p01 = jnp.where(live, p[0, 1] * noise / f, p[0, 1])
-        p11 = jnp.where(live, p[1, 1] - p[0, 1] * p[0, 1] / f, p[1, 1])
-        p_filt = jnp.stack([jnp.stack([p00, p01]), jnp.stack([p01, p11])])
-        p_next = tr @ p_filt @ tr.T + _process_cov(h_i)
-        return (c_next, p_next, info, score), (c, p, u * g, ell)
+        keep = noise * g + (1.0 - w_i)  # λ'/f at a live node, 1 at a dead one
+        f00, f01 = p00 * keep, p01 * keep
+        f11 = p11 - w_i * p01 * p01 / f
+        hh = h_i * h_i
+        q00 = f00 + 2.0 * h_i * f01 + hh * f11 + hh * h_i / 3.0
+        q01 = f01 + h_i * f11 + hh / 2.0
+        q11 = f11 + h_i
+        out = (c0, c1, p00, p01, p11, u * g, k0, k1, h_i)
+        return (c0_next, c1_next, q00, q01, q11, i00, i01, i11, s0, s1), out
 
-    init = (c_start, p_start, jnp.zeros((2, 2), dtype), jnp.zeros((2, r), dtype))
-    (_, _, info, score), (cs, ps, us, ells) = lax.scan(forward, init, (obs, w, h_out))
+    z = jnp.zeros((), dtype)
+    init = (c0, c1, *p, z, z, z, zeros_r, zeros_r)
+    carry, (cs0, cs1, ps00, ps01, ps11, ug, ks0, ks1, hs) = lax.scan(forward, init, (obs, w, h_out))
+    i00, i01, i11, s0, s1 = carry[5:]
     # GLS estimate of the diffuse initial state: innovations are u_data + u_beta · β.
-    beta = -jnp.linalg.solve(info, score)  # (2, r)
+    det = i00 * i11 - i01 * i01
+    beta0 = -(i11 * s0 - i01 * s1) / det
+    beta1 = -(i00 * s1 - i01 * s0) / det
 
     def backward(rr, inputs):
-        c, p, u, ell = inputs
-        r_prev = jnp.outer(e0, u) + ell.T @ rr
-        return r_prev, c + p @ r_prev
+        rr0, rr1 = rr
+        c0, c1, p00, p01, p11, u, k0, k1, h_i = inputs
+        # r_{i-1} = e0 u + Lᵀ r_i with L = T(h_i) − k e0ᵀ = [[1 − k0, h_i], [−k1, 1]]
+        r0 = u + (1.0 - k0) * rr0 - k1 * rr1
+        r1 = h_i * rr0 + rr1
+        return (r0, r1), (c0 + p00 * r0 + p01 * r1, c1 + p01 * r0 + p11 * r1)
 
-    zero = jnp.zeros((2, r + 2), dtype)
-    _, smoothed = lax.scan(backward, zero, (cs, ps, us, ells), reverse=True)
-    est = smoothed[:, :, :r] + jnp.einsum("nib,br->nir", smoothed[:, :, r:], beta)
-    return est[:, 0], est[:, 1]
+    zero = jnp.zeros((r + 2,), dtype)
+    _, (a0, a1) = lax.scan(
+        backward, (zero, zero), (cs0, cs1, ps00, ps01, ps11, ug, ks0, ks1, hs), reverse=True
+    )
+    values = a0[:, :r] + a0[:, r : r + 1] * beta0 + a0[:, r + 1 :] * beta1
+    slopes = a1[:, :r] + a1[:, r : r + 1] * beta0 + a1[:, r + 1 :] * beta1
+    return values, slopes
 
 
 def evaluate(t: Array, g: Array, sigma: Array, tq: Array) -> Array:

@@ -57,11 +57,11 @@ def test_f_is_applied_once_and_compiles_once():
         chunk_size=16,
     )
     assert len(calls) - first <= 1  # vmap(f)(x) outside jit re-traces f once, never per mask
-    size_before = gcc._pipeline._loss_chunk._cache_size()
+    size_before = gcc._pipeline._loss_blocks._cache_size()
     gcc.monte_carlo_loss(
         code, f, x, gcc.sample_masks(jax.random.key(3), 40, num=33, stragglers=9), chunk_size=16
     )
-    assert gcc._pipeline._loss_chunk._cache_size() == size_before
+    assert gcc._pipeline._loss_blocks._cache_size() == size_before
 
 
 def test_status_and_errors_for_undecodable_patterns():
