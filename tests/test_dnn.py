@@ -1,0 +1,271 @@
+"""The coded-inference experiment (`gcc_jax.experiments.dnn`) against loops and hand values.
+
+One tiny LeNet-5 is trained once per session (1 epoch on digits, cached in a tmp dir) and one
+toy run of `run_dnn` is shared by the module; every number it reports is recomputed here from
+the documented protocol with eager decodes and NumPy.
+"""
+
+import itertools
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import gcc_jax as gcc
+from gcc_jax.data import load_digits
+from gcc_jax.experiments import dnn
+from gcc_jax.training import train_classifier
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("gcc-cache")
+    return train_classifier("lenet5", "digits", epochs=1, cache_dir=cache, progress=False)
+
+
+@pytest.fixture(scope="module")
+def toy(trained):
+    cfg = dnn.toy_config()
+    return cfg, dnn.run_dnn(**cfg, trained=trained, progress=False)
+
+
+def _softmax_np(z):
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _reference_trials(trained, result, code, name, s, key_index=1):
+    """Per-trial rmse, mse, correct, agree for every evaluation batch, by loops (B, T)."""
+    cfg = result["config"]
+    ds = load_digits()
+    keys = jax.random.split(jax.random.key(cfg["seed"]), 3)
+    out = {m: [] for m in ("rmse", "mse", "correct", "agree", "base")}
+    images = result["images"]["eval" if key_index == 1 else "cv"]
+    for b, idx in enumerate(images):
+        x = ds.x_test[idx].astype(np.float64)
+        labels = ds.y_test[idx]
+        fx = np.asarray(trained.predict_proba(jnp.asarray(x)))
+        yt = np.asarray(trained.predict_proba(code.encode(jnp.asarray(x))))
+        n = cfg["num_workers"]
+        masks = gcc.sample_masks(
+            jax.random.fold_in(jax.random.fold_in(keys[key_index], s), b),
+            n,
+            num=cfg["num_trials"],
+            stragglers=s,
+        )
+        rows = {m: [] for m in ("rmse", "mse", "correct", "agree")}
+        for mask in np.asarray(masks):
+            m = mask[: cfg["num_inputs"]] if name == "uncoded" else mask
+            y_hat = np.asarray(code.decode(jnp.asarray(yt), jnp.asarray(m)))
+            avail = np.asarray(code.available(m)) if hasattr(code, "available") else True
+            err = np.sqrt(((y_hat - fx) ** 2).sum(axis=1))
+            pred = y_hat.argmax(axis=1)
+            rows["rmse"].append(err.mean())
+            rows["mse"].append((err**2).mean())
+            rows["correct"].append(np.sum((pred == labels) & avail))
+            rows["agree"].append(np.sum((pred == fx.argmax(axis=1)) & avail))
+        for m, v in rows.items():
+            out[m].append(v)
+        out["base"].append(np.sum(fx.argmax(axis=1) == labels))
+    return {m: np.array(v, float) for m, v in out.items()}
+
+
+def _code(result, name, s):
+    cfg = result["config"]
+    k, n = cfg["num_inputs"], cfg["num_workers"]
+    if name == "GCC":
+        row = next(r for r in result["results"]["GCC"] if r["S"] == s)
+        return gcc.SplineCode.chebyshev(
+            num_inputs=k, num_workers=n, lam_enc=row["lam_enc"], lam_dec=row["lam_dec"]
+        )
+    if name == "BACC":
+        return gcc.BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+    if name == "uncoded":
+        return gcc.UncodedCode(num_inputs=k)
+    return gcc.ReplicationCode(num_inputs=k, num_workers=n)
+
+
+def test_evaluate_patterns_hand_values():
+    code = gcc.UncodedCode(num_inputs=3)
+    x = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    labels = np.array([0, 0, 1])  # base predicts 0, 1, 0 (ties go to the first class)
+    masks = np.array([[True, True, True], [True, False, True]])
+    pm = dnn.evaluate_patterns(code, jax.nn.softmax, x, labels, masks)
+    fx = _softmax_np(x)
+    # pattern 1 loses input 1: its estimate is the fill value 0, its error ‖f(x_1)‖
+    lost = np.linalg.norm(fx[1])
+    np.testing.assert_allclose(pm.rmse, [0.0, lost / 3], rtol=1e-14)
+    np.testing.assert_allclose(pm.mse, [0.0, lost**2 / 3], rtol=1e-14)
+    assert pm.correct.tolist() == [1, 1]  # input 0 right; input 1 wrong anyway; input 2 wrong
+    assert pm.agree.tolist() == [3, 2]  # the missing input 1 no longer agrees
+    assert pm.base_correct == 1 and pm.status.tolist() == [0, 0]
+
+
+def test_evaluate_patterns_matches_eager_loop():
+    k, n = 5, 16
+    code = gcc.BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 4))
+
+    def f(v):
+        return jax.nn.softmax(jnp.tanh(v) @ w)
+
+    x = rng.standard_normal((k, 3))
+    labels = rng.integers(0, 4, k)
+    masks = np.asarray(gcc.sample_masks(jax.random.key(1), n, num=7, stragglers=4))
+    pm = dnn.evaluate_patterns(code, f, x, labels, masks)
+    fx = _softmax_np(np.tanh(x) @ w)
+    yt = np.asarray(jax.vmap(f)(code.encode(x)))
+    for t, mask in enumerate(masks):
+        y_hat = np.asarray(code.decode(yt, mask))
+        err = np.linalg.norm(y_hat - fx, axis=1)
+        np.testing.assert_allclose(pm.rmse[t], err.mean(), rtol=1e-12)
+        np.testing.assert_allclose(pm.mse[t], (err**2).mean(), rtol=1e-12)
+        assert pm.correct[t] == np.sum(y_hat.argmax(1) == labels)
+        assert pm.agree[t] == np.sum(y_hat.argmax(1) == fx.argmax(1))
+
+
+@pytest.mark.parametrize("name", ["GCC", "uncoded"])
+def test_run_reports_the_documented_protocol(trained, toy, name):
+    cfg, result = toy
+    for row in result["results"][name]:
+        s = row["S"]
+        ref = _reference_trials(trained, result, _code(result, name, s), name, s)
+        k = cfg["num_inputs"]
+        batch_means = ref["rmse"].mean(axis=1)
+        t = stats.t.ppf(0.975, len(batch_means) - 1)
+        np.testing.assert_allclose(row["rmse"]["mean"], ref["rmse"].mean(), rtol=1e-9)
+        np.testing.assert_allclose(
+            row["rmse"]["ci95"], t * stats.sem(batch_means), rtol=1e-7, atol=1e-15
+        )
+        np.testing.assert_allclose(row["mse"]["mean"], ref["mse"].mean(), rtol=1e-9)
+        np.testing.assert_allclose(row["accuracy"]["mean"], ref["correct"].mean() / k, rtol=1e-12)
+        pooled = ref["correct"].sum() / (ref["base"].sum() * cfg["num_trials"])
+        np.testing.assert_allclose(row["rel_acc_labels"]["mean"], pooled, rtol=1e-12)
+        np.testing.assert_allclose(row["rel_acc_base"]["mean"], ref["agree"].mean() / k)
+        assert row["num_trials"] == cfg["num_batches"] * cfg["num_trials"]
+    base = ref["base"].sum() / (cfg["num_batches"] * cfg["num_inputs"])
+    np.testing.assert_allclose(result["base"]["accuracy"], base, rtol=1e-12)
+
+
+def test_uncoded_agreement_is_the_fraction_of_results_that_arrived(toy):
+    cfg, result = toy
+    keys = jax.random.split(jax.random.key(cfg.get("seed", 0)), 3)
+    for row in result["results"]["uncoded"]:
+        s = row["S"]
+        arrived = [
+            np.asarray(
+                gcc.sample_masks(
+                    jax.random.fold_in(jax.random.fold_in(keys[1], s), b),
+                    cfg["num_workers"],
+                    num=cfg["num_trials"],
+                    stragglers=s,
+                )
+            )[:, : cfg["num_inputs"]].mean()
+            for b in range(cfg["num_batches"])
+        ]
+        np.testing.assert_allclose(row["rel_acc_base"]["mean"], np.mean(arrived), rtol=1e-12)
+        if s == 0:
+            for m in ("rmse", "mse"):
+                assert row[m]["mean"] == 0.0
+            assert row["rel_acc_labels"]["mean"] == 1.0
+
+
+def test_cross_validation_uses_held_out_batches_only(trained, toy):
+    cfg, result = toy
+    cv, images = result["cv"], result["images"]
+    assert not set(np.ravel(images["cv"])) & set(np.ravel(images["eval"]))
+    assert np.asarray(images["cv"]).shape == (cfg["num_cv_batches"], cfg["num_inputs"])
+    for i, row in enumerate(result["results"]["GCC"]):
+        table = np.asarray(cv["rmse"][i])
+        e, d = np.unravel_index(np.argmin(table), table.shape)
+        assert (row["lam_enc"], row["lam_dec"]) == (cv["lam_enc_grid"][e], cv["lam_dec_grid"][d])
+        # recompute two grid points from the CV images and the CV straggler sets
+        for e, d in ((0, 0), (len(cv["lam_enc_grid"]) - 1, len(cv["lam_dec_grid"]) - 1)):
+            code = gcc.SplineCode.chebyshev(
+                num_inputs=cfg["num_inputs"],
+                num_workers=cfg["num_workers"],
+                lam_enc=cv["lam_enc_grid"][e],
+                lam_dec=cv["lam_dec_grid"][d],
+            )
+            ref = _reference_trials(trained, result, code, "GCC", row["S"], key_index=0)
+            np.testing.assert_allclose(table[e, d], ref["rmse"].mean(), rtol=1e-9)
+
+
+def test_worst_case_uncoded_is_the_largest_outputs(trained, toy):
+    cfg, result = toy
+    ds = load_digits()
+    k = cfg["num_inputs"]
+    nb = result["config"]["worst_case_batches"]
+    assert nb == min(3, cfg["num_batches"])
+    for row in result["results"]["uncoded"]:
+        s = min(row["S"], k)
+        worst = []
+        for idx in result["images"]["eval"][:nb]:
+            fx = np.asarray(trained.predict_proba(jnp.asarray(ds.x_test[idx], jnp.float64)))
+            norms = np.linalg.norm(fx, axis=1)  # a lost input costs ‖f(x_k)‖ (fill value 0)
+            worst.append(max(sum(c) for c in itertools.combinations(norms, s)) / k)
+        wc = row["worst_case"]
+        np.testing.assert_allclose(wc["rmse"]["mean"], np.mean(worst), rtol=1e-12)
+        assert wc["exhaustive"]
+
+
+def test_worst_case_bounds_the_random_sets(toy):
+    cfg, result = toy
+    # toy sizes: C(N, S) is small, so the search is exhaustive and covers every batch
+    assert result["config"]["worst_case_batches"] == cfg["num_batches"]
+    for name in ("GCC", "BACC", "replication"):
+        for row in result["results"][name]:
+            assert row["worst_case"]["exhaustive"]
+            assert row["worst_case"]["mse"]["mean"] >= row["mse"]["mean"] * (1 - 1e-12)
+
+
+def test_gcc_vs_bacc_is_the_paired_ratio(trained, toy):
+    _, result = toy
+    for g in result["gcc_vs_bacc"]:
+        s = g["S"]
+        gcc_r = _reference_trials(trained, result, _code(result, "GCC", s), "GCC", s)["rmse"]
+        bacc_r = _reference_trials(trained, result, _code(result, "BACC", s), "BACC", s)["rmse"]
+        ratio = gcc_r.sum() / bacc_r.sum()
+        np.testing.assert_allclose(g["rmse_ratio"]["mean"], ratio, rtol=1e-9)
+        np.testing.assert_allclose(g["rmse_gain_percent"], 100 * (1 - ratio), rtol=1e-7)
+
+
+def test_save_writes_strict_json_table_and_plots(toy, tmp_path):
+    _, result = toy
+    paths = dnn.save_dnn(result, tmp_path)
+    text = paths["json"].read_text()
+    back = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert back["schema"] == "gcc_jax.dnn/1"
+    assert list(back["results"]) == ["GCC", "BACC", "uncoded", "replication"]
+    for rows in back["results"].values():
+        for row in rows:
+            assert set(dnn.METRICS) <= set(row)
+            assert all(set(row[m]) == {"mean", "ci95"} for m in dnn.METRICS)
+    for key in ("plot", "cv_plot"):
+        assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = paths["table"].read_text()
+    first = result["results"]["GCC"][-1]["rmse"]
+    assert f"{first['mean']:.4f}±{first['ci95']:.4f}" in table
+    for s in result["config"]["stragglers"]:
+        assert f"S={s}" in table
+
+
+def test_bad_configurations_raise_clear_errors(trained):
+    cfg = dnn.toy_config()
+    with pytest.raises(ValueError, match=r"every S must be in \[0, N-2\]"):
+        dnn.run_dnn(**{**cfg, "stragglers": (0, 9)}, trained=trained, progress=False)
+    with pytest.raises(ValueError, match="test images"):
+        dnn.run_dnn(**{**cfg, "num_batches": 500}, trained=trained, progress=False)
+    with pytest.raises(ValueError, match="unknown code"):
+        dnn.run_dnn(**cfg, codes=("gcc", "lcc"), trained=trained, progress=False)
+    with pytest.raises(ValueError, match="num_cv_batches"):
+        dnn.run_dnn(**{**cfg, "num_cv_batches": 0}, trained=trained, progress=False)
+    with pytest.raises(ValueError, match="lam_dec_grid"):
+        dnn.run_dnn(**{**cfg, "lam_dec_grid": (-1.0,)}, trained=trained, progress=False)
+    with pytest.raises(ValueError, match="must be >= `num_inputs`"):
+        dnn.run_dnn(**{**cfg, "num_workers": 3}, trained=trained, progress=False)
