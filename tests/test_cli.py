@@ -1,4 +1,4 @@
-"""`gcc-jax run`: the table and the JSON hold the losses a plain loop computes."""
+"""`gcc-jax run` (the coded-inference main job) and `gcc-jax demo`: output equals the library's."""
 
 import json
 import subprocess
@@ -6,16 +6,17 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 
 import gcc_jax as gcc
 from gcc_jax.cli import main
 from gcc_jax.experiments.demo import smooth_map
 
 
-def test_run_writes_json_matching_a_loop(tmp_path, capsys):
+def test_demo_writes_json_matching_a_loop(tmp_path, capsys):
     rc = main(
         [
-            "run",
+            "demo",
             "-K",
             "4",
             "-N",
@@ -53,13 +54,13 @@ def test_run_writes_json_matching_a_loop(tmp_path, capsys):
     assert f"{row['mean_loss']:.3e}" in out
 
 
-def test_bad_arguments_give_clear_errors(tmp_path):
+def test_demo_bad_arguments_give_clear_errors(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
             "-m",
             "gcc_jax.cli",
-            "run",
+            "demo",
             "-N",
             "10",
             "-S",
@@ -74,6 +75,46 @@ def test_bad_arguments_give_clear_errors(tmp_path):
     assert proc.returncode == 2
     assert "every S must be in [0, N-2]" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "gcc_jax.cli", "run", "-S", "a,b"], capture_output=True, text=True
+        [sys.executable, "-m", "gcc_jax.cli", "demo", "-S", "a,b"], capture_output=True, text=True
     )
     assert proc.returncode == 2 and "comma-separated integers" in proc.stderr
+
+
+def test_run_writes_what_run_dnn_computes(tmp_path, capsys, monkeypatch):
+    from gcc_jax.experiments import format_dnn_table, run_dnn, toy_config
+    from gcc_jax.training import train_classifier
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GCC_JAX_CACHE", str(cache))
+    argv = ["run", "--toy", "-S", "0,2", "--codes", "gcc,uncoded", "--trials", "3"]
+    rc = main([*argv, "--no-worst-case", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["config"]["stragglers"] == [0, 2] and saved["config"]["num_trials"] == 3
+    assert list(saved["results"]) == ["GCC", "uncoded"] and not saved["config"]["worst_case"]
+    for name in ("results.txt", "results.png", "cv.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    # the same configuration through the library, on the model the CLI cached
+    trained = train_classifier("lenet5", "digits", epochs=1, cache_dir=cache, progress=False)
+    assert trained.from_cache
+    cfg = {**toy_config(), "stragglers": (0, 2), "num_trials": 3}
+    ref = run_dnn(
+        **cfg, codes=("gcc", "uncoded"), worst_case=False, trained=trained, progress=False
+    )
+    assert saved["results"] == ref["results"] and saved["cv"] == ref["cv"]
+    assert format_dnn_table(ref) in out
+
+
+def test_run_bad_arguments_give_clear_errors(tmp_path, capsys):
+    assert (
+        main(["run", "-N", "10", "-K", "4", "-S", "9", "--out", str(tmp_path), "--no-progress"])
+        == 2
+    )
+    assert "every S must be in [0, N-2]" in capsys.readouterr().err
+    assert main(["run", "--dataset", "mnist", "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "mnist" in err.lower() and "never downloads" in err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--codes", ""])
+    assert exit_info.value.code == 2 and "expected at least one name" in capsys.readouterr().err
