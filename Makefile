@@ -20,6 +20,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/monte_carlo.py
+	$(BIN)/python bench/sweep.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

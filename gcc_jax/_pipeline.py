@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -87,15 +87,32 @@ def _loss_blocks(code, yt, fx, masks):
 
 
 def auto_chunk_size(num_workers: int, out_size: int) -> int:
-    """Masks per vmapped block: a power of two keeping the block's working set near 4 MiB.
+    """Masks per vmapped block: a power of two in [1, 1024].
 
-    The banded decoder stores O(n · (m + 2)) numbers per mask for its backward pass; beyond a
-    few MiB per block the scan falls out of cache and slows down several-fold (measured on CPU:
-    ~100k masks/s at 128 masks per block versus ~20k at 2048, N = 100, m = 10).
+    Two budgets (float64 bytes): each scan step of the banded decoder touches about
+    ``48 (m + 2)`` bytes per mask, kept within 128 KiB so a step stays in cache (measured on CPU,
+    N = 100, m = 10: ~100k masks/s at 128 masks per block, ~20k at 2048); and the backward pass
+    stores about ``8 N (3 (m + 2) + 6)`` bytes per mask, kept within 256 MiB per block so memory
+    is bounded for any N.
     """
-    per_mask = 48 * num_workers * (out_size + 2)  # bytes, float64, ~6 stored rows
-    chunk = max(1, (4 << 20) // max(per_mask, 1))
-    return int(min(1024, max(8, 1 << (chunk.bit_length() - 1))))
+    cache_chunk = (128 << 10) // (48 * (out_size + 2))
+    memory_chunk = (256 << 20) // (8 * num_workers * (3 * (out_size + 2) + 6))
+    chunk = max(1, min(cache_chunk, memory_chunk, 1024))
+    return int(1 << (chunk.bit_length() - 1))
+
+
+def _placement(devices: list) -> tuple[Callable, Callable]:
+    """Functions placing a mask block (sharded on its chunk axis) and replicated operands."""
+    if len(devices) == 1:
+        dev = devices[0]
+        return (lambda a: jax.device_put(a, dev)), (lambda t: jax.device_put(t, dev))
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.asarray(devices), ("p",))
+    by_mask = NamedSharding(mesh, P(None, "p", None))
+    replicated = NamedSharding(mesh, P())
+    return (lambda a: jax.device_put(a, by_mask)), (lambda t: jax.device_put(t, replicated))
 
 
 def monte_carlo_loss(
@@ -107,6 +124,7 @@ def monte_carlo_loss(
     chunk_size: int | None = None,
     return_status: bool = False,
     progress: bool = False,
+    devices: Sequence[jax.Device] | None = None,
 ) -> Float[np.ndarray, " p"] | MonteCarloResult:
     """Per-pattern loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` over a batch of straggler masks.
 
@@ -125,6 +143,9 @@ def monte_carlo_loss(
         chunk_size: masks per vmapped block; default :func:`auto_chunk_size`.
         return_status: also return each pattern's :class:`gcc_jax.Status` instead of raising.
         progress: show a progress bar over chunks.
+        devices: devices to shard the mask batch over (data parallel: each device decodes
+            ``chunk_size`` masks of every block; the code and worker outputs are replicated).
+            Default: all devices of JAX's default backend. Results do not depend on it.
 
     Returns:
         NumPy array ``(M,)`` of losses, or a :class:`MonteCarloResult` ``(loss, status)`` when
@@ -160,9 +181,14 @@ def monte_carlo_loss(
     num = masks.shape[0]
     out_size = int(np.prod(yt.shape[1:]))
     chunk = chunk_size if chunk_size is not None else auto_chunk_size(n, out_size)
-    chunk = min(chunk, max(num, 1))
+    devices = list(jax.devices()) if devices is None else list(devices)
+    if not devices:
+        raise ValueError("`devices` must name at least one device")
+    chunk = min(chunk, max(math.ceil(num / len(devices)), 1)) * len(devices)
     groups = min(64, 1 << max(math.ceil(num / chunk) - 1, 0).bit_length())  # power of two
     step = chunk * groups
+    place_masks, place_rest = _placement(devices)
+    code, yt, fx = place_rest((code, yt, fx))
     losses = np.empty((num,), dtype=np.result_type(np.asarray(yt).dtype, np.float32))
     statuses = np.empty((num,), dtype=np.int32)
     starts = range(0, num, step)
@@ -175,7 +201,7 @@ def monte_carlo_loss(
         size = block.shape[0]
         if size < step:  # pad with all-live rows: keeps one compiled shape
             block = np.concatenate([block, np.ones((step - size, n), bool)], axis=0)
-        loss, status = _loss_blocks(code, yt, fx, jnp.asarray(block.reshape(groups, chunk, n)))
+        loss, status = _loss_blocks(code, yt, fx, place_masks(block.reshape(groups, chunk, n)))
         losses[start : start + size] = np.asarray(loss).reshape(-1)[:size]
         statuses[start : start + size] = np.asarray(status).reshape(-1)[:size]
     if return_status:

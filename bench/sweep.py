@@ -1,0 +1,216 @@
+"""Benchmark sweep: monte_carlo_loss versus N, M and m, against the SciPy peer and the matmul floor.
+
+Each point runs in its own subprocess so that its peak memory (max RSS) is its own. For every
+point the script measures, in the same run:
+
+* ours: ``gcc_jax.monte_carlo_loss`` (banded decoder) — masks/s, compile time, peak RSS;
+* the SciPy peer: a Python loop of ``scipy.interpolate.make_smoothing_spline`` per mask on the
+  live workers, evaluated at the K points (timed on a subset of masks);
+* the floor: one batched matmul of the same ``M·K·N·m`` multiply-adds
+  (``einsum('pkn,nm->pkm')``, timed on a memory-capped subset of masks).
+
+Ratios are rates (masks/s) measured on this machine in this run. Writes
+``bench/results/sweep.json`` (with jax version, device and date) and ``sweep.png`` (time per
+mask versus N, with the fitted scaling exponent).
+
+Usage: python bench/sweep.py [--quick] [--dtype float64|float32] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def point(cfg: dict) -> dict:
+    """Measure one configuration (runs inside a subprocess)."""
+    import resource
+    import timeit
+
+    import jax
+
+    jax.config.update("jax_enable_x64", cfg["dtype"] == "float64")
+    if cfg.get("device"):
+        jax.config.update("jax_platforms", cfg["device"])
+    import jax.numpy as jnp
+    import numpy as np
+    from scipy.interpolate import make_smoothing_spline
+
+    import gcc_jax as gcc
+
+    n, k, m, num, lam = cfg["N"], cfg["K"], cfg["m"], cfg["M"], cfg["lam"]
+    s = max(1, n // 10)
+    dtype = cfg["dtype"]
+    code = gcc.SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=lam, dtype=dtype)
+    freq = jnp.arange(1, m + 1, dtype=dtype)
+
+    def f(v):  # a smooth map R^4 -> R^m
+        return jnp.sin(freq * jnp.mean(v)) + 0.1 * jnp.cos(freq * v[0])
+
+    x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (k, 4)), dtype)
+    masks = np.asarray(gcc.sample_masks(jax.random.key(0), n, num=num, stragglers=s))
+
+    t0 = time.perf_counter()
+    loss = gcc.monte_carlo_loss(code, f, x, masks)
+    first = time.perf_counter() - t0
+    repeat = 1 if first > 20 else 3
+    best = min(
+        timeit.repeat(lambda: gcc.monte_carlo_loss(code, f, x, masks), number=1, repeat=repeat)
+    )
+    ours = num / best
+
+    # SciPy peer on a subset (same worker outputs, float64)
+    _, yt = gcc.apply_workers(code, f, x)
+    yt = np.asarray(yt, np.float64)
+    beta, alpha = np.asarray(code.beta, np.float64), np.asarray(code.alpha, np.float64)
+    peer_masks = masks[: max(2, min(num, int(2e5 // n)))]
+
+    def peer():
+        for mk in peer_masks:
+            make_smoothing_spline(beta[mk], yt[mk], lam=mk.sum() * lam, axis=0)(alpha)
+
+    peer_s = min(timeit.repeat(peer, number=1, repeat=2))
+    peer_rate = peer_masks.shape[0] / peer_s
+
+    # floor: the same multiply-adds as one batched matmul, on a memory-capped subset
+    num_floor = int(max(1, min(num, 2e7 // (k * n))))
+    dmat = jax.random.normal(jax.random.key(1), (num_floor, k, n), dtype)
+    ymat = jnp.asarray(yt, dtype)
+    mm = jax.jit(lambda d: jnp.einsum("pkn,nm->pkm", d, ymat))
+    jax.block_until_ready(mm(dmat))
+    floor_s = min(timeit.repeat(lambda: jax.block_until_ready(mm(dmat)), number=1, repeat=5))
+    floor_rate = num_floor / floor_s
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return dict(
+        cfg,
+        S=s,
+        masks_per_s=ours,
+        seconds_per_mask=1.0 / ours,
+        compile_s=max(first - best, 0.0),
+        peer_masks_per_s=peer_rate,
+        floor_masks_per_s=floor_rate,
+        speedup_vs_peer=ours / peer_rate,
+        slowdown_vs_floor=floor_rate / ours,
+        peak_rss_mb=rss_mb,
+        mean_loss=float(np.mean(loss)),
+        device=str(jax.devices()[0]),
+    )
+
+
+def run_point(cfg: dict, timeout: float) -> dict:
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--point", json.dumps(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"point {cfg} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--point", help=argparse.SUPPRESS)
+    p.add_argument("--quick", action="store_true", help="N up to 10^4, small M (about 1 min)")
+    p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    p.add_argument("--device", default=None, help="JAX platform, e.g. cpu or gpu (default: any)")
+    p.add_argument("--lam", type=float, default=1e-6)
+    p.add_argument("--out", default=str(RESULTS / "sweep.json"))
+    args = p.parse_args()
+    if args.point:
+        print(json.dumps(point(json.loads(args.point))))
+        return
+
+    base = dict(K=20, m=10, dtype=args.dtype, lam=args.lam, device=args.device)
+    ns = [50, 100, 400, 1000, 10_000] + ([] if args.quick else [100_000])
+    plan = []
+    for n in ns:  # N sweep: M sized so each point takes about a second or two
+        num = int(min(4096, max(16, 4e6 // n)))
+        if args.quick:
+            num = max(8, num // 8)
+        plan.append(("N", dict(base, N=n, M=num)))
+    for num in [256, 4096] + ([] if args.quick else [65536]):
+        plan.append(("M", dict(base, N=100, M=num)))
+    for m in [1, 100]:
+        plan.append(("m", dict(base, N=100, M=1024 if args.quick else 4096, m=m)))
+    if not args.quick:  # bounded memory at a million patterns
+        plan.append(("memory", dict(base, N=100, M=1_000_000)))
+
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    rows = []
+    it = tqdm(plan, desc="bench points") if tqdm else plan
+    for kind, cfg in it:
+        r = run_point(cfg, timeout=1800)
+        r["sweep"] = kind
+        rows.append(r)
+    head = (
+        f"{'sweep':>6} {'N':>7} {'M':>8} {'m':>4} {'masks/s':>11} {'x peer':>8} "
+        f"{'/floor':>7} {'compile':>8} {'RSS MB':>8}"
+    )
+    print(head)
+    for r in rows:
+        print(
+            f"{r['sweep']:>6} {r['N']:>7} {r['M']:>8} {r['m']:>4} {r['masks_per_s']:>11,.0f} "
+            f"{r['speedup_vs_peer']:>7.1f}x {r['slowdown_vs_floor']:>6.1f}x "
+            f"{r['compile_s']:>7.2f}s {r['peak_rss_mb']:>8.0f}"
+        )
+    import numpy as np
+
+    nrows = [r for r in rows if r["sweep"] == "N"]
+    xs = np.log([r["N"] for r in nrows])
+    ys = np.log([r["seconds_per_mask"] for r in nrows])
+    big = xs >= np.log(400)
+    slope = float(np.polyfit(xs[big], ys[big], 1)[0]) if big.sum() >= 2 else float("nan")
+    print(f"time per mask ~ N^{slope:.2f} (fit over N >= 400)")
+    import jax
+
+    out = dict(
+        benchmark="sweep",
+        dtype=args.dtype,
+        lam=args.lam,
+        rows=rows,
+        scaling_exponent_N=slope,
+        jax_version=jax.__version__,
+        device=rows[0]["device"] if rows else "",
+        platform=platform.platform(),
+        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    n_arr = np.array([r["N"] for r in nrows], float)
+    ax.loglog(n_arr, [r["seconds_per_mask"] for r in nrows], "o-", label="gcc_jax (banded)")
+    ax.loglog(n_arr, [1 / r["peer_masks_per_s"] for r in nrows], "s--", label="SciPy peer")
+    ax.loglog(n_arr, [1 / r["floor_masks_per_s"] for r in nrows], "^:", label="matmul floor")
+    ax.set_xlabel("workers N")
+    ax.set_ylabel("seconds per straggler pattern")
+    ax.set_title(f"monte_carlo_loss, K=20, m=10, {args.dtype}: time ~ N^{slope:.2f}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path.with_suffix(".png"), dpi=120)
+    print(f"wrote {path} and {path.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The mask batch sharded over 4 (forced host) devices gives the single-device result."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent(
+    """
+    import json
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp, numpy as np
+    import gcc_jax as gcc
+    from gcc_jax._pipeline import _placement
+
+    devs = jax.devices()
+    code = gcc.SplineCode.chebyshev(num_inputs=6, num_workers=40, lam_dec=1e-5)
+    x = jnp.linspace(-1.0, 1.0, 6)[:, None] * jnp.ones((6, 2))
+    masks = gcc.sample_masks(jax.random.key(0), 40, num=203, stragglers=6)
+    f = lambda v: jnp.sin(3 * v)
+    sharded = gcc.monte_carlo_loss(code, f, x, masks, chunk_size=8, devices=devs)
+    single = gcc.monte_carlo_loss(code, f, x, masks, chunk_size=8, devices=devs[:1])
+    place, _ = _placement(devs)
+    block = place(np.ones((2, 32, 40), bool))
+    print(json.dumps(dict(
+        n_devices=len(devs),
+        placed_on=len(block.sharding.device_set),
+        max_diff=float(np.max(np.abs(sharded - single))),
+        scale=float(np.max(single)),
+    )))
+    """
+)
+
+
+def test_sharded_monte_carlo_equals_single_device():
+    env = dict(
+        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["n_devices"] == 4 and out["placed_on"] == 4
+    assert out["max_diff"] <= 1e-12 * max(out["scale"], 1e-300)
