@@ -1,0 +1,54 @@
+"""Coded computing on a real runtime: executors, straggler injection, a coded inference service.
+
+- `Executor`: runs one round — coded input ``x~_n`` to worker ``n``, wait for ``N − S`` valid
+  results or a timeout — and returns a `RoundResult` (outputs, the decoder's mask, what
+  happened to each worker). Two backends, one interface:
+
+  * `LocalExecutor`: in process, workers vmapped, latencies drawn from a `DelayModel`
+    (shifted-exponential or Lomax tails, transient and persistent slow-downs, failures),
+    reproducible by seed;
+  * `RayExecutor`: ``N`` Ray actors each holding the worker model; the master decodes after
+    ``ray.wait(num_returns=N − S, timeout=...)``, discards late results, restarts dead actors.
+
+- `Fault`: injected faults (NaN, garbage, wrong shape, exceptions, hangs, crashes).
+- `CodedInferenceService`: a stream of queries, batched ``K`` at a time (with a maximum wait),
+  encoded, dispatched, decoded; every query gets an `Answer` or an explicit error.
+- `poisson_arrivals`, `init_local_ray`, `default_wait_for`, `probability_check`: helpers.
+
+These names live in ``gcc_jax.distributed`` only (not re-exported by ``gcc_jax``), so that
+``import gcc_jax`` stays light; Ray is imported only when a `RayExecutor` is built.
+"""
+
+from ._delays import FAULT_KINDS as FAULT_KINDS
+from ._delays import DelayModel as DelayModel
+from ._delays import Fault as Fault
+from ._executor import Executor as Executor
+from ._executor import Outcome as Outcome
+from ._executor import RoundResult as RoundResult
+from ._executor import WaitFor as WaitFor
+from ._executor import default_wait_for as default_wait_for
+from ._executor import probability_check as probability_check
+from ._local import LocalExecutor as LocalExecutor
+from ._ray import RayExecutor as RayExecutor
+from ._ray import init_local_ray as init_local_ray
+from ._service import Answer as Answer
+from ._service import CodedInferenceService as CodedInferenceService
+from ._service import poisson_arrivals as poisson_arrivals
+
+__all__ = [
+    "FAULT_KINDS",
+    "Answer",
+    "CodedInferenceService",
+    "DelayModel",
+    "Executor",
+    "Fault",
+    "LocalExecutor",
+    "Outcome",
+    "RayExecutor",
+    "RoundResult",
+    "WaitFor",
+    "default_wait_for",
+    "init_local_ray",
+    "poisson_arrivals",
+    "probability_check",
+]

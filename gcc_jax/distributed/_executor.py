@@ -1,0 +1,304 @@
+"""The executor interface: dispatch ``N`` coded inputs, collect what returns in time.
+
+An executor runs one *round*: worker ``n`` evaluates ``f`` on coded input ``x~_n``; the master
+waits until its wait rule holds (e.g. ``N − S`` valid results — ``ray.wait(num_returns=N−S)``)
+or the round's timeout passes, whichever is first, and returns a :class:`RoundResult`:
+the outputs, the boolean mask the decoders take (``True`` = a valid result arrived in time)
+and, per worker, what happened. Results arriving after the cut-off are discarded.
+
+Results are checked *before* decoding: a result that is not finite, has the wrong shape, or
+fails the caller's ``validate`` is treated as a straggler (mask ``False``) and does not count
+towards the wait rule, so the master keeps waiting for a good one.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._types import Bool, Float, Int
+
+__all__ = [
+    "Executor",
+    "Outcome",
+    "RoundResult",
+    "WaitFor",
+    "default_wait_for",
+    "probability_check",
+]
+
+WaitFor = int | Callable[[np.ndarray], bool]
+"""How long a round waits: a number of valid results, or a predicate on the boolean mask."""
+
+
+class Outcome(enum.IntEnum):
+    """What happened to one worker in one round."""
+
+    OK = 0
+    """Returned a valid result before the cut-off."""
+    LATE = 1
+    """No result by the cut-off (a straggler); a later result is discarded."""
+    NONFINITE = 2
+    """Returned NaN or Inf: treated as a straggler."""
+    INVALID = 3
+    """Returned something of the wrong shape or that ``validate`` rejected: a straggler."""
+    ERROR = 4
+    """The worker function raised."""
+    DEAD = 5
+    """The worker process died (it is restarted) or is out of restarts."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundResult:
+    """The outcome of one round on ``N`` workers.
+
+    Attributes:
+        round_id: the round's id (it seeds the injected delays and faults).
+        outputs: ``(n, *m)`` results; rows of workers that are not ``OK`` are zero.
+        mask: ``(n,)`` booleans, ``True`` = a valid result arrived in time (the decoder's mask).
+        outcomes: ``(n,)`` :class:`Outcome` codes.
+        latencies: ``(n,)`` seconds from dispatch to each worker's answer (or to the detection
+            of its failure); ``inf`` for workers that had not answered by the cut-off.
+        elapsed: seconds from dispatch to the cut-off.
+        rule_met: whether the wait rule held at the cut-off.
+        timed_out: whether the round stopped at its timeout with the rule not met.
+        messages: a short reason for every worker that is not ``OK``.
+        restarted: workers whose process died and was restarted in this round.
+    """
+
+    round_id: int
+    outputs: Float[np.ndarray, "n *m"]
+    mask: Bool[np.ndarray, " n"]
+    outcomes: Int[np.ndarray, " n"]
+    latencies: Float[np.ndarray, " n"]
+    elapsed: float
+    rule_met: bool
+    timed_out: bool
+    messages: dict[int, str]
+    restarted: tuple[int, ...] = ()
+
+    @property
+    def num_workers(self) -> int:
+        return int(self.mask.shape[0])
+
+    @property
+    def answered(self) -> tuple[int, ...]:
+        """Workers with a valid result in time."""
+        return tuple(int(i) for i in np.flatnonzero(self.mask))
+
+    def workers_with(self, outcome: Outcome) -> tuple[int, ...]:
+        """Workers whose outcome is ``outcome``."""
+        return tuple(int(i) for i in np.flatnonzero(self.outcomes == int(outcome)))
+
+    def issues(self) -> dict[int, str]:
+        """``{worker: "late" | "nonfinite: ..." | ...}`` for every worker that is not OK."""
+        out = {}
+        for i in np.flatnonzero(self.outcomes != int(Outcome.OK)):
+            name = Outcome(int(self.outcomes[i])).name.lower()
+            msg = self.messages.get(int(i), "")
+            out[int(i)] = f"{name}: {msg}" if msg else name
+        return out
+
+    def summary(self) -> str:
+        """One line: how many answered, how long it took, and who misbehaved."""
+        parts = [f"{int(self.mask.sum())}/{self.num_workers} workers answered"]
+        parts.append(f"cut-off after {self.elapsed * 1e3:.1f} ms")
+        if self.timed_out:
+            parts.append("timed out")
+        for outcome in Outcome:
+            if outcome is Outcome.OK:
+                continue
+            who = self.workers_with(outcome)
+            if who:
+                parts.append(f"{outcome.name.lower()}: {','.join(map(str, who))}")
+        if self.restarted:
+            parts.append(f"restarted: {','.join(map(str, self.restarted))}")
+        return "; ".join(parts)
+
+
+class _CountRule:
+    """``True`` once ``need`` results are valid (the ``N − S`` rule)."""
+
+    def __init__(self, need: int):
+        self.need = need
+
+    def __call__(self, mask: np.ndarray) -> bool:
+        return int(np.count_nonzero(mask)) >= self.need
+
+    def __repr__(self) -> str:
+        return f"wait for {self.need}"
+
+
+class _EveryInputCovered:
+    """``True`` once every input has a valid result from at least one of its copies."""
+
+    def __init__(self, assignment: np.ndarray, num_inputs: int):
+        self.assignment = np.asarray(assignment)
+        self.num_inputs = int(num_inputs)
+
+    def __call__(self, mask: np.ndarray) -> bool:
+        covered = np.bincount(self.assignment[np.asarray(mask)], minlength=self.num_inputs)
+        return bool(np.all(covered > 0))
+
+    def __repr__(self) -> str:
+        if self.assignment.shape[0] == self.num_inputs:
+            return f"wait for all {self.num_inputs}"
+        return "wait for one copy of every input"
+
+
+def as_rule(wait_for: WaitFor, num_workers: int) -> tuple[Callable[[np.ndarray], bool], int]:
+    """``(predicate on the mask, number of results it needs at least)`` for a wait rule."""
+    if callable(wait_for):
+        return wait_for, 1
+    if isinstance(wait_for, bool) or not isinstance(wait_for, int | np.integer):
+        raise TypeError(
+            f"`wait_for` must be an int (results to wait for) or a predicate on the mask; "
+            f"got {type(wait_for).__name__}"
+        )
+    if not 1 <= wait_for <= num_workers:
+        raise ValueError(f"`wait_for` must be in [1, {num_workers}]; got {wait_for}")
+    return _CountRule(int(wait_for)), int(wait_for)
+
+
+def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
+    """The wait rule that matches a code.
+
+    * ``stragglers=S`` given: wait for ``N − S`` valid results (GCC, BACC, LCC, ParM …).
+    * Otherwise, for codes with ``available`` (``UncodedCode``, ``ReplicationCode``): wait
+      until every input has one valid copy — all ``K`` workers for the uncoded scheme.
+    * Otherwise: wait for all ``N``.
+
+    Returns:
+        An int or a predicate ``mask -> bool`` for :meth:`Executor.run_round`.
+
+    Example:
+        >>> import gcc_jax as gcc
+        >>> from gcc_jax.distributed import default_wait_for
+        >>> default_wait_for(gcc.SplineCode.chebyshev(num_inputs=4, num_workers=8), 2)
+        6
+    """
+    n = int(code.num_workers)
+    if stragglers is not None:
+        if isinstance(stragglers, bool) or not isinstance(stragglers, int | np.integer):
+            raise TypeError(f"`stragglers` must be an int; got {type(stragglers).__name__}")
+        if not 0 <= stragglers < n:
+            raise ValueError(f"`stragglers` must be in [0, {n - 1}]; got {stragglers}")
+        return n - int(stragglers)
+    if hasattr(code, "available"):
+        assignment = getattr(code, "assignment", np.arange(n))
+        return _EveryInputCovered(np.asarray(assignment), int(code.num_inputs))
+    return n
+
+
+def describe_rule(wait_for: WaitFor) -> str:
+    """A short text for a wait rule (``"wait for 6"``, ``"wait for one copy of every input"``)."""
+    if callable(wait_for):
+        text = repr(wait_for)
+        return text if not text.startswith("<") else "custom wait rule"
+    return f"wait for {int(wait_for)}"
+
+
+def probability_check(atol: float = 1e-3) -> Callable[[np.ndarray], bool]:
+    """A ``validate`` for softmax outputs: entries in ``[−atol, 1 + atol]`` summing to 1 ± atol.
+
+    Catches workers returning finite garbage in place of a probability vector; a garbage vector
+    that happens to be a valid probability vector cannot be told apart from a real answer.
+
+    Example:
+        >>> import numpy as np
+        >>> from gcc_jax.distributed import probability_check
+        >>> ok = probability_check()
+        >>> ok(np.array([0.2, 0.8])), ok(np.array([3.0, -2.0]))
+        (True, False)
+    """
+    atol = float(atol)
+    if not (math.isfinite(atol) and atol >= 0):
+        raise ValueError(f"`atol` must be finite and >= 0; got {atol}")
+
+    def check(y: np.ndarray) -> bool:
+        y = np.asarray(y)
+        return bool(
+            np.all(y >= -atol) and np.all(y <= 1 + atol) and abs(float(np.sum(y)) - 1.0) <= atol
+        )
+
+    return check
+
+
+def classify_output(
+    y: Any,
+    shape: tuple[int, ...],
+    validate: Callable[[np.ndarray], bool] | None,
+) -> tuple[Outcome, np.ndarray | None, str]:
+    """Check one worker's result: ``(OK, array, "")`` or ``(NONFINITE|INVALID, None, reason)``."""
+    try:
+        arr = np.asarray(y, dtype=float)
+    except (TypeError, ValueError):
+        return Outcome.INVALID, None, f"returned a {type(y).__name__}, not a numeric array"
+    if arr.shape != tuple(shape):
+        return Outcome.INVALID, None, f"returned shape {arr.shape}, expected {tuple(shape)}"
+    if not np.all(np.isfinite(arr)):
+        return Outcome.NONFINITE, None, "returned NaN or Inf"
+    if validate is not None:
+        try:
+            good = bool(validate(arr))
+        except Exception as err:  # a validator that raises rejects the result
+            return Outcome.INVALID, None, f"validate raised {type(err).__name__}: {err}"
+        if not good:
+            return Outcome.INVALID, None, "rejected by validate"
+    return Outcome.OK, arr, ""
+
+
+def check_timeout(timeout_s: float) -> float:
+    timeout_s = float(timeout_s)
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ValueError(f"`timeout_s` must be finite and > 0 (a round must end); got {timeout_s}")
+    return timeout_s
+
+
+class Executor(abc.ABC):
+    """Runs rounds of ``N`` workers (``LocalExecutor`` in process, ``RayExecutor`` on Ray).
+
+    Subclasses implement :meth:`run_round`; both are context managers (``close`` on exit) and
+    safe to call from several threads at once (the coded inference service keeps several
+    rounds in flight).
+    """
+
+    num_workers: int
+
+    @abc.abstractmethod
+    def run_round(
+        self,
+        xt: Float[Any, "n *d"],
+        *,
+        wait_for: WaitFor,
+        timeout_s: float = 10.0,
+        round_id: int | None = None,
+    ) -> RoundResult:
+        """Send ``xt[n]`` to worker ``n``, wait per ``wait_for`` or ``timeout_s``, collect.
+
+        Args:
+            xt: the ``N`` coded inputs, one row per worker.
+            wait_for: number of valid results to wait for (``N − S``), or a predicate on the
+                boolean mask of valid results so far.
+            timeout_s: the round's deadline in seconds after dispatch (finite).
+            round_id: the round's id, which seeds injected delays and faults (default: the next
+                id of this executor's counter).
+
+        Returns:
+            A :class:`RoundResult`.
+        """
+
+    def close(self) -> None:
+        """Release the workers (no-op by default)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

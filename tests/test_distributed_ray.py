@@ -1,0 +1,240 @@
+"""`RayExecutor` and the service on a local Ray cluster (loopback only): rounds, faults, bench.
+
+One Ray cluster and one pool of six cheap actors for the module; views give each test its own
+injected delays and faults.
+"""
+
+import json
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gcc_jax as gcc
+from gcc_jax.distributed import (
+    CodedInferenceService,
+    DelayModel,
+    Fault,
+    Outcome,
+    RayExecutor,
+    init_local_ray,
+    probability_check,
+)
+
+ray = pytest.importorskip("ray")  # the [ray] extra; `make test` installs it
+
+N = 6
+W = np.array([[1.0, -2.0, 0.5], [0.3, 0.8, -1.0]])
+B = np.array([0.1, -0.2])
+
+
+def _make_worker_fn():
+    def worker_fn(x):
+        """A probability vector of a 3-vector (softmax of an affine map); cheap to load."""
+        return jax.nn.softmax(jnp.asarray(W) @ x + jnp.asarray(B))
+
+    return worker_fn
+
+
+# a closure travels by value (this test module is not importable in the Ray workers)
+worker_fn = _make_worker_fn()
+
+
+def reference(xt):
+    return np.stack([np.asarray(worker_fn(jnp.asarray(x))) for x in xt])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    info = init_local_ray(num_cpus=2)
+    yield info
+    if info["started"]:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def pool(cluster):
+    ex = RayExecutor(
+        worker_fn,
+        num_workers=N,
+        input_shape=(3,),
+        input_dtype=np.float64,
+        validate=probability_check(),
+        max_restarts=3,
+        startup_timeout_s=120,
+    )
+    yield ex
+    ex.close()
+
+
+def _xt(seed):
+    return np.asarray(jax.random.normal(jax.random.key(seed), (N, 3)))
+
+
+def test_cluster_is_loopback_and_rounds_compute_f(cluster, pool):
+    assert cluster["node_ip"] == "127.0.0.1"
+    assert all(node["NodeManagerAddress"] == "127.0.0.1" for node in ray.nodes())
+    info = pool.startup
+    assert len(info) == N and len({i["pid"] for i in info}) == N
+    assert all(0 < i["compile_s"] <= i["startup_s"] for i in info)
+    xt = _xt(0)
+    res = pool.run_round(xt, wait_for=N, timeout_s=30)
+    assert res.rule_met and res.answered == tuple(range(N))
+    np.testing.assert_allclose(res.outputs, reference(xt), rtol=1e-12)
+    assert np.all(np.isfinite(res.latencies)) and np.all(res.latencies <= res.elapsed + 1e-3)
+
+
+def test_wait_for_n_minus_s_cuts_off_slow_workers_and_late_tasks_never_block(pool):
+    dm = DelayModel(num_workers=N, shift=0.01, slowdown=(1,) * 4 + (300,) * 2)
+    slow = pool.view(N, delays=dm)
+    t0 = time.monotonic()
+    res = slow.run_round(_xt(1), wait_for=N - 2, timeout_s=10)
+    assert time.monotonic() - t0 < 1.5 and res.elapsed < 1.5  # the slow two take 3 s
+    assert res.answered == (0, 1, 2, 3) and res.workers_with(Outcome.LATE) == (4, 5)
+    np.testing.assert_allclose(res.outputs[:4], reference(_xt(1))[:4], rtol=1e-12)
+    np.testing.assert_array_equal(res.outputs[4:], 0.0)
+    # the next round needs every worker, including the two still "busy" with round 0: their
+    # late tasks were cancelled, and this round's results are this round's
+    t0 = time.monotonic()
+    res = pool.run_round(_xt(2), wait_for=N, timeout_s=10)
+    assert time.monotonic() - t0 < 1.5 and res.rule_met
+    np.testing.assert_allclose(res.outputs, reference(_xt(2)), rtol=1e-12)
+
+
+def test_nan_garbage_malformed_and_raising_workers_are_stragglers(pool):
+    faults = [Fault(0, "nan"), Fault(1, "garbage"), Fault(2, "malformed"), Fault(3, "error")]
+    # the good workers answer 0.5 s late, so the bad answers are in before the cut-off
+    dm = DelayModel(num_workers=N, shift=0.5, slowdown=(1e-3,) * 4 + (1.0,) * 2)
+    bad = pool.view(N, faults=faults, delays=dm)
+    res = bad.run_round(_xt(3), wait_for=2, timeout_s=10)
+    assert res.answered == (4, 5) and res.rule_met
+    assert [Outcome(int(o)) for o in res.outcomes[:4]] == [
+        Outcome.NONFINITE,
+        Outcome.INVALID,
+        Outcome.INVALID,
+        Outcome.ERROR,
+    ]
+    assert "injected error on worker 3" in res.messages[3]
+    np.testing.assert_allclose(res.outputs[4:], reference(_xt(3))[4:], rtol=1e-12)
+    # waiting for three can never succeed: the round ends when all have answered
+    res = bad.run_round(_xt(3), wait_for=3, timeout_s=10)
+    assert not res.rule_met and not res.timed_out and res.elapsed < 5
+
+
+def test_a_worker_that_never_answers_times_out_the_round_and_nothing_else(pool):
+    hung = pool.view(N, faults=[Fault(0, "hang")])
+    res = hung.run_round(_xt(4), wait_for=N, timeout_s=0.3)
+    assert res.timed_out and res.workers_with(Outcome.LATE) == (0,)
+    assert 0.3 <= res.elapsed < 1.5
+    res = hung.run_round(_xt(4), wait_for=N - 1, timeout_s=10)
+    assert res.rule_met and res.answered == (1, 2, 3, 4, 5)
+    t0 = time.monotonic()
+    res = pool.run_round(_xt(5), wait_for=N, timeout_s=10)  # worker 0 serves again at once
+    assert res.rule_met and time.monotonic() - t0 < 1.5
+
+
+def test_an_actor_killed_mid_round_is_a_straggler_and_is_restarted(pool):
+    before = pool.restarts[0]
+    slow = pool.view(N, delays=DelayModel(num_workers=N, shift=2.0, slowdown=(1,) + (1e-3,) * 5))
+    killer = threading.Timer(0.3, pool.kill_worker, args=(0,))
+    killer.start()
+    res = slow.run_round(_xt(6), wait_for=N, timeout_s=20)
+    killer.join()
+    assert res.outcomes[0] == Outcome.DEAD and res.restarted == (0,)
+    assert "restarted" in res.messages[0] and res.elapsed < 2.0
+    assert res.answered == (1, 2, 3, 4, 5)
+    assert pool.restarts[0] == before + 1
+    res = pool.run_round(_xt(7), wait_for=N, timeout_s=60)  # the new actor answers
+    assert res.rule_met
+    np.testing.assert_allclose(res.outputs, reference(_xt(7)), rtol=1e-12)
+
+
+def test_a_crashing_worker_process_is_restarted(pool):
+    before = pool.restarts[5]
+    crash = pool.view(N, faults=[Fault(5, "crash", first_round=0, last_round=0)])
+    res = crash.run_round(_xt(8), wait_for=N, timeout_s=20)  # waits until the crash is seen
+    assert res.outcomes[5] == Outcome.DEAD and res.restarted == (5,)
+    assert not res.rule_met and not res.timed_out and res.answered == (0, 1, 2, 3, 4)
+    res = crash.run_round(_xt(9), wait_for=N, timeout_s=60)
+    assert res.rule_met and pool.restarts[5] == before + 1
+    np.testing.assert_allclose(res.outputs, reference(_xt(9)), rtol=1e-12)
+
+
+def test_service_on_ray_answers_every_query_through_faults(pool):
+    k, s = 2, 1
+    code = gcc.SplineCode.chebyshev(num_inputs=k, num_workers=N)
+    faults = [
+        Fault(1, "nan", first_round=0, last_round=1),
+        Fault(3, "hang", first_round=2, last_round=3),
+        Fault(4, "crash", first_round=4, last_round=4),
+    ]
+    view = pool.view(N, faults=faults, delays=DelayModel(num_workers=N, shift=0.002, scale=0.002))
+    queries = np.asarray(jax.random.uniform(jax.random.key(10), (16, 3), minval=-1, maxval=1))
+    with CodedInferenceService(view, code, stragglers=s, max_wait_s=0.5, timeout_s=5) as svc:
+        svc.warmup()
+        answers = svc.serve(queries)
+    assert len(answers) == 16 and all(a.ok for a in answers), [a.error for a in answers]
+    by_batch = {}
+    for a in answers:
+        by_batch.setdefault(a.batch_id, []).append(a)
+    assert sorted(by_batch) == list(range(8))
+    for b, group in by_batch.items():
+        group.sort(key=lambda a: a.slot)
+        issues = group[0].worker_issues
+        if b in (0, 1):
+            assert 1 not in group[0].workers_answered and issues[1].startswith("nonfinite")
+        if b in (2, 3):
+            assert 3 not in group[0].workers_answered
+        if b == 4:
+            assert 4 not in group[0].workers_answered
+        mask = np.zeros(N, bool)
+        mask[list(group[0].workers_answered)] = True
+        assert mask.sum() >= N - s
+        x = np.stack([queries[a.query_id] for a in group])
+        ref = np.asarray(gcc.coded_apply(code, worker_fn, jnp.asarray(x), mask))
+        for a in group:
+            np.testing.assert_allclose(a.value, ref[a.slot], rtol=1e-9, atol=1e-12)
+
+
+def test_serve_bench_toy_run(cluster, tmp_path, monkeypatch):
+    """`gcc-jax serve-bench --toy`: table, JSON and PNG; stats recomputed from the raw data."""
+    from gcc_jax.cli import main
+    from gcc_jax.data import load_digits
+    from gcc_jax.training import train_classifier
+
+    monkeypatch.setenv("GCC_JAX_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    assert main(["serve-bench", "--toy", "--out", str(out), "--no-progress"]) == 0
+    result = json.loads((out / "serve_bench.json").read_text())
+    assert (out / "serve_bench.png").stat().st_size > 0
+    table = (out / "serve_bench.txt").read_text()
+    assert result["ray"]["node_ip"] == "127.0.0.1"
+    assert set(result["schemes"]) == {"uncoded", "replication", "gcc", "bacc"}
+    assert any("ParM" in note for note in result["notes"]) or "parm" in result["schemes"]
+    # the base model's predictions, recomputed from the cached model and the query indices
+    cfg = result["config"]
+    tm = train_classifier(cfg["model"], "digits", epochs=cfg["epochs"], progress=False)
+    assert tm.from_cache
+    ds = load_digits()
+    idx = np.asarray(result["query_indices"])
+    base = np.asarray(tm.predict_proba(ds.x_test[idx])).argmax(-1)
+    np.testing.assert_array_equal(base, result["base_predictions"])
+    labels = ds.y_test[idx]
+    for name, st in result["schemes"].items():
+        pred = np.asarray(st["predictions"])
+        lat = np.asarray(st["latencies_ms"])
+        assert pred.shape == lat.shape == (st["queries"],)
+        np.testing.assert_allclose(st["accuracy"], np.mean(pred == labels[: pred.size]))
+        np.testing.assert_allclose(st["agreement"], np.mean(pred == base[: pred.size]))
+        np.testing.assert_allclose(
+            [st["p50_ms"], st["p99_ms"], st["p999_ms"]],
+            np.percentile(lat, [50, 99, 99.9]),
+            atol=1e-3,  # the JSON keeps latencies to 0.1 µs
+        )
+        assert f"{st['p99_ms']:.1f}" in table
+        if name in ("uncoded", "replication"):  # exact schemes: every answer is the base's
+            ok = pred >= 0
+            np.testing.assert_array_equal(pred[ok], base[: pred.size][ok])
