@@ -33,6 +33,7 @@ class Status(enum.IntFlag):
     NEGATIVE_LAM = 8
     NONFINITE_RESULT = 16
     BELOW_RECOVERY_THRESHOLD = 32
+    TOO_MANY_ERASURES = 64
 
 
 _MESSAGES = {
@@ -44,6 +45,10 @@ _MESSAGES = {
     Status.BELOW_RECOVERY_THRESHOLD: (
         "fewer live workers than the code's recovery threshold "
         "(LagrangeCode needs (K−1)·deg f + 1 live workers)"
+    ),
+    Status.TOO_MANY_ERASURES: (
+        "more outputs missing than the code's redundancy r (ParityModelCode and LearnedCode "
+        "recover at most r unavailable outputs)"
     ),
 }
 
