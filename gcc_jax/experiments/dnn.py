@@ -71,6 +71,7 @@ degrees of freedom).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -158,6 +159,7 @@ class PatternMetrics(NamedTuple):
 def _pattern_metrics(code, yt, fx, labels, masks):
     """Decode every mask; per-pattern rmse, mse, correct and agreeing predictions, status."""
     base = jnp.argmax(fx, axis=-1)
+    labels = labels.astype(base.dtype)
     k = fx.shape[0]
 
     def one(mask):
@@ -193,28 +195,31 @@ def _encode(code, x):
     return code.encode(x)
 
 
-class _SoftmaxWorker:
-    """``f(x) = softmax(apply(params, x))`` for one input, hashable by ``(apply, params)``.
+def _identity(v):
+    return v
 
-    Equal for the same model and the same parameter objects, so jitted functions that take the
-    worker as a static argument (e.g. :func:`gcc_jax.worst_case_mask`) compile once per model.
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class _KnownOutputs:
+    """A code whose workers' outputs are already computed: ``encode`` returns them.
+
+    With ``f`` the identity and ``x = f(x_k)``, :func:`gcc_jax.worst_case_mask` then searches the
+    straggler patterns of ``code`` without running (or compiling) the model again.
     """
 
-    def __init__(self, apply, params):
-        self.apply, self.params = apply, params
+    code: Any
+    outputs: Array
 
-    def __call__(self, x):
-        return jax.nn.softmax(self.apply(self.params, x), -1)
+    @property
+    def num_workers(self) -> int:
+        return self.code.num_workers
 
-    def __hash__(self):
-        return hash((self.apply, id(self.params)))
+    def encode(self, x):
+        return self.outputs
 
-    def __eq__(self, other):
-        return (
-            isinstance(other, _SoftmaxWorker)
-            and self.apply == other.apply
-            and self.params is other.params
-        )
+    def decode_with_status(self, y, mask):
+        return self.code.decode_with_status(y, mask)
 
 
 @jax.jit
@@ -288,7 +293,7 @@ def evaluate_patterns(
         )
     yt, fx = _apply_coded(code, f, x)
     out = _to_numpy(_pattern_metrics(code, yt, fx, labels, masks))
-    base_correct = int(jnp.sum(jnp.argmax(fx, -1) == labels))
+    base_correct = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(labels)))
     return PatternMetrics(out[0], out[1], out[2], out[3], base_correct, out[4])
 
 
@@ -568,7 +573,7 @@ def run_dnn(
     with bar:
         for b, (x, y) in enumerate(ev_batches):
             fx = ev_outputs[b]
-            base_correct[b] = int(jnp.sum(jnp.argmax(fx, -1) == y))
+            base_correct[b] = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(y)))
             worker_outputs: dict[tuple[str, float], Array] = {}
             for i, s in enumerate(s_list):
                 masks = masks_for(k_ev, s, b)
@@ -599,7 +604,6 @@ def run_dnn(
     worst: dict[tuple[str, int], dict] = {}
     if worst_case:
         nb = min(wc_batches, n_batches)
-        f = _SoftmaxWorker(apply, params)
 
         bar = tqdm(
             total=len(codes) * len(s_list) * nb,
@@ -615,20 +619,20 @@ def run_dnn(
                     rows, exhaustive, evaluated = [], True, 0
                     for b in range(nb):
                         x, y = ev_batches[b]
+                        fx = ev_outputs[b]
+                        yt = fx if name == "uncoded" else _forward(apply, params, _encode(code, x))
                         if s_eff == 0:  # one pattern: nothing to search
                             wc_mask, wc_exh, wc_num = np.ones(code.num_workers, bool), True, 1
                         else:
                             wc = worst_case_mask(
-                                code,
-                                f,
-                                x,
+                                _KnownOutputs(code, yt),
+                                _identity,
+                                fx,
                                 stragglers=s_eff,
                                 key=jax.random.fold_in(k_wc, 1000 * s + b),
                                 **search,
                             )
                             wc_mask, wc_exh, wc_num = wc.mask, wc.exhaustive, wc.num_evaluated
-                        fx = ev_outputs[b]
-                        yt = fx if name == "uncoded" else _forward(apply, params, _encode(code, x))
                         # the pattern repeated to the trials' shape: reuses the compiled decode
                         tiled = jnp.broadcast_to(jnp.asarray(wc_mask), (trials, code.num_workers))
                         rows.append(_to_numpy(_pattern_metrics(code, yt, fx, y, tiled)))
