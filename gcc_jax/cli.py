@@ -414,7 +414,7 @@ def _cmd_serve_bench(args) -> int:
             num_inputs=2,
             num_workers=4,
             stragglers=1,
-            epochs=min(args.epochs, 2),
+            epochs=min(args.epochs, 1),
             max_seconds=min(args.max_seconds, 60.0),
         )
     result = run_serve_bench(**config, progress=not args.no_progress)
