@@ -205,9 +205,10 @@ def test_default_wait_rules_follow_the_codes():
     assert default_wait_for(spline) == 9
     rep = gcc.ReplicationCode(num_inputs=3, num_workers=7)
     rule = default_wait_for(rep)
-    masks = np.asarray(gcc.sample_masks(jax.random.key(2), 7, num=64, p=0.5))
-    for m in masks:  # the predicate is "every input has a live copy" (code.available)
-        assert rule(m) == bool(np.all(np.asarray(rep.available(jnp.asarray(m)))))
+    masks = np.asarray(gcc.sample_masks(jax.random.key(2), 7, num=200, p=0.5))
+    for m in masks:  # "every input has a live copy": worker n holds input n mod 3
+        assert rule(m) == all(any(m[w] for w in range(7) if w % 3 == k) for k in range(3))
+    assert rule(masks[0]) == bool(np.all(np.asarray(rep.available(jnp.asarray(masks[0])))))
     unc = default_wait_for(gcc.UncodedCode(num_inputs=4))
     assert unc(np.ones(4, bool)) and not unc(np.array([True, True, False, True]))
     assert repr(unc) == "wait for all 4"

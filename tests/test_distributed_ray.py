@@ -185,7 +185,8 @@ def test_service_on_ray_answers_every_query_through_faults(pool):
         group.sort(key=lambda a: a.slot)
         issues = group[0].worker_issues
         if b in (0, 1):
-            assert 1 not in group[0].workers_answered and issues[1].startswith("nonfinite")
+            assert 1 not in group[0].workers_answered  # NaN, or not in before the cut-off
+            assert issues[1].startswith(("nonfinite", "late"))
         if b in (2, 3):
             assert 3 not in group[0].workers_answered
         if b == 4:
