@@ -32,8 +32,13 @@ from ._worst_case import worst_case_mask as worst_case_mask
 from .codes import BerrutCode as BerrutCode
 from .codes import Decoded as Decoded
 from .codes import LagrangeCode as LagrangeCode
+from .codes import LearnedCode as LearnedCode
+from .codes import ParityModelCode as ParityModelCode
 from .codes import ReplicationCode as ReplicationCode
 from .codes import SplineCode as SplineCode
+from .codes import TrainedCode as TrainedCode
 from .codes import UncodedCode as UncodedCode
+from .codes import train_learned_code as train_learned_code
+from .codes import train_parity_model as train_parity_model
 
 __version__ = "0.1.0"

@@ -5,12 +5,17 @@
 - `fit`: deterministic mini-batch epochs with a progress bar;
 - `accuracy`: chunked top-1 accuracy;
 - `train_classifier`: model name + data set -> `TrainedModel`, trained once and then loaded
-  from the cache (``$GCC_JAX_CACHE``, ``$XDG_CACHE_HOME/gcc_jax`` or ``~/.cache/gcc_jax``).
+  from the cache (``$GCC_JAX_CACHE``, ``$XDG_CACHE_HOME/gcc_jax`` or ``~/.cache/gcc_jax``);
+- `cached_fit`: the same cache for any training (parity models, learned codes), keyed by a
+  config that holds `tree_fingerprint`s of its input arrays.
 """
 
 from ._cache import CACHE_ENV_VAR as CACHE_ENV_VAR
 from ._cache import CacheError as CacheError
 from ._cache import default_cache_dir as default_cache_dir
+from ._cached import CachedFit as CachedFit
+from ._cached import cached_fit as cached_fit
+from ._cached import tree_fingerprint as tree_fingerprint
 from ._classifier import CacheWarning as CacheWarning
 from ._classifier import TrainedModel as TrainedModel
 from ._classifier import train_classifier as train_classifier
@@ -26,14 +31,17 @@ __all__ = [
     "CACHE_ENV_VAR",
     "Batch",
     "CacheError",
+    "CachedFit",
     "CacheWarning",
     "FitResult",
     "StepResult",
     "TrainedModel",
     "accuracy",
+    "cached_fit",
     "cross_entropy_loss",
     "default_cache_dir",
     "fit",
     "make_train_step",
     "train_classifier",
+    "tree_fingerprint",
 ]

@@ -99,9 +99,11 @@ def make_train_step(
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_train_step(apply: Callable, optimizer: optax.GradientTransformation) -> Callable:
-    """`make_train_step`, reused (with its compiled code) for an equal model and optimiser."""
-    return make_train_step(apply, optimizer)
+def _cached_train_step(
+    apply: Callable, optimizer: optax.GradientTransformation, loss_fn: Callable = cross_entropy_loss
+) -> Callable:
+    """`make_train_step`, reused (with its compiled code) for an equal model, optimiser, loss."""
+    return make_train_step(apply, optimizer, loss_fn)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -172,6 +174,8 @@ def fit(
     validation: tuple[Any, Any] | None = None,
     progress: bool = True,
     desc: str = "train",
+    loss_fn: Callable[[Callable, Params, Batch], Float[Array, ""]] = cross_entropy_loss,
+    validate: Callable[[Params], float] | None = None,
 ) -> FitResult:
     """Train ``params`` by mini-batch descent with ``optimizer`` for ``epochs`` epochs.
 
@@ -181,10 +185,12 @@ def fit(
     machine.
 
     Args:
-        apply: the model's forward function ``apply(params, x) -> logits``.
+        apply: the model's forward function ``apply(params, x) -> logits`` (with a custom
+            ``loss_fn``, any hashable object that loss understands).
         params: initial parameters.
         x_train: images ``(n, H, W, C)``.
-        y_train: integer labels ``(n,)``.
+        y_train: integer labels ``(n,)`` (with a custom ``loss_fn``, any per-example targets
+            ``(n, ...)``).
         optimizer: an Optax gradient transformation.
         epochs: number of passes over the data.
         batch_size: mini-batch size (clipped to ``n``).
@@ -193,6 +199,11 @@ def fit(
         progress: show a tqdm progress bar (steps, with the epoch's loss and validation
             accuracy).
         desc: the progress bar's label.
+        loss_fn: ``loss_fn(apply, params, Batch(x, y)) -> scalar`` minimised (default: mean
+            softmax cross-entropy); keep one function object per loss so that the compiled
+            step is reused.
+        validate: optional ``validate(params) -> float`` evaluated after each epoch *instead*
+            of the accuracy on ``validation``; its values fill ``val_accuracies``.
 
     Returns:
         A `FitResult` with the trained parameters and the per-epoch history.
@@ -214,9 +225,11 @@ def fit(
     n = x_train.shape[0]
     if n == 0:
         raise ValueError("`x_train` is empty")
-    if y_train.shape != (n,):
+    custom = loss_fn is not cross_entropy_loss
+    if (y_train.shape[:1] if custom else y_train.shape) != (n,):
         raise ValueError(
-            f"`y_train` must have shape ({n},) to match `x_train`; got {y_train.shape}"
+            f"`y_train` must have shape ({n},{' ...' if custom else ''}) to match `x_train`; "
+            f"got {y_train.shape}"
         )
     if epochs < 1 or batch_size < 1:
         raise ValueError(
@@ -225,7 +238,7 @@ def fit(
         )
     batch_size = min(batch_size, n)
     steps_per_epoch = n // batch_size
-    step = _cached_train_step(apply, optimizer)
+    step = _cached_train_step(apply, optimizer, loss_fn)
     opt_state = optimizer.init(params)
     rng = np.random.default_rng(seed)
     losses: list[float] = []
@@ -241,8 +254,12 @@ def fit(
                 bar.update()
             losses.append(float(jnp.mean(jnp.stack(epoch_losses))))
             postfix = {"epoch": epoch + 1, "loss": f"{losses[-1]:.4f}"}
-            if validation is not None:
-                val_accs.append(accuracy(apply, params, *validation))
-                postfix["val_acc"] = f"{val_accs[-1]:.4f}"
+            if validate is not None or validation is not None:
+                val_accs.append(
+                    float(validate(params))
+                    if validate is not None
+                    else accuracy(apply, params, *validation)
+                )
+                postfix["val" if validate is not None else "val_acc"] = f"{val_accs[-1]:.4f}"
             bar.set_postfix(postfix)
     return FitResult(params, opt_state, tuple(losses), tuple(val_accs), epochs * steps_per_epoch)

@@ -1,0 +1,268 @@
+"""ParityModelCode (ParM): encoders, the subtraction decoder, statuses, training and its cache.
+
+References: NumPy loops for the encoders and the decoder, a linear base model (whose exact
+parity model is itself) for exact recovery, and the least-squares loss written out in NumPy.
+"""
+
+import itertools
+import json
+import warnings
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import gcc_jax as gcc
+from gcc_jax.codes import parity as parity_mod
+from gcc_jax.data import load_digits
+from gcc_jax.training import Batch, CacheWarning
+
+
+def linear_apply(params, x):
+    """A bias-free linear base model on one input: ``F(x) = W vec(x)``; F(Σx) = Σ F(x)."""
+    return params["w"] @ jnp.ravel(x).astype(params["w"].dtype)
+
+
+def masks_with(n: int, missing: int) -> np.ndarray:
+    rows = []
+    for dead in itertools.combinations(range(n), missing):
+        m = np.ones(n, bool)
+        m[list(dead)] = False
+        rows.append(m)
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_exact_parity_model_recovers_missing_output_exactly(k):
+    rng = np.random.default_rng(k)
+    params = {"w": jnp.asarray(rng.normal(size=(5, 12)))}
+    code = gcc.ParityModelCode(params, linear_apply, num_inputs=k)
+    assert (code.num_workers, code.num_parities) == (k + 1, 1)
+    x = jnp.asarray(rng.normal(size=(k, 3, 4)))
+    y = code.worker_outputs(lambda v: linear_apply(params, v), x)
+    truth = np.stack([np.asarray(params["w"]) @ np.ravel(np.asarray(xi)) for xi in x])
+    np.testing.assert_allclose(y[k], truth.sum(axis=0), rtol=1e-13, atol=1e-13)
+    for mask in masks_with(k + 1, 1):
+        out = code.decode(y, jnp.asarray(mask))
+        np.testing.assert_allclose(out, truth, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(code.reconstructed(mask), ~mask[:k])
+    np.testing.assert_array_equal(code.decode(y, jnp.ones(k + 1, bool)), y[:k])  # as returned
+
+
+def test_subtraction_decoder_matches_loop_for_any_outputs():
+    rng = np.random.default_rng(1)
+    k, m = 3, 4
+    code = gcc.ParityModelCode({"w": jnp.zeros((m, 2))}, linear_apply, num_inputs=k)
+    y = rng.normal(size=(k + 1, 2, 2))  # any trailing shape
+    for j in range(k + 1):
+        mask = np.ones(k + 1, bool)
+        mask[j] = False
+        out = np.asarray(code.decode(jnp.asarray(y), jnp.asarray(mask)))
+        expect = y[:k].copy()
+        if j < k:
+            expect[j] = y[k] - sum(y[i] for i in range(k) if i != j)
+        np.testing.assert_allclose(out, expect, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_concat_encoder_matches_loop(k):
+    rng = np.random.default_rng(k)
+    x = rng.random((k, 6, 8, 2))
+    p = np.asarray(gcc.codes.parity_input(jnp.asarray(x), "concat"))
+    expect = np.zeros((6, 8, 2))
+    for i in range(6):
+        for j in range(8):
+            if k == 2:  # width halved by averaging column pairs, images side by side
+                img, jj = divmod(j, 4)
+                expect[i, j] = (x[img, i, 2 * jj] + x[img, i, 2 * jj + 1]) / 2
+            else:  # both halved (2x2 means), quadrants TL, TR, BL, BR
+                img = 2 * (i // 3) + j // 4
+                ii, jj = i % 3, j % 4
+                block = x[img, 2 * ii : 2 * ii + 2, 2 * jj : 2 * jj + 2]
+                expect[i, j] = block.mean(axis=(0, 1))
+    np.testing.assert_allclose(p, expect, rtol=1e-14)
+    code = gcc.ParityModelCode({}, lambda params, v: v.sum(), num_inputs=k, encoder="concat")
+    xt = code.encode(jnp.asarray(x))
+    np.testing.assert_array_equal(xt[:k], x)
+    np.testing.assert_allclose(xt[k], expect, rtol=1e-14)
+    np.testing.assert_allclose(
+        gcc.codes.parity_input(jnp.asarray(x), "sum"), x.sum(axis=0), rtol=1e-14
+    )
+
+
+def test_bad_configurations_raise():
+    with pytest.raises(ValueError, match="num_inputs in \\(2, 4\\)"):
+        gcc.ParityModelCode({}, linear_apply, num_inputs=3, encoder="concat")
+    with pytest.raises(ValueError, match="encoder"):
+        gcc.ParityModelCode({}, linear_apply, num_inputs=2, encoder="xor")
+    with pytest.raises(ValueError, match="num_inputs"):
+        gcc.ParityModelCode({}, linear_apply, num_inputs=1)
+    with pytest.raises(TypeError, match="callable"):
+        gcc.ParityModelCode({}, None, num_inputs=2)
+    code = gcc.ParityModelCode({}, linear_apply, num_inputs=2, encoder="concat")
+    with pytest.raises(ValueError, match="even H and W"):
+        code.encode(jnp.zeros((2, 5, 4, 1)))
+    with pytest.raises(ValueError, match="one row per input"):
+        code.encode(jnp.zeros((3, 4, 4, 1)))
+    with pytest.raises(ValueError, match="one row per worker"):
+        code.decode(jnp.zeros((2, 3)), jnp.ones(2, bool))
+    with pytest.raises(TypeError, match="boolean"):
+        code.decode(jnp.zeros((3, 3)), jnp.ones(3))
+
+
+def test_more_than_r_missing_gives_the_status():
+    k = 3
+    rng = np.random.default_rng(2)
+    code = gcc.ParityModelCode({"w": jnp.zeros((2, 2))}, linear_apply, num_inputs=k)
+    y = jnp.asarray(rng.normal(size=(k + 1, 2)))
+    all_masks = np.concatenate([masks_with(k + 1, s) for s in range(k + 2)])
+    out = jax.jit(jax.vmap(code.decode_with_status, in_axes=(None, 0)))(y, jnp.asarray(all_masks))
+    missing = (~all_masks).sum(axis=1)
+    expect = np.where(missing > 1, int(gcc.Status.TOO_MANY_ERASURES), 0)
+    np.testing.assert_array_equal(out.status, expect)
+    assert np.all(np.isnan(np.asarray(out.value)[missing > 1]))
+    assert np.all(np.isfinite(np.asarray(out.value)[missing <= 1]))
+    with pytest.raises(gcc.GCCValueError, match="more outputs missing than"):
+        code.decode(y, jnp.array([True, False, False, True]))
+    assert "redundancy r" in gcc.describe_status(gcc.Status.TOO_MANY_ERASURES)
+
+
+def test_straggler_garbage_never_leaks_but_live_nan_is_flagged():
+    code = gcc.ParityModelCode({"w": jnp.zeros((2, 2))}, linear_apply, num_inputs=2)
+    y = jnp.array([[1.0, 2.0], [jnp.nan, jnp.inf], [4.0, 5.0]])
+    mask = jnp.array([True, False, True])
+    np.testing.assert_array_equal(code.decode(y, mask), [[1.0, 2.0], [3.0, 3.0]])
+    g = jax.grad(lambda y: code.decode_with_status(y, mask).value.sum())(y)
+    assert np.all(np.isfinite(np.asarray(g)))
+    out = code.decode_with_status(y, jnp.ones(3, bool))
+    assert int(out.status) == int(gcc.Status.NONFINITE_DATA)
+    with pytest.raises(gcc.GCCValueError, match="NaN or Inf"):
+        code.decode(y, jnp.ones(3, bool))
+
+
+def test_jit_vmap_grads_and_compile_once():
+    rng = np.random.default_rng(3)
+    k = 2
+    params = {"w": jnp.asarray(rng.normal(size=(3, 4)))}
+    code = gcc.ParityModelCode(params, linear_apply, num_inputs=k)
+    y = jnp.asarray(rng.normal(size=(k + 1, 3)))
+    masks = jnp.asarray(masks_with(k + 1, 1))
+    batched = jax.vmap(code.decode, in_axes=(None, 0))(y, masks)
+    jitted = jax.jit(lambda code, y, mask: code.decode(y, mask))
+    for i, mask in enumerate(masks):
+        np.testing.assert_array_equal(batched[i], code.decode(y, mask))
+        np.testing.assert_array_equal(jitted(code, y, mask), code.decode(y, mask))
+
+    x = jnp.asarray(rng.normal(size=(k, 4)))
+
+    def pipeline(w, x):
+        c = gcc.ParityModelCode({"w": w}, linear_apply, num_inputs=k)
+        y = c.worker_outputs(lambda v: jnp.tanh(params["w"] @ v), x)
+        return c.decode_with_status(y, masks[0]).value
+
+    # Forward mode to second order here; reverse mode is what the training test descends with.
+    check_grads(jax.jit(pipeline), (params["w"], x), order=2, modes=("fwd",))
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def run(code, y, mask):
+        return code.decode_with_status(y, mask)
+
+    for mask in masks:
+        run(code, y, mask)
+    run(gcc.ParityModelCode({"w": params["w"] * 2}, linear_apply, num_inputs=k), y, masks[0])
+    chex.clear_trace_counter()
+
+
+def test_parity_loss_matches_numpy():
+    rng = np.random.default_rng(4)
+    k, b = 3, 5
+    x = rng.random((k * b, 2, 2, 1))
+    y = rng.normal(size=(k * b, 3))
+    params = {"w": jnp.asarray(rng.normal(size=(3, 4)))}
+    task = parity_mod._ParityTask(linear_apply, k, "sum")
+    loss = parity_mod._parity_loss(task, params, Batch(jnp.asarray(x), jnp.asarray(y)))
+    w = np.asarray(params["w"])
+    expect = np.mean(
+        [
+            (w @ x[g * k : (g + 1) * k].sum(axis=0).ravel() - y[g * k : (g + 1) * k].sum(0)) ** 2
+            for g in range(b)
+        ]
+    )
+    np.testing.assert_allclose(float(loss), expect, rtol=1e-12)
+
+
+# -- training and the cache ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """Digits with a bias-free linear base model: the optimal parity model is the base itself."""
+    ds = load_digits()
+    rng = np.random.default_rng(0)
+    base = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.1, jnp.float32)}
+    init = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.1, jnp.float32)}
+    return ds.x_train[:600], base, init
+
+
+def _train(tiny, cache_dir, **kw):
+    x, base, init = tiny
+    args = dict(num_inputs=2, init_params=init, epochs=15, batch_size=16, lr=1e-2, progress=False)
+    args.update(kw)
+    return gcc.train_parity_model(linear_apply, base, x, cache_dir=cache_dir, **args)
+
+
+def test_training_reduces_the_loss_and_checkpoint_round_trips(tiny, tmp_path):
+    x, base, init = tiny
+    trained = _train(tiny, tmp_path)
+    assert not trained.from_cache and trained.num_steps == 15 * (540 // 32)
+    assert len(trained.train_losses) == len(trained.val_metrics) == 15
+    # The held-out loss, recomputed in NumPy, falls by more than an order of magnitude.
+    _, val = parity_mod.split_groups(x.shape[0], 2, 0.1, 0)
+    wb, xs = np.asarray(base["w"]), x.reshape(x.shape[0], -1).astype(np.float64)
+
+    def held_out_loss(w):
+        return np.mean([(w @ xs[g].sum(0) - wb @ xs[g].sum(0)) ** 2 for g in val])
+
+    before = held_out_loss(np.asarray(init["w"], np.float64))
+    after = held_out_loss(np.asarray(trained.code.parity_params["w"], np.float64))
+    assert after < 0.05 * before
+    assert trained.train_losses[-1] < 0.05 * trained.train_losses[0]
+    # Degraded-mode agreement with the base argmax on the held-out groups improves too.
+    assert trained.val_metrics[-1] > trained.val_metrics[0] + 0.2
+    # Round trip: the second call loads bit-identical parameters and the same history.
+    again = _train(tiny, tmp_path)
+    assert again.from_cache and again.cache_path == trained.cache_path
+    np.testing.assert_array_equal(again.code.parity_params["w"], trained.code.parity_params["w"])
+    assert again.code.parity_params["w"].dtype == jnp.float32
+    assert again.train_losses == trained.train_losses
+    assert again.val_metrics == trained.val_metrics
+    assert again.train_time_s == pytest.approx(trained.train_time_s)
+    meta = json.loads(trained.cache_path.with_suffix(".json").read_text())
+    assert meta["config"]["encoder"] == "sum" and meta["config"]["weight_decay"] == 1e-5
+    # Another hyper-parameter is another checkpoint; a corrupt one is retrained with a warning.
+    other = _train(tiny, tmp_path, epochs=1)
+    assert not other.from_cache and other.cache_path != trained.cache_path
+    trained.cache_path.with_suffix(".npz").write_bytes(b"garbage")
+    with pytest.warns(CacheWarning, match="checksum"):
+        redo = _train(tiny, tmp_path)
+    assert not redo.from_cache
+    np.testing.assert_array_equal(redo.code.parity_params["w"], trained.code.parity_params["w"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _train(tiny, tmp_path).from_cache
+
+
+def test_training_rejects_bad_arguments(tiny, tmp_path):
+    with pytest.raises(ValueError, match="epochs"):
+        _train(tiny, tmp_path, epochs=0)
+    with pytest.raises(ValueError, match="val_fraction"):
+        _train(tiny, tmp_path, val_fraction=0.0)
+    with pytest.raises(ValueError, match="even H and W"):
+        x, base, init = tiny
+        gcc.train_parity_model(
+            linear_apply, base, x[:, :7], num_inputs=2, init_params=init, encoder="concat"
+        )
