@@ -86,19 +86,19 @@ def test_run_writes_what_run_dnn_computes(tmp_path, capsys, monkeypatch):
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("GCC_JAX_CACHE", str(cache))
-    argv = ["run", "--toy", "-S", "0,2", "--codes", "gcc,uncoded", "--trials", "3"]
+    argv = ["run", "--toy", "-S", "0,2", "--codes", "gcc,uncoded", "--cv-batches", "2"]
     rc = main([*argv, "--no-worst-case", "--out", str(tmp_path / "out"), "--no-progress"])
     assert rc == 0
     out = capsys.readouterr().out
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert saved["config"]["stragglers"] == [0, 2] and saved["config"]["num_trials"] == 3
+    assert saved["config"]["stragglers"] == [0, 2] and saved["config"]["num_cv_batches"] == 2
     assert list(saved["results"]) == ["GCC", "uncoded"] and not saved["config"]["worst_case"]
     for name in ("results.txt", "results.png", "cv.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     # the same configuration through the library, on the model the CLI cached
     trained = train_classifier("lenet5", "digits", epochs=1, cache_dir=cache, progress=False)
     assert trained.from_cache
-    cfg = {**toy_config(), "stragglers": (0, 2), "num_trials": 3}
+    cfg = {**toy_config(), "stragglers": (0, 2), "num_cv_batches": 2}
     ref = run_dnn(
         **cfg, codes=("gcc", "uncoded"), worst_case=False, trained=trained, progress=False
     )

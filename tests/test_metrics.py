@@ -30,7 +30,7 @@ def test_mse_rmse_match_numpy_loop(shape):
 
 
 def test_mse_rmse_equal_monte_carlo_loss_definition():
-    code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=12)
+    code = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=12)
     x = jnp.linspace(-1.0, 1.0, 4)[:, None] * jnp.ones((4, 2))
     mask = jnp.ones(12, bool).at[jnp.array([2, 7])].set(False)
     loss = gcc.monte_carlo_loss(code, jnp.sin, x, mask[None])[0]

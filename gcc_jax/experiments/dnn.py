@@ -222,23 +222,6 @@ class _KnownOutputs:
         return self.code.decode_with_status(y, mask)
 
 
-@jax.jit
-def _cv_rmse(code, lam_decs, yt, fx, masks):
-    """Mean RMSE over ``masks`` for every decoder λ in ``lam_decs``; shape ``(len(lam_decs),)``."""
-
-    def per_lam(lam):
-        c = SplineCode(code.alpha, code.beta, code.lam_enc, lam, solver=code.solver)
-
-        def one(mask):
-            dec = c.decode_with_status(yt, mask)
-            return rmse(dec.value, fx), dec.status
-
-        r, st = jax.vmap(one)(masks)
-        return jnp.where(jnp.any(st != 0), jnp.inf, jnp.mean(r))
-
-    return jax.vmap(per_lam)(lam_decs)
-
-
 def _to_numpy(out) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(v) for v in out)
 
@@ -525,7 +508,6 @@ def run_dnn(
     cv_table = np.full((len(s_list), len(lam_enc_grid), len(lam_dec_grid)), np.nan)
     lams: dict[int, tuple[float, float]] = {}
     if "GCC" in codes:
-        lam_decs = jnp.asarray(lam_dec_grid, dtype)
         sums = np.zeros_like(cv_table)
         cv_outputs = [_forward(apply, params, x) for x, _ in cv_batches]
         bar = tqdm(
@@ -536,14 +518,15 @@ def run_dnn(
         )
         with bar:
             for e, le in enumerate(lam_enc_grid):
-                code = spline(le, 0.0)
-                for b, (x, _) in enumerate(cv_batches):
-                    yt = _forward(apply, params, _encode(code, x))
-                    fx = cv_outputs[b]
+                for b, (x, y) in enumerate(cv_batches):
+                    yt = _forward(apply, params, _encode(spline(le, 0.0), x))
                     for i, s in enumerate(s_list):
-                        sums[i, e] += np.asarray(
-                            _cv_rmse(code, lam_decs, yt, fx, masks_for(k_cv, s, b))
-                        )
+                        masks = masks_for(k_cv, s, b)
+                        for d, ld in enumerate(lam_dec_grid):
+                            # λ is an array leaf: one compiled decode for the whole grid
+                            out = _pattern_metrics(spline(le, ld), yt, cv_outputs[b], y, masks)
+                            rm, st = np.asarray(out[0]), np.asarray(out[4])
+                            sums[i, e, d] += np.inf if st.any() else rm.mean()
                     bar.update()
         cv_table = sums / n_cv
         for i, s in enumerate(s_list):
