@@ -814,7 +814,7 @@ _COLORS = {"GCC": "C0", "BACC": "C3", "uncoded": "C7", "replication": "C2"}
 
 
 def plot_dnn(result: dict, path: str | Path) -> Path:
-    """Four panels versus ``S``: RMSE, MSE (log), RelAcc vs labels, RelAcc vs base argmax.
+    """Four panels versus ``S``: RMSE and MSE (log), RelAcc vs labels and vs base argmax.
 
     Error bars are 95% CIs; dashed lines with crosses are the worst case (where searched).
     """
@@ -824,7 +824,7 @@ def plot_dnn(result: dict, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    panels = (("rmse", False), ("mse", True), ("rel_acc_labels", False), ("rel_acc_base", False))
+    panels = (("rmse", True), ("mse", True), ("rel_acc_labels", False), ("rel_acc_base", False))
     for ax, (metric, log) in zip(axes.ravel(), panels, strict=True):
         for code, rows in result["results"].items():
             s = np.array([r["S"] for r in rows], float)
