@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import jax.random as jr
+from jax import lax
 
 from ._types import Array as _Array
 from ._types import Bool, PRNGKeyArray
@@ -57,13 +61,38 @@ def sample_masks(
         raise ValueError("give exactly one of `stragglers` (exactly S per row) or `p` (iid)")
     if stragglers is not None:
         s = _check_int(stragglers, "stragglers", 0, n)
-        u = jr.uniform(key, (num, n))
-        ranks = jnp.argsort(jnp.argsort(u, axis=1), axis=1)
-        return ranks >= s
+        return _blockwise(key, num, lambda k, rows: _exact_block(k, rows, n, s))
     p = float(p)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"`p` must be a probability in [0, 1]; got {p}")
-    return ~jr.bernoulli(key, p, (num, n))
+    return _blockwise(key, num, lambda k, rows: ~jr.bernoulli(k, p, (rows, n)))
+
+
+_BLOCK = 1 << 16
+
+
+def _blockwise(key, num: int, sample) -> Bool[_Array, "p n"]:
+    """Sample ``num`` rows in blocks of 65536 (block ``i`` from ``fold_in(key, i)``).
+
+    Keeps the temporary memory of sampling a million patterns at a few tens of MB.
+    """
+    if num <= _BLOCK:
+        return sample(key, num)
+    parts = [
+        sample(jr.fold_in(key, i), min(_BLOCK, num - start))
+        for i, start in enumerate(range(0, num, _BLOCK))
+    ]
+    return jnp.concatenate(parts, axis=0)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _exact_block(key, rows: int, n: int, s: int):
+    """Exactly ``s`` dead per row: the ``s`` largest of ``n`` iid uniforms form a uniform subset."""
+    if s == 0 or rows == 0:
+        return jnp.ones((rows, n), bool)
+    u = jr.uniform(key, (rows, n), dtype=jnp.float32)
+    _, dead = lax.top_k(u, s)
+    return jnp.ones((rows, n), bool).at[jnp.arange(rows)[:, None], dead].set(False)
 
 
 def contiguous_masks(n: int, stragglers: int) -> Bool[_Array, "p n"]:

@@ -65,3 +65,13 @@ def test_all_subsets_reachable_small():
     m = np.asarray(gcc.sample_masks(jax.random.key(4), 5, num=3000, stragglers=2))
     seen = {tuple(np.flatnonzero(~row)) for row in m}
     assert seen == set(itertools.combinations(range(5), 2))
+
+
+def test_large_batches_are_sampled_blockwise_and_stay_exact():
+    m = np.asarray(gcc.sample_masks(jax.random.key(5), 6, num=70_000, stragglers=2))
+    assert m.shape == (70_000, 6)
+    np.testing.assert_array_equal((~m).sum(axis=1), 2)
+    # the two blocks are different draws, not a repeat
+    assert not np.array_equal(m[:4464], m[65536:])
+    p = np.asarray(gcc.sample_masks(jax.random.key(6), 4, num=70_000, p=0.25))
+    assert abs((~p).mean() - 0.25) < 5 * np.sqrt(0.25 * 0.75 / p.size)
