@@ -94,7 +94,10 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--chunk", type=int, default=None, help="masks per block (default: auto)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "monte_carlo.json"))
+    p.add_argument("--device", default=None, help="JAX platform, e.g. cpu or gpu (default: any)")
     args = p.parse_args()
+    if args.device:
+        jax.config.update("jax_platforms", args.device)
 
     import gcc_jax as gcc
 
