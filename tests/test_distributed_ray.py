@@ -1,10 +1,11 @@
 """`RayExecutor` and the service on a local Ray cluster (loopback only): rounds, faults, bench.
 
-One Ray cluster and one pool of six cheap actors for the module; views give each test its own
-injected delays and faults.
+One Ray cluster and one pool of six cheap actors for the module (the last one runs a different
+function: one function per worker); views give each test its own injected delays and faults.
 """
 
 import json
+import os
 import threading
 import time
 
@@ -31,20 +32,23 @@ W = np.array([[1.0, -2.0, 0.5], [0.3, 0.8, -1.0]])
 B = np.array([0.1, -0.2])
 
 
-def _make_worker_fn():
+def _make_worker_fn(w, b):
     def worker_fn(x):
         """A probability vector of a 3-vector (softmax of an affine map); cheap to load."""
-        return jax.nn.softmax(jnp.asarray(W) @ x + jnp.asarray(B))
+        return jax.nn.softmax(jnp.asarray(w) @ x + jnp.asarray(b))
 
     return worker_fn
 
 
-# a closure travels by value (this test module is not importable in the Ray workers)
-worker_fn = _make_worker_fn()
+# closures travel by value (this test module is not importable in the Ray workers)
+worker_fn = _make_worker_fn(W, B)
+other_fn = _make_worker_fn(-W, B)  # worker N-1's own function
+FNS = [worker_fn] * (N - 1) + [other_fn]
 
 
 def reference(xt):
-    return np.stack([np.asarray(worker_fn(jnp.asarray(x))) for x in xt])
+    """Worker n's function on row n, in a loop."""
+    return np.stack([np.asarray(FNS[n](jnp.asarray(x))) for n, x in enumerate(xt)])
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +62,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def pool(cluster):
     ex = RayExecutor(
-        worker_fn,
+        FNS,
         num_workers=N,
         input_shape=(3,),
         input_dtype=np.float64,
@@ -163,6 +167,22 @@ def test_a_crashing_worker_process_is_restarted(pool):
     np.testing.assert_allclose(res.outputs, reference(_xt(9)), rtol=1e-12)
 
 
+def test_ray_executor_argument_checks(pool):
+    with pytest.raises(ValueError, match="num_workers"):
+        pool.view(N + 1)
+    with pytest.raises(ValueError, match="num_workers"):
+        pool.view(0)
+    with pytest.raises(ValueError, match="one row per worker"):
+        pool.run_round(np.zeros((N, 4)), wait_for=N)
+    with pytest.raises(ValueError, match="wait_for"):
+        pool.run_round(_xt(0), wait_for=N + 1)
+    with pytest.raises(ValueError, match="only 3 workers"):
+        pool.view(3, faults=[Fault(4, "nan")])
+    small = pool.view(3)  # the first three actors
+    res = small.run_round(_xt(0)[:3], wait_for=3, timeout_s=30)
+    np.testing.assert_allclose(res.outputs, reference(_xt(0)[:3]), rtol=1e-12)
+
+
 def test_service_on_ray_answers_every_query_through_faults(pool):
     k, s = 2, 1
     code = gcc.SplineCode.chebyshev(num_inputs=k, num_workers=N)
@@ -195,26 +215,42 @@ def test_service_on_ray_answers_every_query_through_faults(pool):
         mask[list(group[0].workers_answered)] = True
         assert mask.sum() >= N - s
         x = np.stack([queries[a.query_id] for a in group])
-        ref = np.asarray(gcc.coded_apply(code, worker_fn, jnp.asarray(x), mask))
+        ref = np.asarray(code.decode(reference(np.asarray(code.encode(x))), mask))
         for a in group:
             np.testing.assert_allclose(a.value, ref[a.slot], rtol=1e-9, atol=1e-12)
 
 
-def test_serve_bench_toy_run(cluster, tmp_path, monkeypatch):
-    """`gcc-jax serve-bench --toy`: table, JSON and PNG; stats recomputed from the raw data."""
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory):
+    """One checkpoint cache for the module's trained models (the bench and ParM tests)."""
+    old = os.environ.get("GCC_JAX_CACHE")
+    os.environ["GCC_JAX_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        os.environ.pop("GCC_JAX_CACHE")
+    else:
+        os.environ["GCC_JAX_CACHE"] = old
+
+
+def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
+    """`gcc-jax serve-bench --toy`: table, JSON and PNG; stats recomputed from the raw data.
+
+    ParM needs its own actors (they return logits); its plumbing is tested in process below.
+    """
     from gcc_jax.cli import main
     from gcc_jax.data import load_digits
     from gcc_jax.training import train_classifier
 
-    monkeypatch.setenv("GCC_JAX_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out"
-    assert main(["serve-bench", "--toy", "--out", str(out), "--no-progress"]) == 0
+    schemes = "uncoded,replication,gcc,bacc"
+    argv = ["serve-bench", "--toy", "--schemes", schemes, "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
     result = json.loads((out / "serve_bench.json").read_text())
     assert (out / "serve_bench.png").stat().st_size > 0
     table = (out / "serve_bench.txt").read_text()
     assert result["ray"]["node_ip"] == "127.0.0.1"
-    assert set(result["schemes"]) == {"uncoded", "replication", "gcc", "bacc"}
-    assert any("ParM" in note for note in result["notes"]) or "parm" in result["schemes"]
+    assert list(result["schemes"]) == schemes.split(",")
+    assert [p["actors"] for p in result["ray"]["pools"]] == [4]
     # the base model's predictions, recomputed from the cached model and the query indices
     cfg = result["config"]
     tm = train_classifier(cfg["model"], "digits", epochs=cfg["epochs"], progress=False)
@@ -239,3 +275,33 @@ def test_serve_bench_toy_run(cluster, tmp_path, monkeypatch):
         if name in ("uncoded", "replication"):  # exact schemes: every answer is the base's
             ok = pred >= 0
             np.testing.assert_array_equal(pred[ok], base[: pred.size][ok])
+
+
+def test_parm_scheme_of_serve_bench_decodes_by_subtraction(model_cache):
+    """serve-bench's ParM plumbing in process: K base-logit workers + the parity worker."""
+    from gcc_jax.data import load_digits
+    from gcc_jax.distributed import LocalExecutor
+    from gcc_jax.experiments.serve import _parm_scheme
+    from gcc_jax.training import train_classifier
+
+    tm = train_classifier("mlp", "digits", epochs=1, progress=False)
+    ds = load_digits()
+    code, fns, note = _parm_scheme(tm, ds, k=2, epochs=1, seed=0, progress=False)
+    assert len(fns) == 3 and "parity model trained 1 epochs" in note
+    x = ds.x_test[:2].astype(np.float32)
+    logits = np.asarray(tm.apply(tm.params, x))
+    parity = np.asarray(code.parity_apply(code.parity_params, x[0] + x[1]))
+    faults = [Fault(1, "error", first_round=1, last_round=1)]  # base worker 1 lost in round 1
+    ex = LocalExecutor(fns, num_workers=3, faults=faults)
+    with CodedInferenceService(ex, code, stragglers=1, max_wait_s=1.0) as svc:
+        answers = svc.serve(np.concatenate([x, x]))  # batches (x0, x1) and (x0, x1)
+    assert [a.batch_id for a in answers] == [0, 0, 1, 1] and all(a.ok for a in answers)
+    # round 0: both base workers first (ties go by index): exact logits
+    assert answers[0].workers_answered == (0, 1)
+    np.testing.assert_allclose(answers[0].value, logits[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(answers[1].value, logits[1], rtol=1e-5, atol=1e-5)
+    # round 1: base worker 1 raised; F(x1) = F_P(x0 + x1) − F(x0)
+    assert answers[3].workers_answered == (0, 2)
+    assert answers[3].worker_issues[1].startswith("error")
+    np.testing.assert_allclose(answers[2].value, logits[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(answers[3].value, parity - logits[0], rtol=1e-5, atol=1e-4)

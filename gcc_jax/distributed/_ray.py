@@ -256,7 +256,17 @@ class RayExecutor(Executor):
     and compiles the model again, answering late until it is ready.
 
     Per-worker latencies are measured from the master's dispatch to the actor's completion
-    timestamp (one host clock on a local cluster).
+    timestamp (one host clock on a local cluster). If Ray is not running yet, a local
+    loopback-only cluster is started (:func:`init_local_ray`).
+
+    Usage (starts processes, so not a doctest)::
+
+        tm = gcc_jax.training.train_classifier("mlp", "digits")
+        with RayExecutor(tm.worker_fn(), num_workers=8, input_shape=tm.input_shape,
+                         validate=probability_check()) as ex:
+            code = gcc_jax.SplineCode.chebyshev(num_inputs=4, num_workers=8)
+            res = ex.run_round(code.encode(x), wait_for=6, timeout_s=1.0)
+            y_hat = code.decode(res.outputs, res.mask)
 
     Args:
         fn: the worker function (one input → one output) or one function per worker.

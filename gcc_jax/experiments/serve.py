@@ -8,8 +8,15 @@ over Ray actors holding a trained classifier, with injected stragglers, once per
   (round-robin); the round waits for one copy of every query;
 * ``gcc``: :class:`gcc_jax.SplineCode`, ``N`` workers, the round waits for ``N − S``;
 * ``bacc``: :class:`gcc_jax.BerrutCode`, the same;
-* ``parm``: ParM when ``gcc_jax.codes`` provides a ``ParityModelCode`` (skipped with a note
-  otherwise).
+* ``parm``: ParM (:class:`gcc_jax.codes.ParityModelCode`, sum encoder, ``r = 1``): ``K``
+  workers run the base model on the queries themselves and one more runs the parity model
+  (trained by :func:`gcc_jax.codes.train_parity_model`, cached) on their sum; the round waits
+  for ``K`` of the ``K + 1``; a missing base output is recovered by subtraction. Its workers
+  return logits (what the parity model is trained on), so it has its own ``K + 1`` actors.
+  Like every scheme here it is batch-synchronous: whenever the parity worker is among the
+  first ``K`` to answer (probability ``K/(K+1)`` with i.i.d. latencies), one query of the
+  batch gets the reconstruction. ParM's own frontend instead releases each query as soon as
+  its base output arrives, which this service does not model.
 
 Every scheme sees the same queries at the same arrival times, the same batching (``K`` per
 batch, at most ``max_wait`` for a batch to fill) and the same latency model on each of its
@@ -62,10 +69,7 @@ __all__ = [
 SCHEMES = ("uncoded", "replication", "gcc", "bacc", "parm")
 """Schemes `run_serve_bench` knows, in table order."""
 
-_PARM_NOTE = (
-    "ParM skipped: gcc_jax.codes has no ParityModelCode (the [learned] issue adds it); "
-    "rerun serve-bench once it exists"
-)
+_PARM_NOTE = "ParM skipped: gcc_jax.codes has no ParityModelCode in this version"
 
 
 def summarize_answers(answers: Sequence[Any], labels: np.ndarray, base: np.ndarray) -> dict:
@@ -88,10 +92,12 @@ def summarize_answers(answers: Sequence[Any], labels: np.ndarray, base: np.ndarr
             kind = issue.split(":")[0]
             events[kind] = events.get(kind, 0) + 1
     errors: dict[str, int] = {}
+    examples: dict[str, str] = {}
     for a in answers:
         if not a.ok:
             kind = a.error.split(":")[0].split("(")[0].strip()
             errors[kind] = errors.get(kind, 0) + 1
+            examples.setdefault(kind, a.error)
 
     def pct(q):
         return float(np.percentile(lat, q)) if n else math.nan
@@ -101,6 +107,7 @@ def summarize_answers(answers: Sequence[Any], labels: np.ndarray, base: np.ndarr
         answered=int(ok.sum()),
         errors=int(n - ok.sum()),
         error_kinds=errors,
+        error_examples=examples,
         p50_ms=pct(50),
         p99_ms=pct(99),
         p999_ms=pct(99.9),
@@ -141,13 +148,48 @@ def _schemes(schemes, k, n, s, lam_dec):
             if not hasattr(codes_module, "ParityModelCode"):
                 notes.append(_PARM_NOTE)
             else:
-                notes.append(
-                    "ParM skipped: ParityModelCode exists but serve-bench does not yet train its "
-                    "parity model or run it on the parity worker"
-                )
+                out[name] = None  # built once the base model is trained (_parm_scheme)
         else:
             raise ValueError(f"unknown scheme {name!r}; choose from {SCHEMES}")
     return out, notes
+
+
+def _parm_scheme(tm, ds, k: int, epochs: int, seed: int, progress: bool):
+    """ParM's code, its ``K + 1`` worker functions (logits; parity model last) and its notes."""
+    from ..codes import train_parity_model
+    from ..models import make_model
+
+    _, init = make_model(
+        tm.model_name, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed + 1
+    )
+    trained = train_parity_model(
+        tm.apply,
+        tm.params,
+        ds.x_train,
+        num_inputs=k,
+        init_params=init,
+        encoder="sum",
+        epochs=epochs,
+        seed=seed,
+        progress=progress,
+    )
+    code = trained.code
+    apply, params = tm.apply, tm.params
+    parity_apply, parity_params = code.parity_apply, code.parity_params
+
+    def base_logits(x):
+        return apply(params, x)
+
+    def parity_logits(p):
+        return parity_apply(parity_params, p)
+
+    held_out = trained.val_metrics[-1] if trained.val_metrics else math.nan
+    note = (
+        f"parm: parity model trained {epochs} epochs ({trained.train_time_s:.1f} s"
+        f"{', cached' if trained.from_cache else ''}); held-out degraded-mode agreement with "
+        f"the base model {held_out:.3f}; its workers return logits"
+    )
+    return code, [base_logits] * k + [parity_logits], note
 
 
 def run_serve_bench(
@@ -155,6 +197,7 @@ def run_serve_bench(
     model: str = "mlp",
     dataset: str = "digits",
     epochs: int = 10,
+    parm_epochs: int = 20,
     num_queries: int = 1000,
     rate: float = 50.0,
     num_inputs: int = 4,
@@ -184,6 +227,7 @@ def run_serve_bench(
         model: the classifier (``"mlp"`` or ``"lenet5"`` …), trained once and cached.
         dataset: its data set (queries are drawn from the test split, with replacement).
         epochs: training epochs.
+        parm_epochs: training epochs of ParM's parity model.
         num_queries: queries per scheme.
         rate: arrival rate (queries per second).
         num_inputs: ``K``, queries per coded batch.
@@ -226,6 +270,7 @@ def run_serve_bench(
         model=model,
         dataset=dataset,
         epochs=epochs,
+        parm_epochs=parm_epochs,
         num_queries=num_queries,
         rate=rate,
         num_inputs=k,
@@ -259,76 +304,97 @@ def run_serve_bench(
     base = np.asarray(jax.jit(jax.vmap(f))(queries)).argmax(-1)
     arrivals = poisson_arrivals(rate, num_queries, seed=seed)
 
-    sizes = [code.num_workers for code, _ in plan.values()]
+    parm = None
+    if "parm" in plan:
+        code, fns, note = _parm_scheme(tm, ds, k, parm_epochs, seed, progress)
+        plan["parm"] = (code, default_wait_for(code, 1))
+        parm = fns
+        notes.append(note)
+
     results: dict[str, dict] = {}
-    startup: list[dict] = []
-    pool_wall = 0.0
-    if plan:
-        pool = RayExecutor(
-            f,
-            num_workers=max(sizes),
-            input_shape=ds.input_shape,
-            input_dtype=np.float32,
-            validate=probability_check(),
-            x64=False,
-        )
-        startup, pool_wall = pool.startup, pool.startup_wall_s
-        share = max_seconds / len(plan)
-        try:
-            for name, (code, wait_for) in plan.items():
-                m = code.num_workers
-                delays = DelayModel.with_slow_workers(
-                    m,
-                    min(int(slow_workers), m),
-                    slowdown,
-                    shift=shift_ms / 1e3,
-                    scale=scale_ms / 1e3,
-                    tail=tail,
-                    straggle_prob=straggle_prob,
-                    straggle_factor=slowdown,
-                    fail_prob=fail_prob,
-                    seed=seed,
+    pools_info: list[dict] = []
+    pools: dict[str, RayExecutor] = {}
+    share = max_seconds / max(len(plan), 1)
+    try:
+        shared = [m for m in plan if m != "parm"]
+        if shared:  # one pool of softmax workers for every scheme but ParM
+            pools["shared"] = RayExecutor(
+                f,
+                num_workers=max(plan[m][0].num_workers for m in shared),
+                input_shape=ds.input_shape,
+                input_dtype=np.float32,
+                validate=probability_check(),
+                x64=False,
+            )
+        if parm is not None:  # ParM: K base-model workers and the parity worker, on logits
+            pools["parm"] = RayExecutor(
+                parm,
+                num_workers=len(parm),
+                input_shape=ds.input_shape,
+                input_dtype=np.float32,
+                x64=False,
+            )
+        for label, pool in pools.items():
+            info = pool.startup
+            pools_info.append(
+                dict(
+                    pool=label,
+                    actors=len(info),
+                    startup_wall_s=pool.startup_wall_s,
+                    actor_startup_s=[round(v["startup_s"], 3) for v in info],
+                    actor_load_s=[round(v["load_s"], 3) for v in info],
+                    actor_compile_s=[round(v["compile_s"], 3) for v in info],
                 )
-                view = pool.view(m, delays=delays)
-                service = CodedInferenceService(
-                    view,
-                    code,
-                    wait_for=wait_for,
-                    max_wait_s=max_wait_ms / 1e3,
-                    timeout_s=timeout_s,
-                    max_in_flight=max_in_flight,
+            )
+        for name, (code, wait_for) in plan.items():
+            pool = pools["parm" if name == "parm" else "shared"]
+            m = code.num_workers
+            delays = DelayModel.with_slow_workers(
+                m,
+                min(int(slow_workers), m),
+                slowdown,
+                shift=shift_ms / 1e3,
+                scale=scale_ms / 1e3,
+                tail=tail,
+                straggle_prob=straggle_prob,
+                straggle_factor=slowdown,
+                fail_prob=fail_prob,
+                seed=seed,
+            )
+            service = CodedInferenceService(
+                pool.view(m, delays=delays),
+                code,
+                wait_for=wait_for,
+                max_wait_s=max_wait_ms / 1e3,
+                timeout_s=timeout_s,
+                max_in_flight=max_in_flight,
+            )
+            warm = service.warmup()
+            t0 = time.perf_counter()
+            with service:
+                answers = service.serve(
+                    queries, arrivals, max_seconds=share, progress=progress, desc=f"serve {name}"
                 )
-                warm = service.warmup()
-                t0 = time.perf_counter()
-                with service:
-                    answers = service.serve(
-                        queries,
-                        arrivals,
-                        max_seconds=share,
-                        progress=progress,
-                        desc=f"serve {name}",
-                    )
-                stats = summarize_answers(answers, labels, base)
-                stats.update(
-                    num_workers=m,
-                    wait_rule=service.rule,
-                    wall_s=time.perf_counter() - t0,
-                    warmup_s=warm,
-                    submitted=len(answers),
-                    not_submitted=num_queries - len(answers),
+            stats = summarize_answers(answers, labels, base)
+            stats.update(
+                num_workers=m,
+                wait_rule=service.rule,
+                wall_s=time.perf_counter() - t0,
+                warmup_s=warm,
+                submitted=len(answers),
+                not_submitted=num_queries - len(answers),
+            )
+            results[name] = stats
+            if progress:
+                print(
+                    f"{name}: p50 {stats['p50_ms']:.1f} ms, p99 {stats['p99_ms']:.1f} ms, "
+                    f"accuracy {stats['accuracy']:.4f}, errors {stats['errors']}",
+                    flush=True,
                 )
-                results[name] = stats
-                if progress:
-                    print(
-                        f"{name}: p50 {stats['p50_ms']:.1f} ms, p99 {stats['p99_ms']:.1f} ms, "
-                        f"accuracy {stats['accuracy']:.4f}, errors {stats['errors']}",
-                        flush=True,
-                    )
-            restarts = pool.restarts
-        finally:
+        restarts = {label: pool.restarts for label, pool in pools.items()}
+    finally:
+        for pool in pools.values():
             pool.close()
-    else:
-        restarts = []
     return dict(
         experiment="serve_bench",
         config=config,
@@ -342,11 +408,7 @@ def run_serve_bench(
         ray=dict(
             node_ip=ray_info["node_ip"],
             cluster_cpus=ray_info["num_cpus"],
-            actors=len(startup),
-            pool_startup_wall_s=pool_wall,
-            actor_startup_s=[round(v["startup_s"], 3) for v in startup],
-            actor_load_s=[round(v["load_s"], 3) for v in startup],
-            actor_compile_s=[round(v["compile_s"], 3) for v in startup],
+            pools=pools_info,
             restarts=restarts,
         ),
         model=dict(name=tm.model_name, test_accuracy=tm.test_accuracy, from_cache=tm.from_cache),
@@ -387,11 +449,13 @@ def format_serve_table(result: dict) -> str:
             f"{st['accuracy']:>10.4f}{st['agreement']:>8.4f}"
         )
     r = result["ray"]
-    if r["actors"]:
+    for pool in r["pools"]:
         lines.append(
-            f"Ray: {r['actors']} actors on {r['node_ip']} ready in {r['pool_startup_wall_s']:.1f} s"
-            f" (per actor: load {np.median(r['actor_load_s']):.2f} s, compile "
-            f"{np.median(r['actor_compile_s']):.2f} s, medians); restarts {sum(r['restarts'])}"
+            f"Ray pool {pool['pool']}: {pool['actors']} actors on {r['node_ip']} ready in "
+            f"{pool['startup_wall_s']:.1f} s (per actor, medians: load "
+            f"{np.median(pool['actor_load_s']):.2f} s, compile "
+            f"{np.median(pool['actor_compile_s']):.2f} s); restarts "
+            f"{sum(r['restarts'].get(pool['pool'], []))}"
         )
     lines.extend(f"note: {note}" for note in result["notes"])
     return "\n".join(lines)
