@@ -343,6 +343,7 @@ def _add_serve_bench_parser(subparsers) -> None:
     p.add_argument("--dataset", default="digits", help="digits (default), fashion_mnist, ...")
     p.add_argument("--data-path", default=None, help="directory of the data files")
     p.add_argument("--epochs", type=int, default=10, help="training epochs (10; cached)")
+    p.add_argument("--parm-epochs", type=int, default=20, help="ParM parity-model epochs (20)")
     p.add_argument("--queries", type=int, default=1000, help="queries per scheme (1000)")
     p.add_argument("--rate", type=float, default=50.0, help="arrival rate, queries/s (50)")
     p.add_argument("--num-inputs", "-K", type=int, default=4, help="K queries per batch (4)")
@@ -386,6 +387,7 @@ def _cmd_serve_bench(args) -> int:
         dataset=args.dataset,
         data_path=args.data_path,
         epochs=args.epochs,
+        parm_epochs=args.parm_epochs,
         num_queries=args.queries,
         rate=args.rate,
         num_inputs=args.num_inputs,
@@ -415,6 +417,7 @@ def _cmd_serve_bench(args) -> int:
             num_workers=4,
             stragglers=1,
             epochs=min(args.epochs, 1),
+            parm_epochs=min(args.parm_epochs, 1),
             max_seconds=min(args.max_seconds, 60.0),
         )
     result = run_serve_bench(**config, progress=not args.no_progress)
