@@ -89,40 +89,27 @@ def erasure_patterns(num_inputs: int, num_parities: int = 1) -> Bool[np.ndarray,
 # -- the networks (pure functions of parameter pytrees) ------------------------------------------
 
 
-def _dense_init(key, fan_in: int, fan_out: int, dtype) -> dict:
-    """PyTorch's default Linear initialisation: ``U(±1/√fan_in)`` for weights and biases."""
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int, dtype) -> Array:
+    """PyTorch's default initialisation ``U(±1/√fan_in)`` (drawn with NumPy: no compilation)."""
     bound = 1.0 / math.sqrt(fan_in)
-    kw, kb = jax.random.split(key)
-    return {
-        "w": jax.random.uniform(kw, (fan_in, fan_out), dtype, -bound, bound),
-        "b": jax.random.uniform(kb, (fan_out,), dtype, -bound, bound),
-    }
+    return jnp.asarray(rng.uniform(-bound, bound, size=shape), dtype)
 
 
-def _mlp_init(key, sizes: Sequence[int], dtype) -> list[dict]:
-    keys = jax.random.split(key, len(sizes) - 1)
-    return [_dense_init(kk, a, b, dtype) for kk, a, b in zip(keys, sizes[:-1], sizes[1:])]
+def _mlp_init(rng: np.random.Generator, sizes: tuple[int, ...], dtype) -> list[dict]:
+    return [
+        {"w": _uniform(rng, (a, b), a, dtype), "b": _uniform(rng, (b,), a, dtype)}
+        for a, b in zip(sizes[:-1], sizes[1:])
+    ]
 
 
-def _mlp_apply(layers: list[dict], h: Array) -> Array:
-    for layer in layers[:-1]:
-        h = jax.nn.relu(h @ layer["w"].astype(h.dtype) + layer["b"].astype(h.dtype))
-    return h @ layers[-1]["w"].astype(h.dtype) + layers[-1]["b"].astype(h.dtype)
-
-
-def _conv_init(key, in_ch: int, channels: int, out_ch: int, dtype) -> list[dict]:
+def _conv_init(rng: np.random.Generator, in_ch: int, channels: int, out_ch: int, dtype):
     shapes = [(3, 3, in_ch, channels)] + [(3, 3, channels, channels)] * (len(CONV_DILATIONS) - 1)
     shapes.append((1, 1, channels, out_ch))
-    keys = jax.random.split(key, len(shapes))
     layers = []
-    for kk, shape in zip(keys, shapes, strict=True):
-        bound = 1.0 / math.sqrt(shape[0] * shape[1] * shape[2])
-        kw, kb = jax.random.split(kk)
+    for shape in shapes:
+        fan_in = shape[0] * shape[1] * shape[2]
         layers.append(
-            {
-                "w": jax.random.uniform(kw, shape, dtype, -bound, bound),
-                "b": jax.random.uniform(kb, (shape[3],), dtype, -bound, bound),
-            }
+            {"w": _uniform(rng, shape, fan_in, dtype), "b": _uniform(rng, shape[3:], fan_in, dtype)}
         )
     return layers
 
@@ -145,6 +132,7 @@ def _conv_apply(layers: list[dict], h: Array) -> Array:
     return h[0]
 
 
+@functools.partial(jax.jit, static_argnums=(0, 3))
 def _encode_parities(encoder: str, params: Any, x: Array, r: int) -> Array:
     """``E_θ(x_1..x_k)``: ``(k, *d)`` → ``(r, *d)``."""
     k, shape = x.shape[0], x.shape[1:]
@@ -254,8 +242,11 @@ class LearnedCode:
     ) -> LearnedCode:
         """A freshly initialised code (PyTorch-default uniform initialisation, ``dtype``).
 
+        Weights and biases of each layer are drawn from ``U(±1/√fan_in)`` by a NumPy generator
+        seeded with ``key`` (fast, no compilation, bit-identical for a key).
+
         Args:
-            key: PRNG key or integer seed.
+            key: integer seed or a JAX PRNG key.
             num_inputs: ``k ≥ 2``.
             input_shape: shape ``d`` of one input (``(H, W, C)`` for the conv encoder).
             output_size: ``m``, the size of one base output (e.g. the number of classes).
@@ -277,21 +268,25 @@ class LearnedCode:
         if not shape or min(shape) < 1:
             raise ValueError(f"`input_shape` must be a non-empty shape; got {input_shape!r}")
         d = math.prod(shape)
-        key = jax.random.key(key) if isinstance(key, int) else key
-        k_enc, k_dec = jax.random.split(key)
+        if isinstance(key, int | np.integer) and not isinstance(key, bool):
+            seed = [int(key)]
+        else:  # a JAX PRNG key: its bits seed NumPy's generator
+            seed = np.asarray(jax.random.key_data(key)).ravel().tolist()
+        rng = np.random.default_rng([*seed, 0x1EA])
         if encoder == "mlp":
             hidden = (d,) if encoder_hidden is None else tuple(int(h) for h in encoder_hidden)
-            enc = _mlp_init(k_enc, (k * d, *hidden, r * d), dtype)
+            enc = _mlp_init(rng, (k * d, *hidden, r * d), jnp.dtype(dtype))
         elif encoder == "conv":
             if len(shape) != 3:
                 raise ValueError(f"the conv encoder needs images (H, W, C); got {shape}")
             ch = 20 * k if channels is None else _check_size(channels, "channels", 1)
-            enc = _conv_init(k_enc, k * shape[2], ch, r * shape[2], dtype)
+            enc = _conv_init(rng, k * shape[2], ch, r * shape[2], jnp.dtype(dtype))
         else:
             raise ValueError(f"`encoder` must be one of {ENCODERS}; got {encoder!r}")
         width = 4 * (k + r) * m
         dec_hidden = (width, width) if decoder_hidden is None else tuple(decoder_hidden)
-        dec = _mlp_init(k_dec, ((k + r) * m, *(int(h) for h in dec_hidden), k * m), dtype)
+        dec_sizes = ((k + r) * m, *(int(h) for h in dec_hidden), k * m)
+        dec = _mlp_init(rng, dec_sizes, jnp.dtype(dtype))
         return cls(enc, dec, num_inputs=k, num_parities=r, encoder=encoder)
 
     @property
@@ -415,7 +410,7 @@ def _learned_loss(task: _LearnedTask, params: dict, batch) -> Array:
     y = batch.y.reshape(-1, k, batch.y.shape[-1])
     recon, erased = _pattern_terms(task, params, x, y)
     err = jnp.mean((recon - y[None]) ** 2, axis=-1)  # (P, b, k)
-    w = erased[:, None, :].astype(err.dtype)
+    w = jnp.broadcast_to(erased[:, None, :], err.shape).astype(err.dtype)
     per_pattern = jnp.sum(err * w, axis=(1, 2)) / jnp.sum(w, axis=(1, 2))
     return jnp.mean(per_pattern)
 
@@ -498,7 +493,7 @@ def train_learned_code(
     shape = x_train.shape[1:]
     m = int(np.prod(jax.eval_shape(lambda v: base_apply(base_params, v), x_train[0]).shape))
     init = LearnedCode.init(
-        key=jax.random.fold_in(jax.random.key(seed), 0x1EA),
+        key=int(seed),
         num_inputs=k,
         input_shape=shape,
         output_size=m,
