@@ -102,6 +102,12 @@ def _mlp_init(rng: np.random.Generator, sizes: tuple[int, ...], dtype) -> list[d
     ]
 
 
+def _mlp_apply(layers: list[dict], h: Array) -> Array:
+    for layer in layers[:-1]:
+        h = jax.nn.relu(h @ layer["w"].astype(h.dtype) + layer["b"].astype(h.dtype))
+    return h @ layers[-1]["w"].astype(h.dtype) + layers[-1]["b"].astype(h.dtype)
+
+
 def _conv_init(rng: np.random.Generator, in_ch: int, channels: int, out_ch: int, dtype):
     shapes = [(3, 3, in_ch, channels)] + [(3, 3, channels, channels)] * (len(CONV_DILATIONS) - 1)
     shapes.append((1, 1, channels, out_ch))
