@@ -1,0 +1,242 @@
+"""Held-out evaluation of a code on jobs of inputs, for any straggler model."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from .._status import GCCValueError, Status
+from .._types import ArrayLike, Bool, Float, PRNGKeyArray
+from .._worst_case import _search
+from ._loss import mask_losses, targets, worker_outputs
+from ._stragglers import StragglerModel
+
+__all__ = ["Evaluation", "evaluate", "DEFAULT_SEARCH"]
+
+#: local-search settings of the worst-case evaluation (see :func:`gcc_jax.worst_case_mask`)
+DEFAULT_SEARCH = dict(max_exhaustive=10_000, restarts=8, proposals=128, max_iters=25, patience=3)
+
+
+class Evaluation(NamedTuple):
+    """Loss of a code on held-out jobs and patterns (:func:`evaluate`).
+
+    Attributes:
+        loss: mean loss over the decodable patterns (``exact``/``iid``), or the largest loss
+            found (``worst``; exact when all ``C(N, S)`` patterns were decoded, otherwise a
+            lower bound from the local search).
+        ci95: half-width of the 95% normal confidence interval of the mean (0 for ``worst``).
+        failed: patterns that could not be decoded (fewer than 2 live workers).
+        num_patterns: patterns decoded.
+        worst_mask: the worst pattern (``worst`` only, else ``None``).
+        exhaustive: ``worst`` only: every pattern was decoded.
+    """
+
+    loss: float
+    ci95: float
+    failed: int
+    num_patterns: int
+    worst_mask: Bool[np.ndarray, " n"] | None = None
+    exhaustive: bool = False
+
+
+def check_jobs(x: ArrayLike, code: Any, name: str = "x") -> jax.Array:
+    """``x`` must be ``(B, K, ...)``: ``B ≥ 1`` jobs of ``K`` inputs."""
+    x = jnp.asarray(x)
+    k = code.num_inputs
+    if x.ndim < 2 or x.shape[1] != k or x.shape[0] < 1:
+        raise ValueError(
+            f"`{name}` must have shape (B, {k}, ...): B jobs of K={k} inputs each; got "
+            f"{x.shape} (add a leading axis for a single job: x[None])"
+        )
+    return x
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def job_outputs(code: Any, f: Callable, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Workers' outputs ``(N, B, *out)`` and targets ``(K, B, *out)`` of ``B`` jobs."""
+    return worker_outputs(code, f, xs), targets(f, xs)
+
+
+def _select_losses(code, yt, fx, masks, select):
+    """Per-pattern loss when ``λ_dec`` is chosen per pattern and job by ``select``."""
+
+    def one(mask):
+        def job(y_b, fx_b):
+            choice = select(code, y_b, mask)
+            dec = dataclasses.replace(code, lam_dec=choice.lam).decode_with_status(y_b, mask)
+            status = dec.status | choice.status
+            ok = status == 0
+            err = jnp.where(ok, dec.value - fx_b, 0.0).reshape(-1)
+            return jnp.sum(err * err) / fx_b.shape[0], status
+
+        loss, status = jax.vmap(job, in_axes=(1, 1))(yt, fx)
+        return jnp.mean(loss), jnp.bitwise_or.reduce(status)
+
+    return jax.vmap(one)(masks)
+
+
+@functools.partial(jax.jit, static_argnames="select")
+def _chunk_losses(code, yt, fx, masks, select=None):
+    if select is None:
+        return mask_losses(code, yt, fx, masks)
+    return _select_losses(code, yt, fx, masks, select)
+
+
+class PatternEvaluator:
+    """Per-pattern losses of one code on fixed jobs, decoded in fixed-size chunks.
+
+    The interface of the worst-case search (``chunk``, ``count``, ``__call__``): a call returns
+    ``(loss, status)`` for a NumPy batch of masks, with ``loss = +inf`` for undecodable
+    patterns, so the search treats them as the worst.
+    """
+
+    def __init__(self, code, yt, fx, chunk: int, select: Callable | None = None):
+        self.code, self.yt, self.fx, self.chunk, self.select = code, yt, fx, chunk, select
+        self.count = 0
+
+    def raw(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Losses (0 where undecodable) and statuses."""
+        masks = np.asarray(masks)
+        num, n = masks.shape
+        losses = np.empty(num)
+        status = np.empty(num, np.int32)
+        for start in range(0, num, self.chunk):
+            block = masks[start : start + self.chunk]
+            size = block.shape[0]
+            if size < self.chunk:
+                block = np.concatenate([block, np.ones((self.chunk - size, n), bool)])
+            loss, st = _chunk_losses(
+                self.code, self.yt, self.fx, jnp.asarray(block), select=self.select
+            )
+            losses[start : start + size] = np.asarray(loss)[:size]
+            status[start : start + size] = np.asarray(st)[:size]
+        self.count += num
+        return losses, status
+
+    def __call__(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        losses, status = self.raw(masks)
+        return np.where((status != 0) | ~np.isfinite(losses), np.inf, losses), status
+
+
+def make_evaluator(code, f, xs, *, chunk: int, select=None) -> PatternEvaluator:
+    yt, fx = job_outputs(code, f, xs)
+    if not bool(jnp.all(jnp.isfinite(fx))):
+        raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
+    return PatternEvaluator(code, yt, fx, chunk, select)
+
+
+def search_chunk(n: int, model: StragglerModel, search: dict, chunk_size: int, num: int) -> int:
+    """A chunk size that wastes little padding: the patterns per search step, or ``num``."""
+    if model.kind != "worst":
+        return max(1, min(chunk_size, num))
+    s = model.stragglers
+    total = math.comb(n, s)
+    if total <= search["max_exhaustive"]:
+        return min(chunk_size, 1 << max(total - 1, 0).bit_length())
+    return min(chunk_size, search["restarts"] * min(s * (n - s), search["proposals"]))
+
+
+def summarise(
+    ev: PatternEvaluator,
+    model: StragglerModel,
+    masks: np.ndarray,
+    *,
+    key: PRNGKeyArray,
+    search: dict,
+) -> Evaluation:
+    """Mean over ``masks`` (random models) or the worst-case search (``worst``)."""
+    n = masks.shape[1]
+    if model.kind == "worst":
+        wc = _search(ev, n, model.stragglers, key=key, **search)
+        if not np.isfinite(wc.loss):
+            raise GCCValueError(f"a worst-case pattern could not be decoded (status {wc.status})")
+        return Evaluation(
+            float(wc.loss), 0.0, 0, int(wc.num_evaluated), np.asarray(wc.mask), wc.exhaustive
+        )
+    loss, status = ev.raw(masks)
+    too_few = status == int(Status.TOO_FEW_LIVE)
+    ok = status == 0
+    if np.any(~ok & ~too_few):
+        raise GCCValueError(
+            f"{int(np.sum(~ok & ~too_few))} patterns failed to decode for a reason other than "
+            "too few live workers (non-finite worker outputs or a failed solve)"
+        )
+    if not ok.any():
+        return Evaluation(float("nan"), float("nan"), int(too_few.sum()), masks.shape[0])
+    vals = loss[ok]
+    ci = 1.96 * float(np.std(vals)) / math.sqrt(vals.size) if vals.size > 1 else 0.0
+    return Evaluation(float(np.mean(vals)), ci, int(too_few.sum()), masks.shape[0])
+
+
+def evaluate(
+    code: Any,
+    f: Callable,
+    x: Float[ArrayLike, "b k ..."],
+    *,
+    key: PRNGKeyArray,
+    straggler_model: StragglerModel,
+    num_masks: int = 256,
+    select_lam_dec: Callable | None = None,
+    search: dict | None = None,
+    chunk_size: int = 256,
+) -> Evaluation:
+    """The loss of ``code`` on jobs ``x`` under ``straggler_model`` (held-out evaluation).
+
+    The loss of a pattern is the mean over the ``B`` jobs of ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²``
+    (all jobs see the same pattern). Random models (``exact``, ``iid``) average it over
+    ``num_masks`` patterns drawn with ``key``; ``worst`` reports the largest loss over all
+    ``C(N, S)`` patterns when there are at most ``search["max_exhaustive"]`` of them, else over
+    the contiguous blocks and a local search (:func:`gcc_jax.worst_case_mask`'s, with
+    ``search`` settings; default :data:`DEFAULT_SEARCH`).
+
+    Args:
+        code: any gcc_jax code.
+        f: worker function, one input → one output.
+        x: ``B`` jobs of ``K`` inputs, shape ``(B, K, ...)``.
+        key: PRNG key of the patterns and of the search.
+        straggler_model: a :class:`StragglerModel`.
+        num_masks: patterns for the random models.
+        select_lam_dec: optional per-pattern rule ``(code, y, mask) -> LamChoice`` such as
+            :func:`gcv_lam_dec`; each job and pattern is then decoded with its own ``λ_dec``
+            (SplineCode only).
+        search: worst-case search settings (keys of :data:`DEFAULT_SEARCH`).
+        chunk_size: patterns decoded per compiled call.
+
+    Returns:
+        :class:`Evaluation`.
+
+    Raises:
+        GCCValueError: ``f(x)`` is not finite, or a pattern fails to decode for a reason other
+            than too few live workers.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, gcc_jax as gcc
+        >>> from gcc_jax.tuning import StragglerModel, evaluate
+        >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10)
+        >>> x = jnp.linspace(-1.0, 1.0, 6).reshape(2, 3, 1)
+        >>> ev = evaluate(code, jnp.sin, x, key=jax.random.key(0),
+        ...               straggler_model=StragglerModel.worst(2))
+        >>> ev.exhaustive, ev.num_patterns, bool(ev.loss > 0)
+        (True, 45, True)
+    """
+    if not isinstance(straggler_model, StragglerModel):
+        raise TypeError(
+            f"`straggler_model` must be a StragglerModel; got {type(straggler_model).__name__}"
+        )
+    xs = check_jobs(x, code)
+    n = code.num_workers
+    straggler_model.check(n)
+    search = DEFAULT_SEARCH | dict(search or {})
+    k_masks, k_search = jr.split(key)
+    masks = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
+    chunk = search_chunk(n, straggler_model, search, chunk_size, num_masks)
+    ev = make_evaluator(code, f, xs, chunk=chunk, select=select_lam_dec)
+    return summarise(ev, straggler_model, masks, key=k_search, search=search)

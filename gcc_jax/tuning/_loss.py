@@ -1,0 +1,142 @@
+"""The end-to-end loss as one differentiable JAX graph: encoder → worker function → decoder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .._pipeline import _check_masks
+from .._status import Status
+from .._types import Array, ArrayLike, Bool, Float, Int
+from ._params import SplineParams
+
+__all__ = ["expected_loss", "as_code"]
+
+REDUCTIONS = ("mean", "max")
+
+
+def as_code(params: Any) -> Any:
+    """A code from :class:`SplineParams` (``to_code()``), or the code itself."""
+    return params.to_code() if isinstance(params, SplineParams) else params
+
+
+def _check_reduce(reduce: str) -> str:
+    if reduce not in REDUCTIONS:
+        raise ValueError(f"`reduce` must be one of {REDUCTIONS}; got {reduce!r}")
+    return reduce
+
+
+def worker_outputs(code: Any, f: Callable, xs: Array) -> Array:
+    """``f`` on every coded input of every job: ``xs`` ``(b, K, ...)`` → ``(N, b, *out)``."""
+    xt = jax.vmap(code.encode)(xs)  # (b, N, ...)
+    yt = jax.vmap(jax.vmap(f))(xt)  # (b, N, *out)
+    return jnp.moveaxis(yt, 0, 1)
+
+
+def targets(f: Callable, xs: Array) -> Array:
+    """``f(x_k)`` of every job, arranged like the decoder's output: ``(K, b, *out)``."""
+    return jnp.moveaxis(jax.vmap(jax.vmap(f))(xs), 0, 1)
+
+
+def mask_losses(
+    code: Any, yt: Array, fx: Array, masks: Bool[Array, "p n"]
+) -> tuple[Float[Array, " p"], Int[Array, " p"]]:
+    """Per-pattern loss ``(1/(bK)) Σ_{b,k} ‖f^(x_{bk}) − f(x_{bk})‖²`` and its status.
+
+    ``yt`` ``(N, b, *out)`` are the workers' outputs of ``b`` jobs, ``fx`` ``(K, b, *out)`` the
+    targets; every job is decoded with the same pattern (one solve with ``b·m`` right-hand
+    sides). The loss of a pattern whose status is not OK is 0 here (its value never enters the
+    arithmetic, so gradients stay finite); :func:`reduce_losses` accounts for it.
+    """
+
+    def one(mask):
+        dec = code.decode_with_status(yt, mask)
+        ok = dec.status == 0
+        err = jnp.where(ok, dec.value - fx, 0.0).reshape(-1)
+        return jnp.sum(err * err) / (fx.shape[0] * fx.shape[1]), dec.status
+
+    return jax.vmap(one)(masks)
+
+
+def reduce_losses(losses: Array, status: Array, reduce: str) -> Float[Array, ""]:
+    """Mean (or max) of the per-pattern losses over the decodable patterns.
+
+    Patterns with too few live workers (:attr:`Status.TOO_FEW_LIVE`, possible with iid
+    stragglers) are left out, as a master would have to wait for them; any other failure (a
+    non-finite worker output, a failed solve) makes the result NaN. NaN too when no pattern is
+    decodable.
+    """
+    skip = status == int(Status.TOO_FEW_LIVE)
+    ok = status == 0
+    other = jnp.any(~ok & ~skip)
+    if reduce == "mean":
+        count = jnp.sum(ok)
+        value = jnp.sum(jnp.where(ok, losses, 0.0)) / jnp.maximum(count, 1)
+    else:
+        count = jnp.sum(ok)
+        value = jnp.max(jnp.where(ok, losses, -jnp.inf))
+    return jnp.where(other | (count == 0), jnp.nan, value)
+
+
+def expected_loss(
+    params: Any,
+    f: Callable,
+    x: Float[ArrayLike, "k ..."],
+    masks: Bool[ArrayLike, "p n"],
+    *,
+    reduce: str = "mean",
+) -> Float[Array, ""]:
+    """Mean end-to-end loss ``(1/P) Σ_p (1/K) Σ_k ‖f^_p(x_k) − f(x_k)‖²`` over straggler masks.
+
+    ``f^_p(x_k) = u_dec(alpha_k)`` is the code's estimate of ``f(x_k)`` when the workers of
+    ``masks[p]`` answer: the inputs are encoded (``X~ = E(λ_enc, α, β) X``), ``f`` runs on every
+    coded input, and the live outputs are decoded (``Y^ = D(mask, λ_dec, α, β) Y~``). The whole
+    chain is one JAX graph, so the loss is differentiable with respect to ``log λ_enc``,
+    ``log λ_dec`` and the node gap logits of :class:`SplineParams` (nodes strictly increasing in
+    ``[−1, 1]`` for every value), through any JAX ``f`` — a closure over a Flax model included
+    (e.g. :func:`gcc_jax.models.worker_function`). The mean is the paper's loss (DESIGN §1.5)
+    averaged over the given patterns, the same numbers as :func:`gcc_jax.monte_carlo_loss`.
+
+    Args:
+        params: :class:`SplineParams` (see :func:`params_from_code`) or a code itself (then the
+            gradient is with respect to the code's own leaves).
+        f: worker function, one input of shape ``x.shape[1:]`` → one output.
+        x: inputs of one job, shape ``(K, ...)``.
+        masks: boolean ``(P, N)``; True = the worker answered in time.
+        reduce: ``"mean"`` (default) or ``"max"`` (the worst pattern among ``masks``, for
+            worst-case stragglers; differentiable almost everywhere).
+
+    Returns:
+        Scalar loss. Patterns with fewer than 2 live workers are left out of the mean (a master
+        cannot decode them); any other value problem gives NaN.
+
+    Raises:
+        ValueError/TypeError: wrong shapes, a non-boolean mask, an unknown ``reduce``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, gcc_jax as gcc
+        >>> from gcc_jax.tuning import expected_loss, params_from_code
+        >>> code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=12, lam_dec=1e-6)
+        >>> x = jnp.linspace(-1.0, 1.0, 4)[:, None]
+        >>> masks = gcc.sample_masks(jax.random.key(0), 12, num=8, stragglers=2)
+        >>> params = params_from_code(code)
+        >>> g = jax.grad(expected_loss)(params, jnp.sin, x, masks)
+        >>> g.log_lam_dec.shape, g.beta_logits.shape
+        ((), (11,))
+    """
+    reduce = _check_reduce(reduce)
+    code = as_code(params)
+    x = jnp.asarray(x)
+    if x.ndim < 1 or x.shape[0] != code.num_inputs:
+        raise ValueError(
+            f"`x` must have shape ({code.num_inputs}, ...), one row per input; got {x.shape}"
+        )
+    masks = jnp.asarray(_check_masks(masks, code.num_workers))
+    xs = x[None]
+    yt = worker_outputs(code, f, xs)
+    fx = targets(f, xs)
+    losses, status = mask_losses(code, yt, fx, masks)
+    return reduce_losses(losses, status, reduce)
