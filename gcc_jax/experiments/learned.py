@@ -1,0 +1,826 @@
+"""``gcc-jax compare-learned``: ParM and a learned code against GCC and BACC in degraded mode.
+
+Learning-based coded computation (Kosaian, Rashmi & Venkataraman; method-notes §3) recovers an
+unavailable base-model output from ``k`` queries and ``r = 1`` extra worker. This experiment
+measures it head to head with the training-free codes:
+
+* **Base models.** MLP (784-200-100-10) and LeNet-5 trained by
+  :func:`gcc_jax.training.train_classifier` (cached) on Fashion-MNIST, or on scikit-learn's digits
+  when the Fashion-MNIST files are absent (a note says so).
+* **ParM** (:class:`gcc_jax.ParityModelCode`): ``k + 1`` workers, the parity model trained by
+  :func:`gcc_jax.train_parity_model` on the base model's logits; the summation encoder for every
+  ``k``, the concatenation encoder for ``k ∈ {2, 4}``.
+* **Learned code** (:class:`gcc_jax.LearnedCode`): ``k + 1`` workers, encoder and decoder
+  trained end to end through the frozen base model by :func:`gcc_jax.train_learned_code`.
+* **GCC / BACC at N = k + 1, S = 1**: the same worker budget and the same single unavailable
+  worker (:class:`gcc_jax.SplineCode`, :class:`gcc_jax.BerrutCode`; worker output = softmax
+  probabilities, the LeTCC protocol).
+* **GCC / BACC at their natural operating point with the same number of extra workers**:
+  ``g`` groups merged into one code, ``K = g·k`` inputs on ``N = g·(k + 1)`` workers — the same
+  one extra worker per ``k`` inputs (``N/K = (k + 1)/k``) — with ``S = g`` random stragglers,
+  the same fraction ``1/(k + 1)`` of unavailable workers that ParM absorbs. Splines and Berrut
+  interpolants are built for many points (LeTCC runs ``K ≈ 20`` and more); at ``N = k + 1``
+  GCC has 2–4 live points per decode, which is not the regime its error bounds describe.
+  ``g = 10`` by default (``K = 20, 30, 40``).
+
+GCC's ``λ_enc = 0`` (interpolating encoder); ``λ_dec`` is picked per setting from
+``lam_dec_grid`` by the lowest mean RMSE of the softmax outputs on held-out *training* images
+(never the evaluation images).
+
+**Degraded mode.** ParM and the learned code: every group of ``k`` test images is decoded once
+per single unavailable *base* worker (``k`` patterns); the metrics count the reconstructed slot
+only (ParM's protocol; the other ``k − 1`` outputs are exact). GCC and BACC have no systematic
+workers — every decoded output is an approximation — so all ``K`` outputs of every pattern
+count (at ``N = k + 1``: all ``N`` single-straggler patterns; natural point: ``trials`` random
+patterns of ``S`` stragglers per batch). Metrics, with ``ŷ`` the decoded estimate:
+
+* ``recon``: ``argmax ŷ = argmax F(x)`` (ParM's "reconstruction accuracy");
+* ``overall``: ``argmax ŷ`` = true label (ParM's "overall accuracy");
+* ``gap_points``: base-model accuracy on the same images minus ``overall``, in percentage
+  points — ParM reports 1.79 for Fashion-MNIST, ResNet-18, ``k = 2`` (method-notes §3.4);
+* ``all_overall``: accuracy over all ``k`` outputs when one of the ``N`` workers (any) is
+  unavailable — the accuracy a user of the system sees in degraded mode.
+
+95% confidence half-widths treat each group (batch) as one sample. Training times come from the
+checkpoint cache's metadata (the run that trained the weights); GCC and BACC train nothing (their
+λ search is reported as ``tuning_time_s``).
+
+``results.json`` (``"schema": "gcc_jax.compare_learned/1"``)::
+
+    {"schema", "experiment": "compare_learned",
+     "config": {dataset, models, ks, base_epochs, code_epochs, code_train_size, eval_images,
+                concat, learned_encoder, learned_hidden, gcc_groups, gcc_trials, cv_images,
+                lam_dec_grid, seed, dtype},
+     "dataset": {name, requested, note, num_code_train, num_eval, num_cv},
+     "models": {MODEL: {test_accuracy, eval_accuracy, num_params, epochs, train_time_s,
+                        from_cache}},
+     "rows": [{model, k, method, encoder, output, num_inputs, num_workers, stragglers,
+               extra_workers_per_input, patterns, recon, overall, all_overall: {mean, ci95},
+               gap_points, num_degraded, num_failed, train_time_s, from_cache, val_metric,
+               lam_dec, tuning_time_s}],
+     "published": {...}, "comparison": [{model, method, gap_points, published_gap_points}],
+     "timing_s": {base_training, code_training, tuning, evaluation, total}, "versions": {...}}
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from .._metrics import mean_ci
+from .._stragglers import sample_masks
+from ..codes import BerrutCode, SplineCode
+from ..codes.learned import train_learned_code
+from ..codes.parity import base_outputs, parity_input, train_parity_model
+from ..data import Dataset, DatasetNotFoundError, load_dataset
+from ..models import count_params, make_model
+from ..training import train_classifier
+
+__all__ = [
+    "METHODS",
+    "PUBLISHED",
+    "format_compare_table",
+    "plot_compare",
+    "run_compare_learned",
+    "save_compare",
+    "toy_config",
+]
+
+METHODS = (
+    "ParM-sum",
+    "ParM-concat",
+    "learned",
+    "GCC",
+    "BACC",
+    "GCC-natural",
+    "BACC-natural",
+)
+"""Row labels of the comparison, in table order."""
+
+PUBLISHED = {
+    "parm_gap_points": 1.79,
+    "dataset": "fashion_mnist",
+    "base_model": "resnet18",
+    "num_inputs": 2,
+    "accuracy": {"deployed": 92.9, "reconstructed": 91.1},
+    "source": "Kosaian & Rashmi blog, parity-models-k2-graph.png (method-notes §3.4)",
+    "learned_code_gap_points": 0.7,
+    "learned_code_source": "blog part 1, ResNet-18, k=2, r=1 [SECONDARY] (method-notes §3.4)",
+}
+"""ParM's published Fashion-MNIST ``k = 2`` degraded-mode gap (percentage points)."""
+
+DEFAULT_BASE_EPOCHS = {"mlp": 10, "lenet5": 3}
+"""Base-model epochs per model when ``base_epochs`` is not given."""
+DEFAULT_LAM_DEC_GRID = (0.0, 1e-8, 1e-6, 1e-4, 1e-2)
+"""GCC decoder λ candidates (λ_enc = 0)."""
+
+_TOY = dict(
+    dataset="digits",
+    models=("mlp",),
+    ks=(2,),
+    base_epochs=2,
+    code_epochs=1,
+    code_train_size=600,
+    eval_images=48,
+    gcc_groups=2,
+    gcc_trials=2,
+    cv_images=24,
+    lam_dec_grid=(0.0,),
+)
+
+
+def toy_config() -> dict:
+    """Tiny keyword arguments for :func:`run_compare_learned` (what ``GCC_JAX_TOY=1`` runs)."""
+    return dict(_TOY)
+
+
+def _check_int(name: str, value, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
+        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
+    return int(value)
+
+
+def _load(dataset: str | Dataset, data_path) -> tuple[Dataset, str, str]:
+    """The data set, the requested name and a note (digits when Fashion-MNIST is absent)."""
+    if isinstance(dataset, Dataset):
+        return dataset, dataset.name, ""
+    try:
+        return load_dataset(dataset, data_path), dataset, ""
+    except DatasetNotFoundError as err:
+        if dataset.lower().replace("-", "_") not in ("fashion_mnist", "fashionmnist"):
+            raise
+        note = f"Fashion-MNIST not found, ran on scikit-learn's digits instead ({err})"
+        return load_dataset("digits"), dataset, note
+
+
+def code_train_indices(num_train: int, size: int | None, seed: int) -> np.ndarray:
+    """Training-split indices the codes are trained on: the first ``size`` of a seeded
+    permutation, sorted (all of them for ``None``)."""
+    if size is None or size >= num_train:
+        return np.arange(num_train)
+    return np.sort(np.random.default_rng((seed, 0x7A1)).permutation(num_train)[:size])
+
+
+def eval_indices(num_test: int, size: int, seed: int) -> np.ndarray:
+    """Test-split indices of the evaluation images (a seeded permutation's first ``size``)."""
+    return np.random.default_rng((seed, 0xE7A1)).permutation(num_test)[: min(size, num_test)]
+
+
+def cv_indices(num_train: int, size: int, seed: int) -> np.ndarray:
+    """Training-split indices of GCC's λ cross-validation images."""
+    return np.random.default_rng((seed, 0xC5)).permutation(num_train)[: min(size, num_train)]
+
+
+def single_erasures(n: int) -> np.ndarray:
+    """The ``n`` masks with exactly one unavailable worker (row ``j`` loses worker ``j``)."""
+    return ~np.eye(n, dtype=bool)
+
+
+@jax.jit
+def _decode_groups(code: Any, yt: jax.Array, masks: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Decode every group ``yt (g, n, m)`` under its masks ``(g, p, n)``: values, statuses."""
+
+    def group(y, ms):
+        out = jax.vmap(lambda mk: code.decode_with_status(y, mk))(ms)
+        return out.value, out.status
+
+    return jax.vmap(group)(yt, masks)
+
+
+@functools.partial(jax.jit, static_argnames="encoder")
+def _parity_inputs(x: jax.Array, encoder: str) -> jax.Array:
+    return jax.vmap(functools.partial(parity_input, encoder=encoder))(x)
+
+
+@jax.jit
+def _learned_parities(code: Any, x: jax.Array) -> jax.Array:
+    return jax.vmap(code.parities)(x)
+
+
+@jax.jit
+def _encode_groups(code: Any, x: jax.Array) -> jax.Array:
+    return jax.vmap(code.encode)(x)
+
+
+def score(
+    values: np.ndarray,
+    status: np.ndarray,
+    degraded: np.ndarray,
+    base_pred: np.ndarray,
+    labels: np.ndarray,
+) -> dict:
+    """Degraded-mode metrics of decoded groups (module docstring).
+
+    Args:
+        values: decoded estimates ``(g, p, k, m)``.
+        status: decode statuses ``(g, p)`` (a failed decode counts as wrong).
+        degraded: which slots are reconstructions, broadcastable to ``(g, p, k)``.
+        base_pred: the base model's argmax ``(g, k)``.
+        labels: true labels ``(g, k)``.
+
+    Returns:
+        ``{"recon", "overall", "all_overall": {"mean", "ci95"}, "num_degraded", "num_failed"}``
+        with per-group means as the samples of the 95% CI.
+    """
+    values, status = np.asarray(values), np.asarray(status)
+    ok = (status == 0)[..., None]
+    pred = np.argmax(values, axis=-1)
+    recon = (pred == base_pred[:, None, :]) & ok
+    overall = (pred == labels[:, None, :]) & ok
+    w = np.broadcast_to(degraded, recon.shape)
+    per = w.sum(axis=(1, 2))
+    keep = per > 0
+
+    def stat(hits, weights, rows):
+        g = (hits & weights).sum(axis=(1, 2))[rows] / weights.sum(axis=(1, 2))[rows]
+        m, ci = mean_ci(g.astype(float)) if g.size > 1 else (float(g.mean()), float("nan"))
+        return {"mean": float(m), "ci95": float(ci)}
+
+    everything = np.ones_like(w)
+    all_rows = np.ones(w.shape[0], bool)
+    return {
+        "recon": stat(recon, w, keep),
+        "overall": stat(overall, w, keep),
+        "all_overall": stat(overall, everything, all_rows),
+        "num_degraded": int(w.sum()),
+        "num_failed": int(np.count_nonzero(status)),
+    }
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _versions() -> dict:
+    import flax
+    import optax
+
+    from .. import __version__
+
+    return {
+        "gcc_jax": __version__,
+        "jax": jax.__version__,
+        "flax": flax.__version__,
+        "optax": optax.__version__,
+    }
+
+
+def _json_clean(obj):
+    if isinstance(obj, dict):
+        return {str(k): _json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_clean(v) for v in obj]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        return None if not np.isfinite(obj) else float(obj)
+    return obj
+
+
+def run_compare_learned(
+    *,
+    dataset: str | Dataset = "fashion_mnist",
+    data_path: str | os.PathLike | None = None,
+    models: Sequence[str] = ("mlp", "lenet5"),
+    ks: Sequence[int] = (2, 3, 4),
+    base_epochs: int | None = None,
+    code_epochs: int = 4,
+    code_train_size: int | None = 12000,
+    eval_images: int = 10000,
+    concat: bool = True,
+    learned_encoder: str = "mlp",
+    learned_hidden: int | None = 256,
+    gcc_groups: int = 10,
+    gcc_trials: int = 10,
+    cv_images: int = 1000,
+    lam_dec_grid: Sequence[float] = DEFAULT_LAM_DEC_GRID,
+    batch_size: int = 64,
+    seed: int = 0,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> dict:
+    """Run the comparison (module docstring); returns the JSON-ready result.
+
+    Args:
+        dataset: data-set name (default Fashion-MNIST; digits when its files are absent) or a
+            ``Dataset``.
+        data_path: directory of the data files.
+        models: base models (:func:`gcc_jax.models.make_model` names).
+        ks: numbers of inputs per group ``k`` (each ``≥ 2``).
+        base_epochs: base-model epochs (default :data:`DEFAULT_BASE_EPOCHS` per model).
+        code_epochs: epochs of every parity model and learned code.
+        code_train_size: training images the codes are trained on (``None``: all).
+        eval_images: test images evaluated (rounded down to whole groups per ``k``).
+        concat: also train ParM's concatenation encoder for ``k ∈ {2, 4}``.
+        learned_encoder: ``"mlp"`` or ``"conv"``.
+        learned_hidden: MLP encoder hidden width (``None``: the input size), or the conv
+            encoder's channels (``None``: ``20·k``).
+        gcc_groups: ``g`` of GCC's natural operating point (``K = g·k``, ``N = g·(k+1)``,
+            ``S = g``).
+        gcc_trials: random straggler patterns per batch at the natural operating point.
+        cv_images: training images for GCC's λ cross-validation.
+        lam_dec_grid: GCC decoder λ candidates.
+        batch_size: base-model training batch size.
+        seed: seeds every training, split and straggler pattern.
+        cache_dir: checkpoint cache directory (default ``$GCC_JAX_CACHE`` or the XDG cache).
+        use_cache: read and write the cache.
+        progress: progress bars.
+
+    Returns:
+        The result dict described in the module docstring.
+
+    Raises:
+        ValueError: bad sizes or names.
+        DatasetNotFoundError: a data set other than Fashion-MNIST is missing.
+    """
+    t_start = time.perf_counter()
+    ks = tuple(_check_int("k", k, 2) for k in ks)
+    models = tuple(str(m) for m in models)
+    if not ks or not models:
+        raise ValueError("`ks` and `models` must be non-empty")
+    code_epochs = _check_int("code_epochs", code_epochs, 1)
+    eval_images = _check_int("eval_images", eval_images, 2)
+    g_nat = _check_int("gcc_groups", gcc_groups, 1)
+    trials = _check_int("gcc_trials", gcc_trials, 1)
+    cv_images = _check_int("cv_images", cv_images, 2)
+    grid = tuple(float(v) for v in lam_dec_grid)
+    if not grid or any(not np.isfinite(v) or v < 0 for v in grid):
+        raise ValueError(f"`lam_dec_grid` must be finite λ >= 0; got {lam_dec_grid!r}")
+    if learned_encoder not in ("mlp", "conv"):
+        raise ValueError(f"`learned_encoder` must be 'mlp' or 'conv'; got {learned_encoder!r}")
+    dtype = jnp.zeros(()).dtype
+
+    ds, requested, note = _load(dataset, data_path)
+    if note and progress:
+        tqdm.write(note)
+    if eval_images < max(ks):
+        raise ValueError(f"`eval_images`={eval_images} is smaller than a group (k={max(ks)})")
+    x_code = ds.x_train[code_train_indices(ds.num_train, code_train_size, seed)]
+    ev = eval_indices(ds.x_test.shape[0], eval_images, seed)
+    cv = cv_indices(ds.num_train, cv_images, seed)
+    h, w = ds.input_shape[:2]
+    can_concat = concat and h % 2 == 0 and w % 2 == 0
+    key = jax.random.key(seed)
+
+    times = {"base_training": 0.0, "code_training": 0.0, "tuning": 0.0, "evaluation": 0.0}
+    model_info: dict[str, dict] = {}
+    rows: list[dict] = []
+    for model in models:
+        epochs = base_epochs if base_epochs is not None else DEFAULT_BASE_EPOCHS.get(model, 5)
+        t0 = time.perf_counter()
+        tm = train_classifier(
+            model,
+            ds,
+            epochs=epochs,
+            batch_size=batch_size,
+            seed=seed,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+            progress=progress,
+        )
+        times["base_training"] += time.perf_counter() - t0
+        apply, params = tm.apply, tm.params
+        x_ev = np.asarray(ds.x_test[ev], dtype)
+        y_ev = ds.y_test[ev]
+        logits_ev = base_outputs(apply, params, x_ev)
+        base_pred_ev = logits_ev.argmax(-1)
+        x_cv = np.asarray(ds.x_train[cv], dtype)
+        probs_cv = _softmax(base_outputs(apply, params, x_cv))
+        model_info[model] = {
+            "test_accuracy": tm.test_accuracy,
+            "eval_accuracy": float(np.mean(base_pred_ev == y_ev)),
+            "num_params": count_params(params),
+            "epochs": int(epochs),
+            "train_time_s": tm.train_time_s,
+            "from_cache": tm.from_cache,
+        }
+
+        def groups(size: int, n_img: int = len(ev)):
+            """Evaluation images in groups of ``size`` (first whole groups)."""
+            g = n_img // size
+            idx = np.arange(g * size).reshape(g, size)
+            return idx, x_ev[idx], y_ev[idx], base_pred_ev[idx], logits_ev[idx]
+
+        for k in ks:
+            desc = f"{model} k={k}"
+            idx, xg, yg, bg, lg = groups(k)
+            n_groups = idx.shape[0]
+            erase_base = np.repeat(single_erasures(k + 1)[None, :k], n_groups, axis=0)
+            degraded_base = ~erase_base[..., :k]  # (g, k, k): slot j reconstructed in pattern j
+
+            def common(method, encoder, output, n, kk, s, patterns, extra_per_input):
+                return {
+                    "model": model,
+                    "k": k,
+                    "method": method,
+                    "encoder": encoder,
+                    "output": output,
+                    "num_inputs": kk,
+                    "num_workers": n,
+                    "stragglers": s,
+                    "extra_workers_per_input": extra_per_input,
+                    "patterns": patterns,
+                }
+
+            # -- ParM ---------------------------------------------------------------------------
+            encoders = ["sum"] + (["concat"] if can_concat and k in (2, 4) else [])
+            for enc in encoders:
+                _, init = make_model(
+                    model, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed + 1
+                )
+                t0 = time.perf_counter()
+                tc = train_parity_model(
+                    apply,
+                    params,
+                    x_code,
+                    num_inputs=k,
+                    init_params=init,
+                    encoder=enc,
+                    epochs=code_epochs,
+                    seed=seed,
+                    cache_dir=cache_dir,
+                    use_cache=use_cache,
+                    progress=progress,
+                )
+                times["code_training"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                par_in = np.asarray(_parity_inputs(jnp.asarray(xg), enc))
+                par_out = base_outputs(tc.code.parity_apply, tc.code.parity_params, par_in)
+                yt = np.concatenate([lg, par_out[:, None]], axis=1)
+                vals, st = _decode_groups(tc.code, jnp.asarray(yt), jnp.asarray(erase_base))
+                row = common(f"ParM-{enc}", enc, "logits", k + 1, k, 1, "single base", 1 / k)
+                row.update(score(vals, st, degraded_base, bg, yg))
+                row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
+                row.update(
+                    train_time_s=tc.train_time_s,
+                    from_cache=tc.from_cache,
+                    val_metric=tc.val_metrics[-1] if tc.val_metrics else None,
+                    lam_dec=None,
+                    tuning_time_s=0.0,
+                )
+                rows.append(row)
+                times["evaluation"] += time.perf_counter() - t0
+
+            # -- learned code -------------------------------------------------------------------
+            t0 = time.perf_counter()
+            hidden = None if learned_hidden is None else int(learned_hidden)
+            tl = train_learned_code(
+                apply,
+                params,
+                x_code,
+                num_inputs=k,
+                encoder=learned_encoder,
+                encoder_hidden=(hidden,) if learned_encoder == "mlp" and hidden else None,
+                channels=hidden if learned_encoder == "conv" else None,
+                epochs=code_epochs,
+                seed=seed,
+                cache_dir=cache_dir,
+                use_cache=use_cache,
+                progress=progress,
+            )
+            times["code_training"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            par_in = np.asarray(_learned_parities(tl.code, jnp.asarray(xg)))  # (g, 1, ...)
+            par_out = base_outputs(apply, params, par_in.reshape(-1, *par_in.shape[2:]))
+            yt = np.concatenate([lg, par_out.reshape(n_groups, 1, -1)], axis=1)
+            vals, st = _decode_groups(tl.code, jnp.asarray(yt), jnp.asarray(erase_base))
+            row = common("learned", learned_encoder, "logits", k + 1, k, 1, "single base", 1 / k)
+            row.update(score(vals, st, degraded_base, bg, yg))
+            row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
+            row.update(
+                train_time_s=tl.train_time_s,
+                from_cache=tl.from_cache,
+                val_metric=tl.val_metrics[-1] if tl.val_metrics else None,
+                lam_dec=None,
+                tuning_time_s=0.0,
+            )
+            rows.append(row)
+            times["evaluation"] += time.perf_counter() - t0
+
+            # -- GCC and BACC: N = k + 1, S = 1, and the natural operating point ------------------
+            settings = [("", k, k + 1, 1, None), ("-natural", g_nat * k, g_nat * (k + 1), g_nat, 1)]
+            for suffix, kk, n, s, nat in settings:
+                if kk > len(ev):
+                    continue
+                if nat is None:  # every single-straggler pattern
+                    patterns = "all single"
+
+                    def masks_for(base_key, num_batches, n=n):
+                        return np.repeat(single_erasures(n)[None], num_batches, axis=0)
+
+                else:
+                    patterns = f"{trials} random S={s}"
+
+                    def masks_for(base_key, num_batches, n=n, s=s, kk=kk):
+                        return np.stack(
+                            [
+                                np.asarray(
+                                    sample_masks(
+                                        jax.random.fold_in(jax.random.fold_in(base_key, kk), b),
+                                        n,
+                                        num=trials,
+                                        stragglers=s,
+                                    )
+                                )
+                                for b in range(num_batches)
+                            ]
+                        )
+
+                k_cv, k_ev = jax.random.split(jax.random.fold_in(key, n))
+                # λ_dec by cross-validation on training images (GCC only)
+                t0 = time.perf_counter()
+                n_cv = len(cv) // kk
+                lam = grid[0]
+                if n_cv >= 1 and len(grid) > 1:
+                    xc = x_cv[: n_cv * kk].reshape(n_cv, kk, *x_cv.shape[1:])
+                    pc = probs_cv[: n_cv * kk].reshape(n_cv, kk, -1)
+                    code0 = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=0.0)
+                    yt = _coded_probs(apply, params, code0, xc)
+                    masks = jnp.asarray(masks_for(k_cv, n_cv))
+                    rmse = []
+                    for lam_c in grid:
+                        c = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam_c)
+                        vals, st = _decode_groups(c, jnp.asarray(yt), masks)
+                        err = np.linalg.norm(np.asarray(vals) - pc[:, None], axis=-1)
+                        bad = np.asarray(st) != 0
+                        rmse.append(np.inf if bad.any() else float(err.mean()))
+                    lam = grid[int(np.argmin(rmse))]
+                t_tune = time.perf_counter() - t0
+                times["tuning"] += t_tune
+
+                t0 = time.perf_counter()
+                _, xb, yb, bb, _ = groups(kk)
+                masks = masks_for(k_ev, xb.shape[0])
+                for name, code in (
+                    ("GCC", SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam)),
+                    ("BACC", BerrutCode.chebyshev(num_inputs=kk, num_workers=n)),
+                ):
+                    yt = _coded_probs(apply, params, code, xb)
+                    vals, st = _decode_groups(code, jnp.asarray(yt), jnp.asarray(masks))
+                    row = common(name + suffix, None, "probs", n, kk, s, patterns, (n - kk) / kk)
+                    row.update(score(vals, st, np.ones(1, bool), bb, yb))
+                    row.update(
+                        train_time_s=0.0,
+                        from_cache=None,
+                        val_metric=None,
+                        lam_dec=lam if name == "GCC" else None,
+                        tuning_time_s=t_tune if name == "GCC" else 0.0,
+                    )
+                    rows.append(row)
+                times["evaluation"] += time.perf_counter() - t0
+            if progress:
+                tqdm.write(f"{desc}: done")
+
+    comparison = []
+    for row in rows:
+        base = model_info[row["model"]]["eval_accuracy"]
+        row["gap_points"] = 100.0 * (base - row["overall"]["mean"])
+        if row["method"].startswith("ParM") and row["k"] == 2:
+            comparison.append(
+                {
+                    "model": row["model"],
+                    "method": row["method"],
+                    "base_accuracy": base,
+                    "overall": row["overall"]["mean"],
+                    "gap_points": row["gap_points"],
+                    "published_gap_points": PUBLISHED["parm_gap_points"],
+                }
+            )
+    times["total"] = time.perf_counter() - t_start
+    result = {
+        "schema": "gcc_jax.compare_learned/1",
+        "experiment": "compare_learned",
+        "config": {
+            "dataset": ds.name,
+            "models": list(models),
+            "ks": list(ks),
+            "base_epochs": base_epochs,
+            "code_epochs": code_epochs,
+            "code_train_size": code_train_size,
+            "eval_images": eval_images,
+            "concat": bool(concat),
+            "learned_encoder": learned_encoder,
+            "learned_hidden": learned_hidden,
+            "gcc_groups": g_nat,
+            "gcc_trials": trials,
+            "cv_images": cv_images,
+            "lam_dec_grid": list(grid),
+            "batch_size": int(batch_size),
+            "seed": int(seed),
+            "dtype": str(dtype),
+        },
+        "dataset": {
+            "name": ds.name,
+            "requested": requested,
+            "note": note,
+            "num_code_train": int(x_code.shape[0]),
+            "num_eval": int(len(ev)),
+            "num_cv": int(len(cv)),
+        },
+        "models": model_info,
+        "rows": rows,
+        "published": PUBLISHED,
+        "comparison": comparison,
+        "timing_s": times,
+        "versions": _versions(),
+    }
+    return _json_clean(result)
+
+
+def _all_outputs_parm(row: dict, vals, st, yg: np.ndarray, logits: np.ndarray) -> dict:
+    """All-``k`` accuracy over the ``k + 1`` single-erasure patterns of a systematic code.
+
+    The ``k`` base-erasure patterns are the decoded ones; the parity-erasure pattern returns
+    the base outputs themselves.
+    """
+    pred = np.argmax(np.asarray(vals), axis=-1)  # (g, k, k)
+    ok = (np.asarray(st) == 0)[..., None]
+    hits = ((pred == yg[:, None, :]) & ok).sum(axis=(1, 2))
+    hits = hits + (np.argmax(logits, axis=-1) == yg).sum(axis=1)
+    k = yg.shape[1]
+    per_group = hits / (k * (k + 1))
+    m, ci = mean_ci(per_group.astype(float)) if per_group.size > 1 else (per_group.mean(), np.nan)
+    return {"mean": float(m), "ci95": float(ci)}
+
+
+@functools.partial(jax.jit, static_argnames="apply")
+def _coded_softmax(apply, params, code, x):
+    xt = jax.vmap(code.encode)(x)  # (b, n, ...)
+    b, n = xt.shape[:2]
+    flat = xt.reshape(b * n, *xt.shape[2:])
+    out = jax.vmap(lambda v: apply(params, v))(flat)
+    return jax.nn.softmax(out, axis=-1).reshape(b, n, -1)
+
+
+def _coded_probs(apply, params, code, x: np.ndarray, chunk_images: int = 2000) -> np.ndarray:
+    """Softmax outputs of the base model on the coded inputs of batches ``x (b, K, ...)``,
+    in fixed-size chunks of batches (one compilation per code shape)."""
+    per = max(1, chunk_images // x.shape[1])
+    size = min(per, x.shape[0])
+    out = []
+    for start in range(0, x.shape[0], size):
+        xb = x[start : start + size]
+        pad = size - xb.shape[0]
+        if pad:
+            xb = np.concatenate([xb, np.zeros((pad, *xb.shape[1:]), xb.dtype)])
+        out.append(np.asarray(_coded_softmax(apply, params, code, jnp.asarray(xb)))[: size - pad])
+    return np.concatenate(out)
+
+
+# -- reporting -----------------------------------------------------------------------------------
+
+
+def _pct(stat: dict | None) -> str:
+    if stat is None or stat.get("mean") is None:
+        return "—"
+    ci = stat.get("ci95")
+    return f"{100 * stat['mean']:.2f}" + ("" if ci is None else f"±{100 * ci:.2f}")
+
+
+def format_compare_table(result: dict) -> str:
+    """Plain-text table of a :func:`run_compare_learned` result (accuracies in %)."""
+    ds, cfg = result["dataset"], result["config"]
+    lines = [
+        f"compare-learned on {ds['name']} ({ds['num_eval']} test images; codes trained on "
+        f"{ds['num_code_train']} training images for {cfg['code_epochs']} epochs)"
+        + (f"\nnote: {ds['note']}" if ds["note"] else ""),
+        "degraded mode, one unavailable output per group (GCC/BACC-natural: S = g of N); "
+        "accuracies in % ± 95% CI",
+        "",
+    ]
+    for model, info in result["models"].items():
+        lines.append(
+            f"{model}: test accuracy {100 * info['test_accuracy']:.2f}%, "
+            f"{100 * info['eval_accuracy']:.2f}% on the evaluation images; "
+            f"{info['epochs']} epochs, {info['train_time_s']:.1f} s of training"
+            + (" (cached)" if info["from_cache"] else "")
+        )
+    head = (
+        f"{'model':<7}{'k':>2}  {'method':<13}{'K/N, S':>12}{'recon':>14}{'overall':>14}"
+        f"{'gap pts':>9}{'all-k':>14}{'train s':>9}  {'λ_dec':>7}"
+    )
+    lines += ["", head, "-" * len(head)]
+    for r in result["rows"]:
+        shape = f"{r['num_inputs']}/{r['num_workers']}, {r['stragglers']}"
+        lam = "" if r["lam_dec"] is None else format(r["lam_dec"], "g")
+        train = f"{r['train_time_s']:.1f}" + ("*" if r.get("from_cache") else "")
+        lines.append(
+            f"{r['model']:<7}{r['k']:>2}  {r['method']:<13}{shape:>12}{_pct(r['recon']):>14}"
+            f"{_pct(r['overall']):>14}{r['gap_points']:>9.2f}{_pct(r['all_overall']):>14}"
+            f"{train:>9}  {lam:>7}"
+        )
+    lines += [
+        "",
+        "recon: argmax equal to the base model's; overall: equal to the true label; gap: base "
+        "accuracy − overall; all-k: all outputs of a group with one worker unavailable; "
+        "train s: training time of the code (* = loaded from the cache; GCC/BACC train nothing)",
+    ]
+    pub = result["published"]
+    if result["comparison"]:
+        lines += [
+            "",
+            f"published ParM gap, {pub['dataset']} {pub['base_model']} k=2: "
+            f"{pub['parm_gap_points']:.2f} points ({pub['accuracy']['deployed']} → "
+            f"{pub['accuracy']['reconstructed']}%)",
+        ]
+        for c in result["comparison"]:
+            lines.append(
+                f"  {c['model']:<7}{c['method']:<13} gap {c['gap_points']:.2f} points "
+                f"({100 * c['base_accuracy']:.2f} → {100 * c['overall']:.2f}%)"
+            )
+    t = result["timing_s"]
+    lines.append(
+        f"\ntime: base training {t['base_training']:.1f} s, code training "
+        f"{t['code_training']:.1f} s, GCC λ tuning {t['tuning']:.1f} s, evaluation "
+        f"{t['evaluation']:.1f} s, total {t['total']:.1f} s"
+    )
+    return "\n".join(lines)
+
+
+_COLORS = {
+    "ParM-sum": "C1",
+    "ParM-concat": "C5",
+    "learned": "C2",
+    "GCC": "C0",
+    "BACC": "C3",
+    "GCC-natural": "C9",
+    "BACC-natural": "C6",
+}
+
+
+def plot_compare(result: dict, path: str | Path) -> Path:
+    """Bars of degraded-mode accuracy per ``k`` and method; one column per model.
+
+    Top row: overall accuracy (vs labels) with the base model's accuracy dashed; bottom row:
+    reconstruction accuracy (vs the base argmax). Error bars are 95% CIs.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(result["models"])
+    fig, axes = plt.subplots(2, len(models), figsize=(6.5 * len(models), 7.5), squeeze=False)
+    ks = result["config"]["ks"]
+    methods = [m for m in METHODS if any(r["method"] == m for r in result["rows"])]
+    width = 0.8 / max(len(methods), 1)
+    for col, model in enumerate(models):
+        for row_i, metric in enumerate(("overall", "recon")):
+            ax = axes[row_i, col]
+            for j, method in enumerate(methods):
+                xs, ys, es = [], [], []
+                for i, k in enumerate(ks):
+                    match = [
+                        r
+                        for r in result["rows"]
+                        if r["model"] == model and r["k"] == k and r["method"] == method
+                    ]
+                    if match and match[0][metric]["mean"] is not None:
+                        xs.append(i + (j - (len(methods) - 1) / 2) * width)
+                        ys.append(100 * match[0][metric]["mean"])
+                        es.append(100 * (match[0][metric]["ci95"] or 0.0))
+                ax.bar(xs, ys, width, yerr=es, color=_COLORS.get(method), label=method, capsize=2)
+            if metric == "overall":
+                base = 100 * result["models"][model]["eval_accuracy"]
+                ax.axhline(base, color="k", ls="--", lw=1, label="base model")
+            ax.set_xticks(range(len(ks)))
+            ax.set_xticklabels([f"k={k}" for k in ks])
+            ax.set_ylabel(f"degraded {metric} accuracy (%)")
+            ax.set_title(f"{model} on {result['dataset']['name']}: {metric}", fontsize=10)
+            ax.set_ylim(0, 100)
+            ax.grid(True, axis="y", alpha=0.3)
+    axes[0, 0].legend(fontsize=7, ncol=2, loc="lower left")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def save_compare(result: dict, out: str | Path) -> dict[str, Path]:
+    """Write ``compare_learned.json``, ``compare_learned.txt`` and ``compare_learned.png``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": out / "compare_learned.json",
+        "table": out / "compare_learned.txt",
+        "plot": out / "compare_learned.png",
+    }
+    paths["json"].write_text(json.dumps(_json_clean(result), indent=2, allow_nan=False))
+    paths["table"].write_text(format_compare_table(result) + "\n")
+    plot_compare(result, paths["plot"])
+    return paths
