@@ -110,46 +110,6 @@ def _code(result, name, s):
     return gcc.ReplicationCode(num_inputs=k, num_workers=n)
 
 
-def test_evaluate_patterns_hand_values():
-    code = gcc.UncodedCode(num_inputs=3)
-    x = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
-    labels = np.array([0, 0, 1])  # base predicts 0, 1, 0 (ties go to the first class)
-    masks = np.array([[True, True, True], [True, False, True]])
-    pm = dnn.evaluate_patterns(code, jax.nn.softmax, x, labels, masks)
-    fx = _softmax_np(x)
-    # pattern 1 loses input 1: its estimate is the fill value 0, its error ‖f(x_1)‖
-    lost = np.linalg.norm(fx[1])
-    np.testing.assert_allclose(pm.rmse, [0.0, lost / 3], rtol=1e-14)
-    np.testing.assert_allclose(pm.mse, [0.0, lost**2 / 3], rtol=1e-14)
-    assert pm.correct.tolist() == [1, 1]  # input 0 right; input 1 wrong anyway; input 2 wrong
-    assert pm.agree.tolist() == [3, 2]  # the missing input 1 no longer agrees
-    assert pm.base_correct == 1 and pm.status.tolist() == [0, 0]
-
-
-def test_evaluate_patterns_matches_eager_loop():
-    k, n = 5, 16
-    code = gcc.BerrutCode.chebyshev(num_inputs=k, num_workers=n)
-    rng = np.random.default_rng(0)
-    w = rng.standard_normal((3, 4))
-
-    def f(v):
-        return jax.nn.softmax(jnp.tanh(v) @ w)
-
-    x = rng.standard_normal((k, 3))
-    labels = rng.integers(0, 4, k)
-    masks = np.asarray(gcc.sample_masks(jax.random.key(1), n, num=7, stragglers=4))
-    pm = dnn.evaluate_patterns(code, f, x, labels, masks)
-    fx = _softmax_np(np.tanh(x) @ w)
-    yt = np.asarray(jax.vmap(f)(code.encode(x)))
-    for t, mask in enumerate(masks):
-        y_hat = np.asarray(_decode(code, jnp.asarray(yt), jnp.asarray(mask)).value)
-        err = np.linalg.norm(y_hat - fx, axis=1)
-        np.testing.assert_allclose(pm.rmse[t], err.mean(), rtol=1e-12)
-        np.testing.assert_allclose(pm.mse[t], (err**2).mean(), rtol=1e-12)
-        assert pm.correct[t] == np.sum(y_hat.argmax(1) == labels)
-        assert pm.agree[t] == np.sum(y_hat.argmax(1) == fx.argmax(1))
-
-
 @pytest.mark.parametrize("name", ["GCC", "uncoded"])
 def test_run_reports_the_documented_protocol(trained, toy, name):
     cfg, result = toy
@@ -290,3 +250,44 @@ def test_bad_configurations_raise_clear_errors(trained):
         dnn.run_dnn(**{**cfg, "lam_dec_grid": (-1.0,)}, trained=trained, progress=False)
     with pytest.raises(ValueError, match="must be >= `num_inputs`"):
         dnn.run_dnn(**{**cfg, "num_workers": 3}, trained=trained, progress=False)
+
+
+def test_evaluate_patterns_hand_values():
+    code = gcc.UncodedCode(num_inputs=3)
+    x = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    labels = np.array([0, 0, 1])  # base predicts 0, 1, 0 (ties go to the first class)
+    masks = np.array([[True, True, True], [True, False, True]])
+    pm = dnn.evaluate_patterns(code, jax.nn.softmax, x, labels, masks)
+    fx = _softmax_np(x)
+    # pattern 1 loses input 1: its estimate is the fill value 0, its error ‖f(x_1)‖
+    lost = np.linalg.norm(fx[1])
+    np.testing.assert_allclose(pm.rmse, [0.0, lost / 3], rtol=1e-14)
+    np.testing.assert_allclose(pm.mse, [0.0, lost**2 / 3], rtol=1e-14)
+    assert pm.correct.tolist() == [1, 1]  # input 0 right; input 1 wrong anyway; input 2 wrong
+    assert pm.agree.tolist() == [3, 2]  # the missing input 1 no longer agrees
+    assert pm.base_correct == 1 and pm.status.tolist() == [0, 0]
+
+
+def test_evaluate_patterns_matches_eager_loop():
+    # the toy run's shapes (K=4, N=10, 10 classes, 4 patterns): its compiled decode is reused
+    k, n = 4, 10
+    code = gcc.BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 10))
+
+    def f(v):
+        return jax.nn.softmax(jnp.tanh(v) @ w)
+
+    x = rng.standard_normal((k, 3))
+    labels = rng.integers(0, 10, k).astype(np.int32)
+    masks = np.asarray(gcc.sample_masks(jax.random.key(1), n, num=4, stragglers=3))
+    pm = dnn.evaluate_patterns(code, f, x, labels, masks)
+    fx = _softmax_np(np.tanh(x) @ w)
+    yt = np.asarray(jax.vmap(f)(code.encode(x)))
+    for t, mask in enumerate(masks):
+        y_hat = np.asarray(_decode(code, jnp.asarray(yt), jnp.asarray(mask)).value)
+        err = np.linalg.norm(y_hat - fx, axis=1)
+        np.testing.assert_allclose(pm.rmse[t], err.mean(), rtol=1e-12)
+        np.testing.assert_allclose(pm.mse[t], (err**2).mean(), rtol=1e-12)
+        assert pm.correct[t] == np.sum(y_hat.argmax(1) == labels)
+        assert pm.agree[t] == np.sum(y_hat.argmax(1) == fx.argmax(1))

@@ -195,6 +195,18 @@ def _encode(code, x):
     return code.encode(x)
 
 
+def _worker_outputs(name: str, code, apply, params, x: Array, fx: Array) -> Array:
+    """The ``N`` workers' softmax outputs on the coded batch.
+
+    Uncoded and replicated workers evaluate ``f`` on exact copies of the inputs, so their
+    outputs are the copies ``encode(f(x))`` of the base outputs — bit-identical to ``f(x_k)``
+    (a batched forward pass of a different batch size may differ in the last bits).
+    """
+    if name in ("uncoded", "replication"):
+        return _encode(code, fx)
+    return _forward(apply, params, _encode(code, x))
+
+
 def _identity(v):
     return v
 
@@ -564,9 +576,7 @@ def run_dnn(
                     code = make_code(name, s)
                     ck = (name, lams[s][0] if name == "GCC" else 0.0)
                     if ck not in worker_outputs:
-                        worker_outputs[ck] = (
-                            fx if name == "uncoded" else _forward(apply, params, _encode(code, x))
-                        )
+                        worker_outputs[ck] = _worker_outputs(name, code, apply, params, x, fx)
                     m = masks[:, :k] if name == "uncoded" else masks
                     out = _pattern_metrics(code, worker_outputs[ck], fx, y, m)
                     r, q, cor, agr, st = _to_numpy(out)
@@ -603,7 +613,7 @@ def run_dnn(
                     for b in range(nb):
                         x, y = ev_batches[b]
                         fx = ev_outputs[b]
-                        yt = fx if name == "uncoded" else _forward(apply, params, _encode(code, x))
+                        yt = _worker_outputs(name, code, apply, params, x, fx)
                         if s_eff == 0:  # one pattern: nothing to search
                             wc_mask, wc_exh, wc_num = np.ones(code.num_workers, bool), True, 1
                         else:
@@ -816,7 +826,9 @@ _COLORS = {"GCC": "C0", "BACC": "C3", "uncoded": "C7", "replication": "C2"}
 def plot_dnn(result: dict, path: str | Path) -> Path:
     """Four panels versus ``S``: RMSE and MSE (log), RelAcc vs labels and vs base argmax.
 
-    Error bars are 95% CIs; dashed lines with crosses are the worst case (where searched).
+    Error bars are 95% CIs; dashed lines with crosses are the worst case (where searched). On
+    the log axes, values below ``1e-9`` times the panel's largest value (exact zeros and
+    round-off, e.g. replication with every copy alive) are left out.
     """
     import matplotlib
 
@@ -825,19 +837,32 @@ def plot_dnn(result: dict, path: str | Path) -> Path:
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     panels = (("rmse", True), ("mse", True), ("rel_acc_labels", False), ("rel_acc_base", False))
+
+    def value(stat) -> float:
+        return np.nan if stat is None or stat["mean"] is None else stat["mean"]
+
     for ax, (metric, log) in zip(axes.ravel(), panels, strict=True):
+        everything = [
+            value(st)
+            for rows in result["results"].values()
+            for r in rows
+            for st in (r[metric], r["worst_case"][metric] if r["worst_case"] else None)
+        ]
+        floor = 1e-9 * np.nanmax(np.abs(everything)) if log else -np.inf
+
+        def shown(v: np.ndarray, floor=floor) -> np.ndarray:
+            return np.where(np.abs(v) >= floor, v, np.nan)
+
         for code, rows in result["results"].items():
             s = np.array([r["S"] for r in rows], float)
-            mean = np.array(
-                [np.nan if r[metric]["mean"] is None else r[metric]["mean"] for r in rows]
-            )
+            mean = shown(np.array([value(r[metric]) for r in rows], float))
             ci = np.array([0.0 if r[metric]["ci95"] is None else r[metric]["ci95"] for r in rows])
             color = _COLORS.get(code)
             lower = np.minimum(ci, 0.999 * np.abs(mean)) if log else ci
             ax.errorbar(s, mean, yerr=(lower, ci), fmt="o-", color=color, capsize=3, label=code)
             wc = [r["worst_case"][metric]["mean"] if r["worst_case"] else None for r in rows]
             if any(v is not None for v in wc):
-                w = np.array([np.nan if v is None else v for v in wc], float)
+                w = shown(np.array([np.nan if v is None else v for v in wc], float))
                 ax.plot(s, w, "x--", color=color, alpha=0.6, label=f"{code} worst case")
         if log:
             ax.set_yscale("log")
