@@ -167,6 +167,23 @@ def test_a_crashing_worker_process_is_restarted(pool):
     np.testing.assert_allclose(res.outputs, reference(_xt(9)), rtol=1e-12)
 
 
+def test_an_actor_no_round_waits_for_is_found_dead_and_restarted(pool):
+    """Worker 5 is outside the view, so no round ever waits on it: the heartbeat finds it."""
+    before = pool.restarts[5]
+    pool.kill_worker(5)
+    first = pool.view(N - 1)  # workers 0..4
+    for _ in range(40):
+        res = first.run_round(_xt(10)[: N - 1], wait_for=N - 1, timeout_s=10)
+        assert res.rule_met and res.restarted == ()  # worker 5 is not this view's
+        if pool.restarts[5] > before:
+            break
+        time.sleep(0.25)
+    assert pool.restarts[5] == before + 1
+    res = pool.run_round(_xt(11), wait_for=N, timeout_s=60)  # the replacement answers
+    assert res.rule_met
+    np.testing.assert_allclose(res.outputs, reference(_xt(11)), rtol=1e-12)
+
+
 def test_ray_executor_argument_checks(pool):
     with pytest.raises(ValueError, match="num_workers"):
         pool.view(N + 1)

@@ -69,7 +69,8 @@ class RoundResult:
         rule_met: whether the wait rule held at the cut-off.
         timed_out: whether the round stopped at its timeout with the rule not met.
         messages: a short reason for every worker that is not ``OK``.
-        restarted: workers whose process died and was restarted in this round.
+        restarted: workers found dead and restarted during this round (their death seen in
+            it, or in a late task of an earlier round).
     """
 
     round_id: int

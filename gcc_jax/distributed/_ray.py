@@ -165,6 +165,10 @@ class _ActorPool:
         self._generation = [0] * n
         self.restarts = [0] * n
         self._info_refs = [a.info.remote() for a in self._actors]
+        self._orphans: dict[Any, tuple[int, int]] = {}  # cancelled late tasks: ref -> (i, gen)
+        self._pings: list[tuple[Any, int] | None] = [None] * n  # heartbeat in flight per actor
+        self._last_ping = [-np.inf] * n
+        self.heartbeat_s = 0.5
 
     def __len__(self) -> int:
         return len(self._actors)
@@ -217,6 +221,51 @@ class _ActorPool:
             self._info_refs[i] = self._actors[i].info.remote()
             return True
 
+    def adopt(self, orphans: dict[Any, tuple[int, int]]) -> None:
+        """Keep the late (cancelled) tasks of a round: how they end tells if an actor died."""
+        with self._lock:
+            self._orphans.update(orphans)
+
+    def reap(self) -> list[int]:
+        """Restart the actors found dead outside the rounds' waits; return their workers.
+
+        A late task is cancelled and never waited for, so an actor that died while late, or
+        that no round waits for (``N − S`` answered first), would otherwise stay dead: a
+        permanent straggler. Two non-blocking checks (``ray.wait(timeout=0)``) find them: how
+        the late tasks ended, and a heartbeat (``info``) sent to each actor at most every
+        ``heartbeat_s`` seconds.
+        """
+        ray = self._ray
+        now = time.monotonic()
+        with self._lock:
+            checks = [(ref, i, gen) for ref, (i, gen) in self._orphans.items()]
+            for i, ping in enumerate(self._pings):
+                due = now - self._last_ping[i] >= self.heartbeat_s
+                if ping is None and due and self._actors[i] is not None:
+                    self._pings[i] = (self._actors[i].info.remote(), self._generation[i])
+                    self._last_ping[i] = now
+            checks += [(p[0], i, p[1]) for i, p in enumerate(self._pings) if p is not None]
+        if not checks:
+            return []
+        refs = [c[0] for c in checks]
+        ready = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0])
+        restarted = []
+        for ref, i, gen in checks:
+            if ref not in ready:
+                continue
+            with self._lock:
+                self._orphans.pop(ref, None)
+                if self._pings[i] is not None and self._pings[i][0] == ref:
+                    self._pings[i] = None
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                if self.restart(i, gen):
+                    restarted.append(i)
+            except Exception:  # cancelled, or the task raised: the actor is alive
+                pass
+        return restarted
+
     def kill(self, i: int) -> None:
         """Kill worker ``i``'s actor without telling the executor (fault injection, tests)."""
         actor, _ = self.get(i)
@@ -253,7 +302,9 @@ class RayExecutor(Executor):
     results never reach a decoder and never hold up later rounds (actors are asynchronous, so
     a late or hung task does not block the actor's next task). An actor that died is reported
     ``DEAD`` and restarted (up to ``max_restarts`` times per worker); its replacement loads
-    and compiles the model again, answering late until it is ready.
+    and compiles the model again, answering late until it is ready. An actor that dies while
+    its task is late is found when that cancelled task ends (checked, without blocking, at the
+    start of each round) and restarted too; until then it is just a straggler.
 
     Per-worker latencies are measured from the master's dispatch to the actor's completion
     timestamp (one host clock on a local cluster). If Ray is not running yet, a local
@@ -418,6 +469,9 @@ class RayExecutor(Executor):
         messages: dict[int, str] = {}
         restarted: list[int] = []
         pending: dict[Any, tuple[int, int]] = {}
+        for i in self._pool.reap():  # deaths found among earlier rounds' late tasks
+            if i < n:
+                restarted.append(i)
         t0 = time.time()
         for i in range(n):
             actor, gen = self._pool.get(i)
@@ -475,6 +529,7 @@ class RayExecutor(Executor):
                 ray.cancel(ref)
             except Exception:
                 pass
+        self._pool.adopt(pending)  # a late task that ends in a dead actor gets it restarted
         return RoundResult(
             round_id=rid,
             outputs=outputs,
