@@ -131,7 +131,7 @@ _TOY = dict(
     base_epochs=2,
     code_epochs=1,
     code_train_size=600,
-    eval_images=48,
+    eval_images=24,
     gcc_groups=2,
     gcc_trials=2,
     cv_images=24,
@@ -195,6 +195,26 @@ def _decode_groups(code: Any, yt: jax.Array, masks: jax.Array) -> tuple[jax.Arra
         return out.value, out.status
 
     return jax.vmap(group)(yt, masks)
+
+
+def decode_chunked(
+    code: Any, yt: np.ndarray, masks: np.ndarray, chunk: int = 256
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_decode_groups` over fixed-size chunks of groups (padded with all-live masks), so
+    one compilation per code and pattern count serves every number of groups."""
+    g = yt.shape[0]
+    size = min(chunk, g)
+    vals, sts = [], []
+    for start in range(0, g, size):
+        yb, mb = yt[start : start + size], masks[start : start + size]
+        pad = size - yb.shape[0]
+        if pad:
+            yb = np.concatenate([yb, np.repeat(yb[-1:], pad, axis=0)])
+            mb = np.concatenate([mb, np.repeat(mb[-1:], pad, axis=0)])
+        v, st = _decode_groups(code, jnp.asarray(yb), jnp.asarray(mb))
+        vals.append(np.asarray(v)[: size - pad])
+        sts.append(np.asarray(st)[: size - pad])
+    return np.concatenate(vals), np.concatenate(sts)
 
 
 @functools.partial(jax.jit, static_argnames="encoder")
@@ -393,11 +413,11 @@ def run_compare_learned(
         )
         times["base_training"] += time.perf_counter() - t0
         apply, params = tm.apply, tm.params
-        x_ev = np.asarray(ds.x_test[ev], dtype)
+        x_ev = ds.x_test[ev]  # float32: the workers run the model in its own precision
         y_ev = ds.y_test[ev]
-        logits_ev = base_outputs(apply, params, x_ev)
+        logits_ev = base_outputs(apply, params, x_ev).astype(dtype)
         base_pred_ev = logits_ev.argmax(-1)
-        x_cv = np.asarray(ds.x_train[cv], dtype)
+        x_cv = ds.x_train[cv]
         probs_cv = _softmax(base_outputs(apply, params, x_cv))
         model_info[model] = {
             "test_accuracy": tm.test_accuracy,
@@ -459,8 +479,8 @@ def run_compare_learned(
                 t0 = time.perf_counter()
                 par_in = np.asarray(_parity_inputs(jnp.asarray(xg), enc))
                 par_out = base_outputs(tc.code.parity_apply, tc.code.parity_params, par_in)
-                yt = np.concatenate([lg, par_out[:, None]], axis=1)
-                vals, st = _decode_groups(tc.code, jnp.asarray(yt), jnp.asarray(erase_base))
+                yt = np.concatenate([lg, par_out[:, None].astype(dtype)], axis=1)
+                vals, st = decode_chunked(tc.code, yt, erase_base)
                 row = common(f"ParM-{enc}", enc, "logits", k + 1, k, 1, "single base", 1 / k)
                 row.update(score(vals, st, degraded_base, bg, yg))
                 row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
@@ -495,8 +515,8 @@ def run_compare_learned(
             t0 = time.perf_counter()
             par_in = np.asarray(_learned_parities(tl.code, jnp.asarray(xg)))  # (g, 1, ...)
             par_out = base_outputs(apply, params, par_in.reshape(-1, *par_in.shape[2:]))
-            yt = np.concatenate([lg, par_out.reshape(n_groups, 1, -1)], axis=1)
-            vals, st = _decode_groups(tl.code, jnp.asarray(yt), jnp.asarray(erase_base))
+            yt = np.concatenate([lg, par_out.reshape(n_groups, 1, -1).astype(dtype)], axis=1)
+            vals, st = decode_chunked(tl.code, yt, erase_base)
             row = common("learned", learned_encoder, "logits", k + 1, k, 1, "single base", 1 / k)
             row.update(score(vals, st, degraded_base, bg, yg))
             row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
@@ -549,11 +569,11 @@ def run_compare_learned(
                     pc = probs_cv[: n_cv * kk].reshape(n_cv, kk, -1)
                     code0 = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=0.0)
                     yt = _coded_probs(apply, params, code0, xc)
-                    masks = jnp.asarray(masks_for(k_cv, n_cv))
+                    masks = masks_for(k_cv, n_cv)
                     rmse = []
                     for lam_c in grid:
                         c = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam_c)
-                        vals, st = _decode_groups(c, jnp.asarray(yt), masks)
+                        vals, st = decode_chunked(c, yt, masks)
                         err = np.linalg.norm(np.asarray(vals) - pc[:, None], axis=-1)
                         bad = np.asarray(st) != 0
                         rmse.append(np.inf if bad.any() else float(err.mean()))
@@ -569,7 +589,7 @@ def run_compare_learned(
                     ("BACC", BerrutCode.chebyshev(num_inputs=kk, num_workers=n)),
                 ):
                     yt = _coded_probs(apply, params, code, xb)
-                    vals, st = _decode_groups(code, jnp.asarray(yt), jnp.asarray(masks))
+                    vals, st = decode_chunked(code, yt, masks)
                     row = common(name + suffix, None, "probs", n, kk, s, patterns, (n - kk) / kk)
                     row.update(score(vals, st, np.ones(1, bool), bb, yb))
                     row.update(
@@ -658,16 +678,18 @@ def _all_outputs_parm(row: dict, vals, st, yg: np.ndarray, logits: np.ndarray) -
 
 @functools.partial(jax.jit, static_argnames="apply")
 def _coded_softmax(apply, params, code, x):
-    xt = jax.vmap(code.encode)(x)  # (b, n, ...)
+    xt = jax.vmap(code.encode)(x).astype(x.dtype)  # (b, n, ...), in the model's precision
     b, n = xt.shape[:2]
     flat = xt.reshape(b * n, *xt.shape[2:])
     out = jax.vmap(lambda v: apply(params, v))(flat)
     return jax.nn.softmax(out, axis=-1).reshape(b, n, -1)
 
 
-def _coded_probs(apply, params, code, x: np.ndarray, chunk_images: int = 2000) -> np.ndarray:
+def _coded_probs(apply, params, code, x: np.ndarray, chunk_images: int = 1000) -> np.ndarray:
     """Softmax outputs of the base model on the coded inputs of batches ``x (b, K, ...)``,
-    in fixed-size chunks of batches (one compilation per code shape)."""
+    in the model's precision (the inputs' dtype), in fixed-size chunks of batches (one
+    compilation per code shape; the last chunk is padded), returned in the default float
+    dtype for decoding."""
     per = max(1, chunk_images // x.shape[1])
     size = min(per, x.shape[0])
     out = []
@@ -677,7 +699,7 @@ def _coded_probs(apply, params, code, x: np.ndarray, chunk_images: int = 2000) -
         if pad:
             xb = np.concatenate([xb, np.zeros((pad, *xb.shape[1:]), xb.dtype)])
         out.append(np.asarray(_coded_softmax(apply, params, code, jnp.asarray(xb)))[: size - pad])
-    return np.concatenate(out)
+    return np.concatenate(out).astype(jnp.zeros(()).dtype)
 
 
 # -- reporting -----------------------------------------------------------------------------------
