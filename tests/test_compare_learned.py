@@ -190,3 +190,11 @@ def test_bad_arguments_raise():
         exp.run_compare_learned(learned_encoder="rnn", progress=False)
     with pytest.raises(ValueError, match="lam_dec_grid"):
         exp.run_compare_learned(lam_dec_grid=(-1.0,), progress=False)
+
+
+def test_fashion_mnist_absent_falls_back_to_digits(tmp_path):
+    ds, requested, note = exp._load("fashion_mnist", tmp_path)  # an empty directory
+    assert ds.name == "digits" and requested == "fashion_mnist"
+    assert "Fashion-MNIST not found" in note and str(tmp_path) in note
+    with pytest.raises(gcc.data.DatasetNotFoundError):
+        exp._load("mnist", tmp_path)  # only Fashion-MNIST falls back

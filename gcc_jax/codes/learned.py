@@ -489,6 +489,17 @@ def train_learned_code(
 
     Raises:
         ValueError: bad sizes or hyper-parameters.
+
+    Example:
+        >>> import numpy as np, jax.numpy as jnp, gcc_jax as gcc
+        >>> from gcc_jax.data import load_digits
+        >>> lin = lambda p, x: p @ jnp.ravel(x)
+        >>> w = jnp.asarray(np.random.default_rng(0).normal(size=(10, 64)), jnp.float32)
+        >>> tc = gcc.train_learned_code(lin, w, load_digits().x_train, num_inputs=2,
+        ...                             encoder_hidden=(32,), epochs=2, use_cache=False,
+        ...                             progress=False)
+        >>> tc.code.num_workers, tc.train_losses[-1] < tc.train_losses[0]
+        (3, True)
     """
     from ..training import cached_fit, fit, tree_fingerprint
 

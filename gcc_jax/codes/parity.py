@@ -433,6 +433,17 @@ def train_parity_model(
 
     Raises:
         ValueError: bad sizes or hyper-parameters, an encoder that cannot take the inputs.
+
+    Example:
+        >>> import numpy as np, jax.numpy as jnp, gcc_jax as gcc
+        >>> from gcc_jax.data import load_digits
+        >>> lin = lambda p, x: p @ jnp.ravel(x)      # a linear base model: F_P = F is exact
+        >>> w = jnp.asarray(np.random.default_rng(0).normal(size=(10, 64)), jnp.float32)
+        >>> tc = gcc.train_parity_model(lin, w, load_digits().x_train, num_inputs=2,
+        ...                             init_params=jnp.zeros_like(w), epochs=2, lr=1e-2,
+        ...                             use_cache=False, progress=False)
+        >>> tc.code.num_workers, tc.train_losses[-1] < tc.train_losses[0]
+        (3, True)
     """
     from ..training import cached_fit, fit, tree_fingerprint
 
