@@ -40,8 +40,8 @@ class FitResult(NamedTuple):
         params: the trained parameters.
         opt_state: the final optimiser state.
         train_losses: mean training loss of each epoch, ``(epochs,)``.
-        val_accuracies: validation accuracy after each epoch, ``(epochs,)`` (empty without
-            validation data).
+        val_accuracies: validation accuracy after each epoch, ``(epochs,)`` (the values of
+            ``validate`` when given; empty without validation data).
         num_steps: number of optimiser steps taken.
     """
 
