@@ -15,6 +15,7 @@ from ._select import default_lam_grid as default_lam_grid
 from ._select import gcv_lam_dec as gcv_lam_dec
 from ._select import gcv_score as gcv_score
 from ._stragglers import StragglerModel as StragglerModel
+from ._tune import TUNE_SEARCH as TUNE_SEARCH
 from ._tune import GridResult as GridResult
 from ._tune import TuneHistory as TuneHistory
 from ._tune import TuneResult as TuneResult

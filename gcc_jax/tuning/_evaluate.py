@@ -151,16 +151,21 @@ def summarise(
     *,
     key: PRNGKeyArray,
     search: dict,
+    candidates: np.ndarray | None = None,
 ) -> Evaluation:
     """Mean over ``masks`` (random models) or the worst-case search (``worst``)."""
     n = masks.shape[1]
     if model.kind == "worst":
         wc = _search(ev, n, model.stragglers, key=key, **search)
-        if not np.isfinite(wc.loss):
+        loss, mask, count = wc.loss, np.asarray(wc.mask), int(wc.num_evaluated)
+        if candidates is not None and len(candidates):
+            extra, _ = ev(np.asarray(candidates, bool))
+            count += len(candidates)
+            if np.max(extra) > loss:
+                loss, mask = float(np.max(extra)), np.asarray(candidates)[int(np.argmax(extra))]
+        if not np.isfinite(loss):
             raise GCCValueError(f"a worst-case pattern could not be decoded (status {wc.status})")
-        return Evaluation(
-            float(wc.loss), 0.0, 0, int(wc.num_evaluated), np.asarray(wc.mask), wc.exhaustive
-        )
+        return Evaluation(float(loss), 0.0, 0, count, mask, wc.exhaustive)
     loss, status = ev.raw(masks)
     too_few = status == int(Status.TOO_FEW_LIVE)
     ok = status == 0
@@ -186,6 +191,7 @@ def evaluate(
     num_masks: int = 256,
     select_lam_dec: Callable | None = None,
     search: dict | None = None,
+    candidates: Bool[ArrayLike, "c n"] | None = None,
     chunk_size: int = 256,
 ) -> Evaluation:
     """The loss of ``code`` on jobs ``x`` under ``straggler_model`` (held-out evaluation).
@@ -208,6 +214,9 @@ def evaluate(
             :func:`gcv_lam_dec`; each job and pattern is then decoded with its own ``λ_dec``
             (SplineCode only).
         search: worst-case search settings (keys of :data:`DEFAULT_SEARCH`).
+        candidates: ``worst`` only: extra patterns ``(C, N)`` (exactly ``S`` stragglers each)
+            decoded besides the search, e.g. the worst patterns found for other codes; the
+            result is the largest loss over both.
         chunk_size: patterns decoded per compiled call.
 
     Returns:
@@ -237,6 +246,21 @@ def evaluate(
     search = DEFAULT_SEARCH | dict(search or {})
     k_masks, k_search = jr.split(key)
     masks = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
+    if select_lam_dec is not None:  # per-job λ choices: memory grows with jobs × grid
+        chunk_size = min(chunk_size, 32)
     chunk = search_chunk(n, straggler_model, search, chunk_size, num_masks)
     ev = make_evaluator(code, f, xs, chunk=chunk, select=select_lam_dec)
-    return summarise(ev, straggler_model, masks, key=k_search, search=search)
+    if candidates is not None:
+        candidates = np.asarray(candidates)
+        if (
+            candidates.dtype != np.bool_
+            or candidates.ndim != 2
+            or candidates.shape[1] != n
+            or np.any((~candidates).sum(axis=1) != straggler_model.stragglers)
+        ):
+            raise ValueError(
+                f"`candidates` must be boolean (C, {n}) patterns with exactly "
+                f"{straggler_model.stragglers} stragglers each; got {candidates.dtype} "
+                f"{candidates.shape}"
+            )
+    return summarise(ev, straggler_model, masks, key=k_search, search=search, candidates=candidates)

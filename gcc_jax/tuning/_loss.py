@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -9,8 +11,10 @@ import jax
 import jax.numpy as jnp
 
 from .._pipeline import _check_masks
-from .._status import Status
+from .._spline import smoother_matrix_with_status
+from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, Int
+from ..codes import Decoded, SplineCode
 from ._params import SplineParams
 
 __all__ = ["expected_loss", "as_code"]
@@ -52,8 +56,28 @@ def mask_losses(
     arithmetic, so gradients stay finite); :func:`reduce_losses` accounts for it.
     """
 
+    n = yt.shape[0]
+    columns = math.prod(yt.shape[1:])
+    by_matrix = isinstance(code, SplineCode) and columns > n
+
+    def decode(mask):
+        if not by_matrix:
+            return code.decode_with_status(yt, mask)
+        # Many right-hand sides (jobs × outputs): one solve for the (K, N) decoder matrix and a
+        # matmul is cheaper than a solve with every column; the decoder is linear, so the value
+        # is the same.
+        y_flat = yt.reshape(n, columns)
+        d, status = smoother_matrix_with_status(
+            code.beta, code.alpha, code.lam_dec, mask, solver=code.solver
+        )
+        finite = jnp.all(jnp.isfinite(y_flat), axis=1)
+        status = status | combine((jnp.any(mask & ~finite), Status.NONFINITE_DATA))
+        safe = jnp.where(mask[:, None] & finite[:, None], y_flat, 0.0)
+        d = jnp.where(status == 0, d, 0.0)
+        return Decoded((d @ safe).reshape((d.shape[0], *yt.shape[1:])), status)
+
     def one(mask):
-        dec = code.decode_with_status(yt, mask)
+        dec = decode(mask)
         ok = dec.status == 0
         err = jnp.where(ok, dec.value - fx, 0.0).reshape(-1)
         return jnp.sum(err * err) / (fx.shape[0] * fx.shape[1]), dec.status
@@ -61,23 +85,21 @@ def mask_losses(
     return jax.vmap(one)(masks)
 
 
-def reduce_losses(losses: Array, status: Array, reduce: str) -> Float[Array, ""]:
-    """Mean (or max) of the per-pattern losses over the decodable patterns.
+def reduce_losses(losses: Array, status: Array, use_max) -> Float[Array, ""]:
+    """Mean (or, where ``use_max``, max) of the per-pattern losses over the decodable patterns.
 
     Patterns with too few live workers (:attr:`Status.TOO_FEW_LIVE`, possible with iid
     stragglers) are left out, as a master would have to wait for them; any other failure (a
     non-finite worker output, a failed solve) makes the result NaN. NaN too when no pattern is
-    decodable.
+    decodable. ``use_max`` may be traced: both reductions share one compilation.
     """
     skip = status == int(Status.TOO_FEW_LIVE)
     ok = status == 0
     other = jnp.any(~ok & ~skip)
-    if reduce == "mean":
-        count = jnp.sum(ok)
-        value = jnp.sum(jnp.where(ok, losses, 0.0)) / jnp.maximum(count, 1)
-    else:
-        count = jnp.sum(ok)
-        value = jnp.max(jnp.where(ok, losses, -jnp.inf))
+    count = jnp.sum(ok)
+    mean = jnp.sum(jnp.where(ok, losses, 0.0)) / jnp.maximum(count, 1)
+    worst = jnp.max(jnp.where(ok, losses, -jnp.inf))
+    value = jnp.where(use_max, worst, mean)
     return jnp.where(other | (count == 0), jnp.nan, value)
 
 
@@ -135,8 +157,14 @@ def expected_loss(
             f"`x` must have shape ({code.num_inputs}, ...), one row per input; got {x.shape}"
         )
     masks = jnp.asarray(_check_masks(masks, code.num_workers))
+    return _expected_loss(params, f, x, masks, jnp.asarray(reduce == "max"))
+
+
+@functools.partial(jax.jit, static_argnames="f")
+def _expected_loss(params, f, x, masks, use_max):
+    """Compiled once per ``f`` and shapes; inlined under an outer jit or grad."""
+    code = as_code(params)
     xs = x[None]
     yt = worker_outputs(code, f, xs)
-    fx = targets(f, xs)
-    losses, status = mask_losses(code, yt, fx, masks)
-    return reduce_losses(losses, status, reduce)
+    losses, status = mask_losses(code, yt, targets(f, xs), masks)
+    return reduce_losses(losses, status, use_max)

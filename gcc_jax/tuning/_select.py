@@ -24,6 +24,7 @@ search in ``log λ`` between its two grid neighbours (``refine`` steps), all wit
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -178,6 +179,29 @@ def _minimise(score_fn, grid: Array, refine: int) -> LamChoice:
     return LamChoice(lam, score, status)
 
 
+# Compiled cores: one compilation per shape and static setting; inlined under an outer jit/vmap.
+
+
+@functools.partial(jax.jit, static_argnames="solver")
+def _gcv_jit(beta, y_flat, mask, lam, *, solver):
+    return _gcv(beta, solver, y_flat, mask, lam)
+
+
+@functools.partial(jax.jit, static_argnames=("solver", "folds"))
+def _cv_jit(beta, y_flat, mask, lam, *, solver, folds):
+    return _cv(beta, solver, y_flat, mask, lam, folds)
+
+
+@functools.partial(jax.jit, static_argnames=("solver", "refine"))
+def _gcv_choice(beta, y_flat, mask, grid, *, solver, refine):
+    return _minimise(lambda lam: _gcv(beta, solver, y_flat, mask, lam), grid, refine)
+
+
+@functools.partial(jax.jit, static_argnames=("solver", "refine", "folds"))
+def _cv_choice(beta, y_flat, mask, grid, *, solver, refine, folds):
+    return _minimise(lambda lam: _cv(beta, solver, y_flat, mask, lam, folds), grid, refine)
+
+
 def _grid(grid: ArrayLike | None, dtype) -> Array:
     grid = default_lam_grid(dtype) if grid is None else jnp.asarray(grid, dtype)
     if grid.ndim != 1 or grid.shape[0] < 1:
@@ -214,7 +238,7 @@ def gcv_score(
     """
     code, y_flat, mask = _prepare(code, y, mask)
     lam = jnp.asarray(lam, y_flat.dtype)
-    return _gcv(code.beta, code.solver, y_flat, mask, lam)[0]
+    return _gcv_jit(code.beta, y_flat, mask, lam, solver=code.solver)[0]
 
 
 def cv_score(
@@ -233,7 +257,7 @@ def cv_score(
     code, y_flat, mask = _prepare(code, y, mask)
     folds = _check_folds(folds)
     lam = jnp.asarray(lam, y_flat.dtype)
-    return _cv(code.beta, code.solver, y_flat, mask, lam, folds)[0]
+    return _cv_jit(code.beta, y_flat, mask, lam, solver=code.solver, folds=folds)[0]
 
 
 def _check_folds(folds: int) -> int:
@@ -279,7 +303,7 @@ def gcv_lam_dec(
     code, y_flat, mask = _prepare(code, y, mask)
     grid = _grid(grid, y_flat.dtype)
     refine = _check_refine(refine)
-    return _minimise(lambda lam: _gcv(code.beta, code.solver, y_flat, mask, lam), grid, refine)
+    return _gcv_choice(code.beta, y_flat, mask, grid, solver=code.solver, refine=refine)
 
 
 def cv_lam_dec(
@@ -309,6 +333,4 @@ def cv_lam_dec(
     grid = _grid(grid, y_flat.dtype)
     refine = _check_refine(refine)
     folds = _check_folds(folds)
-    return _minimise(
-        lambda lam: _cv(code.beta, code.solver, y_flat, mask, lam, folds), grid, refine
-    )
+    return _cv_choice(code.beta, y_flat, mask, grid, solver=code.solver, refine=refine, folds=folds)

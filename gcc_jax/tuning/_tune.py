@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -39,6 +40,9 @@ __all__ = [
     "grid_search",
 ]
 
+#: the (lighter) worst-case search of :func:`tune`'s adversarial pool and validation
+TUNE_SEARCH = dict(max_exhaustive=2_000, restarts=4, proposals=64, max_iters=10, patience=2)
+
 _LEAVES = {
     "lam_enc": "log_lam_enc",
     "lam_dec": "log_lam_dec",
@@ -47,12 +51,14 @@ _LEAVES = {
 }
 
 
+@functools.lru_cache(maxsize=16)
 def default_optimizer(lam_lr: float = 0.1, node_lr: float = 0.01) -> optax.GradientTransformation:
     """Adam with one learning rate for ``log λ`` and a smaller one for the node gap logits.
 
     ``log λ`` typically travels several units (λ spans decades), while a node logit step of
     ``node_lr`` changes a gap by about ``node_lr · 100`` percent; one rate for both is either
-    slow for λ or rough for the nodes.
+    slow for λ or rough for the nodes. Cached: equal arguments return the same object, so
+    repeated :func:`tune` calls reuse the compiled step.
     """
     labels = SplineParams(
         log_lam_enc="lam", log_lam_dec="lam", alpha_logits="nodes", beta_logits="nodes"
@@ -135,27 +141,39 @@ def _split_jobs(x, x_val, val_fraction, key, code):
     return xs[np.sort(perm[n_val:])], xs[np.sort(perm[:n_val])]
 
 
-def _freeze(tree: SplineParams, frozen: tuple[str, ...]) -> SplineParams:
+def _group_mask(params: SplineParams, trainable: tuple[str, ...]) -> SplineParams:
+    """1.0 on the leaves of the trainable groups, 0.0 elsewhere (an array pytree like params)."""
     return dataclasses.replace(
-        tree, **{_LEAVES[g]: jnp.zeros_like(getattr(tree, _LEAVES[g])) for g in frozen}
+        params,
+        **{
+            leaf: jnp.full_like(getattr(params, leaf), 1.0 if group in trainable else 0.0)
+            for group, leaf in _LEAVES.items()
+        },
     )
 
 
-def _make_step(f, optimizer, reduce: str, frozen: tuple[str, ...]):
-    """The jitted ``step(params, opt_state, xs, fx, masks) -> (params, opt_state, loss)``."""
+@functools.lru_cache(maxsize=32)
+def _make_step(f, optimizer):
+    """The jitted ``step(params, state, group_mask, use_max, xs, fx, masks) -> (params, state,
+    loss)``.
 
-    def loss_fn(params, xs, fx, masks):
+    Cached per ``(f, optimizer)``; which groups train (``group_mask``) and whether patterns are
+    averaged or maximised (``use_max``) are data, so all tuning runs of one ``f`` with equal
+    shapes share one compilation.
+    """
+
+    def loss_fn(params, use_max, xs, fx, masks):
         code = params.to_code()
         yt = worker_outputs(code, f, xs)
         losses, status = mask_losses(code, yt, fx, masks)
-        return reduce_losses(losses, status, reduce)
+        return reduce_losses(losses, status, use_max)
 
     @jax.jit
-    def step(params, opt_state, xs, fx, masks):
-        loss, grads = jax.value_and_grad(loss_fn)(params, xs, fx, masks)
-        grads = _freeze(grads, frozen)
+    def step(params, opt_state, group_mask, use_max, xs, fx, masks):
+        loss, grads = jax.value_and_grad(loss_fn)(params, use_max, xs, fx, masks)
+        grads = jax.tree.map(jnp.multiply, grads, group_mask)
         updates, new_state = optimizer.update(grads, opt_state, params)
-        updates = _freeze(updates, frozen)
+        updates = jax.tree.map(jnp.multiply, updates, group_mask)
         new_params = optax.apply_updates(params, updates)
         finite = jnp.isfinite(loss) & jnp.all(
             jnp.stack([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)])
@@ -236,7 +254,8 @@ def tune(
         pin_beta: keep the worker nodes' ends at ``±1`` (default: if they start there).
         adversarial: size of the pool of searched worst-case patterns (``worst`` only).
         refresh_every: steps between worst-case searches (``worst`` only).
-        search: worst-case search settings (:data:`DEFAULT_SEARCH` keys).
+        search: worst-case search settings of the pool refreshes and the validations
+            (default :data:`TUNE_SEARCH`, lighter than :func:`evaluate`'s).
         progress: show a progress bar.
 
     Returns:
@@ -265,7 +284,6 @@ def tune(
     unknown = [g for g in trainable if g not in GROUPS]
     if unknown or not trainable:
         raise ValueError(f"`trainable` must be a non-empty subset of {GROUPS}; got {trainable}")
-    frozen = tuple(g for g in GROUPS if g not in trainable)
     steps = _check_int(steps, "steps", 0)
     for name, value, lo in (
         ("num_masks", num_masks, 1),
@@ -280,7 +298,7 @@ def tune(
     n = code.num_workers
     straggler_model.check(n)
     optimizer = default_optimizer() if optimizer is None else optimizer
-    search = DEFAULT_SEARCH | dict(search or {})
+    search = TUNE_SEARCH | dict(search or {})
     k_split, k_val, k_run = jr.split(key, 3)
     xs_train, xs_val = _split_jobs(x_train, x_val, val_fraction, k_split, code)
     b_train = xs_train.shape[0]
@@ -318,7 +336,9 @@ def tune(
         pool[pool_next % adversarial] = wc.mask
         pool_next += 1
 
-    step = _make_step(f, optimizer, straggler_model.reduce, frozen)
+    step = _make_step(f, optimizer)
+    use_max = jnp.asarray(straggler_model.reduce == "max")
+    group_mask = _group_mask(params, trainable)
     opt_state = optimizer.init(params)
 
     best_params, best_step = params, 0
@@ -350,7 +370,9 @@ def tune(
             xb, fb = xs_train[pick], fx_train[:, pick]
         else:
             xb, fb = xs_train, fx_train
-        params, opt_state, loss = step(params, opt_state, xb, fb, jnp.asarray(masks))
+        params, opt_state, loss = step(
+            params, opt_state, group_mask, use_max, xb, fb, jnp.asarray(masks)
+        )
         train_losses.append(float(loss))
         done = i + 1
         if done % eval_every == 0 or done == steps:
