@@ -520,6 +520,58 @@ def _cmd_compare_learned(args) -> int:
     return 0
 
 
+def _add_tune_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "tune",
+        help="choose GCC's λs and nodes: defaults vs grid CV vs GCV vs gradient tuning",
+        description="For x·sin(x), a smooth map R²→R³ and LeNet-5 on the digits, and for "
+        "worst-case and iid stragglers: held-out loss of GCC with default λs, grid-CV λs, "
+        "per-pattern GCV and CV choices of λ_dec, Adam-tuned λs and Adam-tuned λs and nodes "
+        "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
+        "patterns. Writes tune.json, tune.txt and tune.png into --out.",
+    )
+    p.add_argument(
+        "--workloads",
+        type=_str_list,
+        default=("xsinx", "vector_map", "lenet5"),
+        help="comma-separated workloads (default xsinx,vector_map,lenet5)",
+    )
+    p.add_argument(
+        "--regimes", type=_str_list, default=("worst", "iid"), help="worst,iid (default both)"
+    )
+    p.add_argument("--steps", type=int, default=None, help="maximum tuning steps (300)")
+    p.add_argument("--toy", action="store_true", help="tiny sizes (also with GCC_JAX_TOY=1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="gcc-results", help="output folder (default ./gcc-results)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=_cmd_tune)
+
+
+def _cmd_tune(args) -> int:
+    import os
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # smoothing with λ > 0 needs float64
+    from .experiments.tune import format_tune_table, run_tune, save_tune
+
+    if args.steps is not None and args.steps < 0:
+        raise SystemExit("gcc-jax tune: --steps must be >= 0")
+    toy = args.toy or os.environ.get("GCC_JAX_TOY", "") not in ("", "0")
+    result = run_tune(
+        workloads=args.workloads,
+        regimes=args.regimes,
+        toy=toy,
+        steps=args.steps,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+    print(format_tune_table(result))
+    paths = save_tune(result, args.out)
+    print("wrote " + ", ".join(str(v) for v in paths.values()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gcc-jax", description="General coded computing in JAX (GCC and its rivals)."
@@ -531,6 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_poly_parser(subparsers)
     _add_serve_bench_parser(subparsers)
     _add_compare_learned_parser(subparsers)
+    _add_tune_parser(subparsers)
     return parser
 
 

@@ -267,9 +267,11 @@ def jobs():
 
 def test_evaluate_random_matches_a_loop(code, jobs):
     model = StragglerModel.iid(0.2)
-    res = tuning.evaluate(code, xsinx, jobs, key=jax.random.key(4), straggler_model=model)
+    res = tuning.evaluate(
+        code, xsinx, jobs, key=jax.random.key(4), straggler_model=model, num_masks=64
+    )
     k_masks, _ = jax.random.split(jax.random.key(4))
-    ms = np.asarray(model.sample(k_masks, N, num=256))
+    ms = np.asarray(model.sample(k_masks, N, num=64))
     per = np.stack(
         [gcc.monte_carlo_loss(code, xsinx, xj, ms, return_status=True).loss for xj in jobs]
     )

@@ -96,8 +96,7 @@ class TuneResult(NamedTuple):
 
     Attributes:
         code: the tuned code (the same type and solver as the input), taken at the step with
-            the lowest validation loss (possibly step 0: the input code itself, up to the λ
-            floor).
+            the lowest validation loss; the input code itself when no step improved on it.
         params: its :class:`SplineParams`.
         history: :class:`TuneHistory`.
         best_step: the step ``code`` was taken at.
@@ -402,8 +401,9 @@ def tune(
         lam_enc=lam[:, 0],
         lam_dec=lam[:, 1],
     )
+    # No step beat the input on validation: return the input itself (not its λ-floored copy).
     return TuneResult(
-        code=best_params.to_code(),
+        code=code if best_step == 0 else best_params.to_code(),
         params=best_params,
         history=history,
         best_step=best_step,

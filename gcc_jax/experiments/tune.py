@@ -1,0 +1,450 @@
+"""Choosing GCC's smoothing parameters and nodes: defaults, grid CV, GCV, gradient tuning.
+
+For each workload (a worker function ``f`` and a distribution of inputs) and each straggler
+regime (worst case with ``S`` stragglers; iid with probability ``p``) six ways of setting up a
+:class:`~gcc_jax.SplineCode` are compared on **held-out jobs** (inputs never used for tuning)
+and **held-out patterns** (a fresh key for the random patterns; a fresh worst-case search):
+
+* ``default`` — ``λ_enc = λ_dec = 0`` (natural interpolation: the noiseless theory's choice)
+  at the papers' nodes (Chebyshev-1 inputs, Chebyshev-2 workers);
+* ``grid-CV`` — the papers' procedure: ``(λ_enc, λ_dec)`` picked on a log grid by the loss on
+  the training jobs (:func:`gcc_jax.tuning.grid_search`);
+* ``GCV`` — ``λ_enc = 0``, and ``λ_dec`` chosen per pattern and job from the live workers'
+  outputs alone by generalised cross-validation (:func:`gcc_jax.tuning.gcv_lam_dec`);
+* ``CV`` — the same with 5-fold cross-validation over the live workers
+  (:func:`gcc_jax.tuning.cv_lam_dec`);
+* ``tuned λ`` — both λs tuned by Adam on the end-to-end loss (:func:`gcc_jax.tuning.tune`),
+  starting from the grid-CV choice (from λ = 0 the log-λ gradient ``λ ∂L/∂λ`` vanishes);
+* ``tuned λ+nodes`` — the λs and the node positions of ``alpha`` and ``beta`` tuned together,
+  from the same start.
+
+The loss is the paper's ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` averaged over the held-out jobs; a
+random regime averages it over patterns, the worst case takes the largest over patterns of
+exactly ``S`` stragglers — all ``C(N, S)`` when few, otherwise the contiguous blocks plus a local
+search (:func:`gcc_jax.worst_case_mask`'s), which gives a lower bound; the per-pattern rules (GCV,
+CV) are searched more lightly, starting also from the worst patterns found for the other codes.
+
+Workloads: the papers' ``x·sin(x)`` (scalar inputs ``U(−3, 3)``), a smooth map ℝ² → ℝ³
+(:func:`gcc_jax.experiments.rates.vector_map`, inputs ``U(−1, 1)²``) and LeNet-5 on the 8x8
+digits (the worker returns the softmax vector; trained once through the checkpoint cache; jobs
+of training images for tuning, of test images for evaluation; the code acts on the flattened
+images). Everything runs in float64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..codes import SplineCode
+from ..tuning import (
+    StragglerModel,
+    cv_lam_dec,
+    evaluate,
+    gcv_lam_dec,
+    grid_search,
+    tune,
+)
+from .rates import vector_map, xsinx
+
+__all__ = [
+    "METHODS",
+    "WORKLOADS",
+    "Workload",
+    "toy_config",
+    "run_tune",
+    "format_tune_table",
+    "plot_tune",
+    "save_tune",
+]
+
+METHODS = ("default", "grid-CV", "GCV", "CV", "tuned λ", "tuned λ+nodes")
+REGIMES = ("worst", "iid")
+WORKLOADS = ("xsinx", "vector_map", "lenet5")
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """Sizes of one workload: ``K`` inputs per job, ``N`` workers, ``S`` worst-case stragglers,
+    iid probability ``p``, and the numbers of training and held-out jobs."""
+
+    name: str
+    num_inputs: int
+    num_workers: int
+    stragglers: int
+    p: float
+    train_jobs: int
+    test_jobs: int
+    jobs_per_step: int | None = None
+
+
+FULL = {
+    "xsinx": Workload("xsinx", 10, 40, 4, 0.1, 64, 128),
+    "vector_map": Workload("vector_map", 10, 40, 4, 0.1, 64, 128),
+    "lenet5": Workload("lenet5", 30, 60, 10, 0.1, 40, 12, jobs_per_step=8),
+}
+TOY = {
+    "xsinx": Workload("xsinx", 5, 16, 2, 0.15, 10, 3),
+    "vector_map": Workload("vector_map", 5, 16, 2, 0.15, 10, 3),
+    "lenet5": Workload("lenet5", 5, 16, 2, 0.15, 10, 3),
+}
+
+#: tuning settings of a full run and of a toy run
+FULL_TUNE = dict(steps=300, eval_every=10, patience=8, num_masks=32, val_masks=256)
+TOY_TUNE = dict(steps=8, eval_every=4, patience=2, num_masks=15, val_masks=64)
+#: grid-CV grids (``None``: :func:`gcc_jax.tuning.grid_search`'s defaults)
+FULL_GRID = dict(lam_enc_grid=None, lam_dec_grid=None)
+TOY_GRID = dict(lam_enc_grid=(0.0, 1e-8, 1e-6, 1e-4), lam_dec_grid=(0.0, 1e-8, 1e-6, 1e-4, 1e-2))
+#: evaluation settings: random patterns per held-out evaluation; the light search of the rules
+FULL_EVAL = dict(num_masks=512, rule_search=dict(restarts=2, proposals=32, max_iters=5))
+TOY_EVAL = dict(num_masks=64, rule_search=dict(restarts=2, proposals=16, max_iters=2))
+
+
+def toy_config() -> bool:
+    """True when ``GCC_JAX_TOY=1`` (tests and notebooks run at toy sizes)."""
+    return os.environ.get("GCC_JAX_TOY") == "1"
+
+
+def _lenet_worker(toy: bool, progress: bool) -> tuple[Callable, np.ndarray, np.ndarray, float]:
+    """LeNet-5 on digits (cached): the worker function, train and test images, test accuracy."""
+    from ..data import load_digits
+    from ..training import train_classifier
+
+    ds = load_digits()
+    tm = train_classifier("lenet5", ds, epochs=2 if toy else 10, progress=progress)
+    return tm.worker_fn(), ds.x_train, ds.x_test, float(tm.test_accuracy)
+
+
+def _inputs(name: str, w: Workload, key, toy: bool, progress: bool):
+    """``(f, x_train, x_test, info)``: jobs of shape ``(B, K, ...)`` in float64."""
+    k_train, k_test = jax.random.split(key)
+    if name in ("xsinx", "vector_map"):
+        f, dim, half = (xsinx, 1, 3.0) if name == "xsinx" else (vector_map, 2, 1.0)
+        shape = (w.num_inputs, dim)
+        x_train = jax.random.uniform(k_train, (w.train_jobs, *shape), minval=-half, maxval=half)
+        x_test = jax.random.uniform(k_test, (w.test_jobs, *shape), minval=-half, maxval=half)
+        return f, x_train, x_test, {}
+    f, img_train, img_test, acc = _lenet_worker(toy, progress)
+    k = w.num_inputs
+    for split, imgs, jobs in (("train", img_train, w.train_jobs), ("test", img_test, w.test_jobs)):
+        if jobs * k > imgs.shape[0]:
+            raise ValueError(
+                f"lenet5: {jobs} {split} jobs of K={k} need {jobs * k} images; the digits "
+                f"{split} split has {imgs.shape[0]}"
+            )
+    pick_train = np.asarray(jax.random.permutation(k_train, img_train.shape[0]))
+    pick_test = np.asarray(jax.random.permutation(k_test, img_test.shape[0]))
+    x_train = img_train[pick_train[: w.train_jobs * k]].reshape(w.train_jobs, k, 8, 8, 1)
+    x_test = img_test[pick_test[: w.test_jobs * k]].reshape(w.test_jobs, k, 8, 8, 1)
+    info = dict(model="lenet5", dataset="digits", test_accuracy=acc)
+    return f, jnp.asarray(x_train, jnp.float64), jnp.asarray(x_test, jnp.float64), info
+
+
+#: the per-pattern rules: λ_dec on a log grid (GCV: 4 points per decade; CV, five refits per
+#: point: 2 per decade) from 1e-12 to 1, without golden-section refinement — so the smoother
+#: matrices of a pattern are shared by all jobs (one object each: one compilation per shape)
+GCV_GRID = np.logspace(-12, 0, 49)
+CV_GRID = np.logspace(-12, 0, 25)
+RULES: dict[str, Callable] = {
+    "GCV": functools.partial(gcv_lam_dec, grid=GCV_GRID, refine=0),
+    "CV": functools.partial(cv_lam_dec, grid=CV_GRID, refine=0, folds=5),
+}
+
+
+def run_tune(
+    *,
+    workloads: Sequence[str] = WORKLOADS,
+    regimes: Sequence[str] = REGIMES,
+    toy: bool | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict:
+    """Compare the six methods of the module docstring on held-out jobs and patterns.
+
+    Args:
+        workloads: names from :data:`WORKLOADS`.
+        regimes: ``"worst"`` and/or ``"iid"``.
+        toy: tiny sizes (seconds); default: ``GCC_JAX_TOY=1``.
+        steps: maximum tuning steps (default 300; 8 at toy sizes).
+        seed: seeds the inputs, the patterns and the searches.
+        progress: progress bars and one line per method.
+
+    Returns:
+        A JSON-ready dict: configuration, ``rows`` (one per workload, regime and method, with the
+        held-out loss, the chosen λs and the seconds spent) and ``summary`` (the tuned codes'
+        held-out loss relative to grid-CV).
+    """
+    toy = toy_config() if toy is None else bool(toy)
+    for name in workloads:
+        if name not in WORKLOADS:
+            raise ValueError(f"unknown workload {name!r}; choose from {WORKLOADS}")
+    for regime in regimes:
+        if regime not in REGIMES:
+            raise ValueError(f"unknown regime {regime!r}; choose from {REGIMES}")
+    if not jax.config.jax_enable_x64:
+        warnings.warn(
+            "run_tune in float32: smoothing with λ > 0 is inaccurate on clustered nodes; enable "
+            'x64 (jax.config.update("jax_enable_x64", True))',
+            stacklevel=2,
+        )
+    sizes = TOY if toy else FULL
+    tcfg = dict(TOY_TUNE if toy else FULL_TUNE)
+    if steps is not None:
+        tcfg["steps"] = int(steps)
+    ecfg = TOY_EVAL if toy else FULL_EVAL
+    gcfg = TOY_GRID if toy else FULL_GRID
+    rules = RULES
+    key = jax.random.key(seed)
+    rows, infos = [], {}
+    for wi, name in enumerate(workloads):
+        w = sizes[name]
+        k_w = jax.random.fold_in(key, wi)
+        f, x_train, x_test, info = _inputs(name, w, k_w, toy, progress)
+        infos[name] = dataclasses.asdict(w) | info
+        code0 = SplineCode.chebyshev(num_inputs=w.num_inputs, num_workers=w.num_workers)
+        for ri, regime in enumerate(regimes):
+            model = (
+                StragglerModel.worst(w.stragglers) if regime == "worst" else StragglerModel.iid(w.p)
+            )
+            k_r = jax.random.fold_in(jax.random.fold_in(k_w, 100), ri)
+            k_grid, k_tune, k_test = jax.random.split(k_r, 3)
+            # Tuning sees x_train only; every evaluation below uses x_test and k_test.
+            codes, meta = {"default": code0}, {"default": dict(seconds=0.0)}
+            t0 = time.perf_counter()
+            grid = grid_search(
+                code0,
+                f,
+                x_train,
+                key=k_grid,
+                straggler_model=model,
+                progress=progress,
+                num_masks=tcfg["val_masks"],
+                **gcfg,
+            )
+            codes["grid-CV"] = grid.code
+            meta["grid-CV"] = dict(seconds=time.perf_counter() - t0, train_loss=grid.loss)
+            # iid steps draw as many patterns as a worst-case step decodes (blocks, random,
+            # searched pool), so both regimes of a workload share one compiled step
+            adversarial = 2 if toy else 8
+            n_masks = tcfg["num_masks"]
+            if regime == "iid":
+                n_masks += w.num_workers - w.stragglers + 1 + adversarial
+            for method, trainable in (
+                ("tuned λ", ("lam_enc", "lam_dec")),
+                ("tuned λ+nodes", ("lam_enc", "lam_dec", "alpha", "beta")),
+            ):
+                t0 = time.perf_counter()
+                res = tune(
+                    grid.code,
+                    f,
+                    x_train,
+                    key=k_tune,
+                    straggler_model=model,
+                    trainable=trainable,
+                    steps=tcfg["steps"],
+                    eval_every=tcfg["eval_every"],
+                    patience=tcfg["patience"],
+                    num_masks=n_masks,
+                    val_masks=tcfg["val_masks"],
+                    jobs_per_step=w.jobs_per_step,
+                    adversarial=adversarial,
+                    progress=progress,
+                )
+                codes[method] = res.code
+                meta[method] = dict(
+                    seconds=time.perf_counter() - t0,
+                    best_step=res.best_step,
+                    steps_run=int(res.history.train_loss.size),
+                    initial_val_loss=res.initial_val_loss,
+                    best_val_loss=res.best_val_loss,
+                    stopped_early=res.stopped_early,
+                    val_step=res.history.val_step.tolist(),
+                    val_loss=res.history.val_loss.tolist(),
+                    alpha=np.asarray(res.code.alpha).tolist(),
+                    beta=np.asarray(res.code.beta).tolist(),
+                )
+            found = []
+            results = {}
+            for method, code in codes.items():
+                t0 = time.perf_counter()
+                ev = evaluate(
+                    code, f, x_test, key=k_test, straggler_model=model, num_masks=ecfg["num_masks"]
+                )
+                results[method] = (ev, time.perf_counter() - t0)
+                if ev.worst_mask is not None:
+                    found.append(ev.worst_mask)
+            for method, select in rules.items():
+                t0 = time.perf_counter()
+                ev = evaluate(
+                    code0,
+                    f,
+                    x_test,
+                    key=k_test,
+                    straggler_model=model,
+                    num_masks=ecfg["num_masks"],
+                    select_lam_dec=select,
+                    search=ecfg["rule_search"],
+                    candidates=np.stack(found) if found else None,
+                )
+                results[method] = (ev, time.perf_counter() - t0)
+                codes[method] = code0
+                meta[method] = dict(seconds=0.0, lam_dec_rule=method)
+            for method in METHODS:
+                ev, seconds = results[method]
+                code = codes[method]
+                rows.append(
+                    dict(
+                        workload=name,
+                        regime=regime,
+                        method=method,
+                        stragglers=model.describe(),
+                        loss=ev.loss,
+                        ci95=ev.ci95,
+                        failed=ev.failed,
+                        patterns=ev.num_patterns,
+                        exhaustive=bool(ev.exhaustive),
+                        lam_enc=float(code.lam_enc),
+                        lam_dec=None if method in rules else float(code.lam_dec),
+                        eval_seconds=seconds,
+                    )
+                    | meta[method]
+                )
+                if progress:
+                    print(
+                        f"{name:>10} {regime:>5} {method:>14}: held-out loss {ev.loss:.4e}",
+                        flush=True,
+                    )
+    result = dict(
+        experiment="tune",
+        toy=toy,
+        workloads=infos,
+        regimes=list(regimes),
+        methods=list(METHODS),
+        tune=tcfg,
+        evaluation=dict(num_masks=ecfg["num_masks"], rule_search=ecfg["rule_search"]),
+        grid_cv=dict(
+            lam_enc=None if gcfg["lam_enc_grid"] is None else list(gcfg["lam_enc_grid"]),
+            lam_dec=None if gcfg["lam_dec_grid"] is None else list(gcfg["lam_dec_grid"]),
+        ),
+        gcv_grid=[float(GCV_GRID[0]), float(GCV_GRID[-1]), len(GCV_GRID)],
+        cv_grid=[float(CV_GRID[0]), float(CV_GRID[-1]), len(CV_GRID)],
+        seed=seed,
+        dtype=str(jnp.zeros(()).dtype),
+        jax_version=jax.__version__,
+        rows=rows,
+    )
+    result["summary"] = _summary(result)
+    return result
+
+
+def _loss(result: dict, workload: str, regime: str, method: str) -> float:
+    for r in result["rows"]:
+        if (r["workload"], r["regime"], r["method"]) == (workload, regime, method):
+            return r["loss"]
+    return float("nan")
+
+
+def _summary(result: dict) -> list[dict]:
+    """Held-out loss of each tuned code relative to grid-CV (ratio < 1: tuned is better)."""
+    out = []
+    for name in result["workloads"]:
+        for regime in result["regimes"]:
+            grid = _loss(result, name, regime, "grid-CV")
+            for method in ("tuned λ", "tuned λ+nodes"):
+                tuned = _loss(result, name, regime, method)
+                out.append(
+                    dict(
+                        workload=name,
+                        regime=regime,
+                        method=method,
+                        grid_cv=grid,
+                        tuned=tuned,
+                        ratio=tuned / grid,
+                        improvement_pct=100.0 * (1.0 - tuned / grid),
+                        not_worse=bool(tuned <= grid),
+                    )
+                )
+    return out
+
+
+def format_tune_table(result: dict) -> str:
+    """The table of held-out losses (rows: workload and regime; columns: methods)."""
+    width = 13
+    head = f"{'workload':>10} {'stragglers':>11} " + " ".join(f"{m:>{width}}" for m in METHODS)
+    lines = [
+        "Held-out loss (1/K) Σ‖f^ − f‖², mean over held-out jobs "
+        f"({'toy sizes' if result['toy'] else 'full sizes'}, {result['dtype']})",
+        head,
+    ]
+    for name in result["workloads"]:
+        for regime in result["regimes"]:
+            row = [r for r in result["rows"] if r["workload"] == name and r["regime"] == regime]
+            label = row[0]["stragglers"] if row else regime
+            vals = " ".join(f"{_loss(result, name, regime, m):>{width}.4e}" for m in METHODS)
+            lines.append(f"{name:>10} {label:>11} {vals}")
+    lines.append("\ntuned vs grid-CV on held-out data (ratio < 1: tuned better)")
+    for s in result["summary"]:
+        verdict = "better" if s["ratio"] < 1 else ("equal" if s["ratio"] == 1 else "WORSE")
+        lines.append(
+            f"  {s['workload']:>10} {s['regime']:>5} {s['method']:>14}: ratio {s['ratio']:.4f} "
+            f"({s['improvement_pct']:+.1f}% lower loss, {verdict})"
+        )
+    return "\n".join(lines)
+
+
+def plot_tune(result: dict, path: str | Path) -> Path:
+    """Bar charts of the held-out losses: one panel per workload and regime, log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result["workloads"])
+    regimes = result["regimes"]
+    fig, axes = plt.subplots(
+        len(names), len(regimes), figsize=(5.5 * len(regimes), 3.6 * len(names)), squeeze=False
+    )
+    colors = ["0.6", "C0", "C2", "C4", "C1", "C3"]
+    for i, name in enumerate(names):
+        for j, regime in enumerate(regimes):
+            ax = axes[i, j]
+            vals = np.array([_loss(result, name, regime, m) for m in METHODS])
+            ok = np.isfinite(vals) & (vals > 0)
+            ax.bar(np.arange(len(METHODS))[ok], vals[ok], color=np.array(colors)[ok])
+            ax.set_yscale("log")
+            ax.set_xticks(np.arange(len(METHODS)), METHODS, rotation=30, ha="right", fontsize=8)
+            row = [r for r in result["rows"] if r["workload"] == name and r["regime"] == regime]
+            ax.set_title(f"{name}: {row[0]['stragglers'] if row else regime}", fontsize=10)
+            ax.set_ylabel("held-out loss")
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+            grid = _loss(result, name, regime, "grid-CV")
+            if np.isfinite(grid):
+                ax.axhline(grid, color="C0", lw=0.8, ls="--")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def save_tune(result: dict, out: str | Path) -> dict[str, Path]:
+    """Write ``tune.json``, ``tune.txt`` and ``tune.png`` into the folder ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = dict(json=out / "tune.json", table=out / "tune.txt", plot=out / "tune.png")
+    paths["json"].write_text(json.dumps(result, indent=2))
+    paths["table"].write_text(format_tune_table(result) + "\n")
+    plot_tune(result, paths["plot"])
+    return paths

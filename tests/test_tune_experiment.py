@@ -1,0 +1,86 @@
+"""`gcc-jax tune` at toy sizes: structure, outputs, and held-out losses recomputed by loops."""
+
+import itertools
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import gcc_jax as gcc
+from gcc_jax.experiments import tune as exp
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return exp.run_tune(workloads=("xsinx",), toy=True, progress=False)
+
+
+def _row(result, regime, method):
+    (row,) = [r for r in result["rows"] if r["regime"] == regime and r["method"] == method]
+    return row
+
+
+def test_toy_run_structure_and_outputs(toy, tmp_path):
+    assert toy["toy"] and toy["regimes"] == ["worst", "iid"]
+    assert len(toy["rows"]) == 2 * len(exp.METHODS)
+    assert all(np.isfinite(r["loss"]) and r["loss"] > 0 for r in toy["rows"])
+    for regime in ("worst", "iid"):
+        for method in ("tuned λ", "tuned λ+nodes"):
+            row = _row(toy, regime, method)
+            # validated on held-out training jobs: never worse than its grid-CV start there
+            assert row["best_val_loss"] <= row["initial_val_loss"]
+            assert np.all(np.diff(row["beta"]) > 0) and row["beta"][0] == -1.0
+        assert _row(toy, regime, "GCV")["lam_dec"] is None  # chosen per pattern and job
+    nodes = _row(toy, "iid", "tuned λ")
+    assert nodes["beta"] == pytest.approx(np.asarray(gcc.chebyshev_nodes(16, kind=2)).tolist())
+    assert len(toy["summary"]) == 4
+    table = exp.format_tune_table(toy)
+    assert "grid-CV" in table and "tuned λ+nodes" in table and "ratio" in table
+    paths = exp.save_tune(toy, tmp_path)
+    assert json.loads(paths["json"].read_text())["experiment"] == "tune"
+    assert paths["plot"].stat().st_size > 1000
+
+
+def test_held_out_losses_match_loops(toy):
+    """Recompute the default and grid-CV rows on the held-out jobs with monte_carlo_loss."""
+    w = exp.TOY["xsinx"]
+    key = jax.random.key(toy["seed"])
+    k_w = jax.random.fold_in(key, 0)
+    f, _, x_test, _ = exp._inputs("xsinx", w, k_w, True, False)
+    for ri, regime in enumerate(("worst", "iid")):
+        k_r = jax.random.fold_in(jax.random.fold_in(k_w, 100), ri)
+        k_test = jax.random.split(k_r, 3)[2]
+        for method in ("default", "grid-CV"):
+            row = _row(toy, regime, method)
+            code = gcc.SplineCode.chebyshev(
+                num_inputs=w.num_inputs,
+                num_workers=w.num_workers,
+                lam_enc=row["lam_enc"],
+                lam_dec=row["lam_dec"],
+            )
+            if regime == "iid":
+                model = exp.StragglerModel.iid(w.p)
+                ms = np.asarray(model.sample(jax.random.split(k_test)[0], 16, num=64))
+                ok = ms.sum(1) >= 2
+                per = [gcc.monte_carlo_loss(code, f, xj, ms[ok]) for xj in x_test]
+                assert row["loss"] == pytest.approx(np.mean(per), rel=1e-9)
+            else:  # C(16, 2) = 120 patterns: the exact worst case
+                assert row["exhaustive"]
+                ms = np.ones((120, 16), bool)
+                for i, dead in enumerate(itertools.combinations(range(16), 2)):
+                    ms[i, list(dead)] = False
+                per = np.mean([gcc.monte_carlo_loss(code, f, xj, ms) for xj in x_test], axis=0)
+                assert row["loss"] == pytest.approx(per.max(), rel=1e-9)
+
+
+def test_cli_tune_toy(tmp_path, capsys):
+    from gcc_jax.cli import main
+
+    out = tmp_path / "res"
+    args = ["tune", "--toy", "--workloads", "xsinx", "--regimes", "iid", "--no-progress"]
+    assert main([*args, "--out", str(out)]) == 0
+    assert "Held-out loss" in capsys.readouterr().out
+    assert (out / "tune.json").exists() and (out / "tune.png").exists()
+    assert main(["tune", "--toy", "--workloads", "nope", "--out", str(out)]) == 2
+    assert "unknown workload" in capsys.readouterr().err
