@@ -40,5 +40,10 @@ from .codes import TrainedCode as TrainedCode
 from .codes import UncodedCode as UncodedCode
 from .codes import train_learned_code as train_learned_code
 from .codes import train_parity_model as train_parity_model
+from . import tuning as tuning
+from .tuning import StragglerModel as StragglerModel
+from .tuning import expected_loss as expected_loss
+from .tuning import gcv_lam_dec as gcv_lam_dec
+from .tuning import tune as tune
 
 __version__ = "0.1.0"
