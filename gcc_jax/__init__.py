@@ -5,6 +5,7 @@ some straggle, and the master decodes approximations of f on the original inputs
 answered. See DESIGN.md for the method and the binding conventions.
 """
 
+from . import tuning as tuning
 from ._metrics import mean_ci as mean_ci
 from ._metrics import mse as mse
 from ._metrics import ratio_ci as ratio_ci
@@ -40,7 +41,6 @@ from .codes import TrainedCode as TrainedCode
 from .codes import UncodedCode as UncodedCode
 from .codes import train_learned_code as train_learned_code
 from .codes import train_parity_model as train_parity_model
-from . import tuning as tuning
 from .tuning import StragglerModel as StragglerModel
 from .tuning import expected_loss as expected_loss
 from .tuning import gcv_lam_dec as gcv_lam_dec
