@@ -539,7 +539,7 @@ def _add_tune_parser(subparsers) -> None:
     p.add_argument(
         "--regimes", type=_str_list, default=("worst", "iid"), help="worst,iid (default both)"
     )
-    p.add_argument("--steps", type=int, default=None, help="maximum tuning steps (300)")
+    p.add_argument("--steps", type=int, default=None, help="maximum tuning steps (500)")
     p.add_argument("--toy", action="store_true", help="tiny sizes (also with GCC_JAX_TOY=1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="gcc-results", help="output folder (default ./gcc-results)")

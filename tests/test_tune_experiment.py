@@ -43,7 +43,7 @@ def test_toy_run_structure_and_outputs(toy, tmp_path):
 
 
 def test_held_out_losses_match_loops(toy):
-    """Recompute the default and grid-CV rows on the held-out jobs with monte_carlo_loss."""
+    """Recompute the default, grid-CV and tuned rows on the held-out jobs with loops."""
     w = exp.TOY["xsinx"]
     key = jax.random.key(toy["seed"])
     k_w = jax.random.fold_in(key, 0)
@@ -51,13 +51,14 @@ def test_held_out_losses_match_loops(toy):
     for ri, regime in enumerate(("worst", "iid")):
         k_r = jax.random.fold_in(jax.random.fold_in(k_w, 100), ri)
         k_test = jax.random.split(k_r, 3)[2]
-        for method in ("default", "grid-CV"):
+        for method in ("default", "grid-CV", "tuned λ+nodes"):
             row = _row(toy, regime, method)
-            code = gcc.SplineCode.chebyshev(
-                num_inputs=w.num_inputs,
-                num_workers=w.num_workers,
-                lam_enc=row["lam_enc"],
-                lam_dec=row["lam_dec"],
+            cheb = gcc.SplineCode.chebyshev(num_inputs=w.num_inputs, num_workers=w.num_workers)
+            code = gcc.SplineCode(
+                alpha=np.asarray(row.get("alpha", cheb.alpha)),
+                beta=np.asarray(row.get("beta", cheb.beta)),
+                lam_enc=np.asarray(row["lam_enc"]),
+                lam_dec=np.asarray(row["lam_dec"]),
             )
             if regime == "iid":
                 model = exp.StragglerModel.iid(w.p)

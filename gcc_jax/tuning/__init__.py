@@ -1,4 +1,21 @@
-"""Tuning of coded computing: lam selection (GCV, grid CV) and gradient-based tuning."""
+"""Tuning a SplineCode: its smoothing parameters and its nodes.
+
+The whole pipeline — encoder spline, worker function ``f`` (any JAX function, Flax models
+included), decoder spline, loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` — is one differentiable JAX
+graph. This subpackage uses that:
+
+* :class:`SplineParams` / :func:`params_from_code`: unconstrained parameters (``log λ_enc``,
+  ``log λ_dec``, node gap logits; nodes strictly increasing in ``[−1, 1]`` by construction);
+* :func:`expected_loss`: the mean (or max) loss over a batch of straggler masks, differentiable
+  with respect to all of them;
+* :func:`tune`: Adam (any Optax optimiser) on that loss with held-out validation and early
+  stopping, for a :class:`StragglerModel` (``exact(S)``, ``iid(p)``, ``worst(S)``);
+* :func:`grid_search`: the papers' baseline, ``(λ_enc, λ_dec)`` on a grid;
+* :func:`gcv_lam_dec` / :func:`cv_lam_dec`: per-pattern choices of ``λ_dec`` from the workers'
+  outputs alone (generalised and K-fold cross-validation);
+* :func:`evaluate`: held-out loss of a code for a straggler model (mean, or worst case by
+  exhaustive or local search).
+"""
 
 from ._evaluate import DEFAULT_SEARCH as DEFAULT_SEARCH
 from ._evaluate import Evaluation as Evaluation

@@ -37,6 +37,8 @@ class Evaluation(NamedTuple):
         num_patterns: patterns decoded.
         worst_mask: the worst pattern (``worst`` only, else ``None``).
         exhaustive: ``worst`` only: every pattern was decoded.
+        losses: random models only: the loss of every decodable pattern, in the order drawn
+            (the same key gives the same patterns, so two codes' arrays are paired).
     """
 
     loss: float
@@ -45,6 +47,7 @@ class Evaluation(NamedTuple):
     num_patterns: int
     worst_mask: Bool[np.ndarray, " n"] | None = None
     exhaustive: bool = False
+    losses: Float[np.ndarray, " p"] | None = None
 
 
 def check_jobs(x: ArrayLike, code: Any, name: str = "x") -> jax.Array:
@@ -178,7 +181,7 @@ def summarise(
         return Evaluation(float("nan"), float("nan"), int(too_few.sum()), masks.shape[0])
     vals = loss[ok]
     ci = 1.96 * float(np.std(vals)) / math.sqrt(vals.size) if vals.size > 1 else 0.0
-    return Evaluation(float(np.mean(vals)), ci, int(too_few.sum()), masks.shape[0])
+    return Evaluation(float(np.mean(vals)), ci, int(too_few.sum()), masks.shape[0], losses=vals)
 
 
 def evaluate(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -13,6 +14,7 @@ import jax.random as jr
 import numpy as np
 import optax
 
+from .._status import GCCValueError
 from .._stragglers import contiguous_masks
 from .._types import ArrayLike, Float, PRNGKeyArray
 from .._worst_case import _search
@@ -97,7 +99,7 @@ class TuneResult(NamedTuple):
     Attributes:
         code: the tuned code (the same type and solver as the input), taken at the step with
             the lowest validation loss; the input code itself when no step improved on it.
-        params: its :class:`SplineParams`.
+        params: its :class:`SplineParams` (at step 0 the input's, with λ raised to the floor).
         history: :class:`TuneHistory`.
         best_step: the step ``code`` was taken at.
         initial_val_loss: validation loss of the input code.
@@ -205,6 +207,7 @@ def tune(
     trainable: Sequence[str] = GROUPS,
     eval_every: int = 10,
     patience: int = 5,
+    min_delta: float = 0.01,
     lam_floor: float = 1e-12,
     pin_beta: bool | None = None,
     adversarial: int = 8,
@@ -225,9 +228,12 @@ def tune(
     Validation runs on held-out jobs (``x_val``, or a ``val_fraction`` of the jobs of
     ``x_train``) with patterns never used in training (``val_masks`` fixed fresh patterns; for
     ``worst`` a worst-case search on the validation jobs) every ``eval_every`` steps, starting
-    with the input code at step 0. The returned code is the one with the lowest validation loss,
-    so it is never worse than the input on the validation data; training stops after
-    ``patience`` validations without improvement.
+    with the input code at step 0. A validation loss counts as an improvement only when it is
+    below ``(1 − min_delta)`` times the best so far (smaller gains are within the noise of a
+    finite validation set and rarely carry over to new inputs); the returned code is the best
+    one by that rule — never worse than the input on the validation data, and the input itself
+    when nothing improved on it. Training stops after ``patience`` validations without
+    improvement.
 
     Args:
         code: the :class:`~gcc_jax.SplineCode` to start from (nodes inside ``[−1, 1]``).
@@ -248,6 +254,7 @@ def tune(
             "beta")``; e.g. ``("lam_enc", "lam_dec")`` keeps the nodes.
         eval_every: steps between validations.
         patience: validations without improvement before stopping.
+        min_delta: relative validation improvement that counts (0: any decrease).
         lam_floor: starting λ for a code with λ below it (e.g. 0), see
             :func:`params_from_code`.
         pin_beta: keep the worker nodes' ends at ``±1`` (default: if they start there).
@@ -264,6 +271,7 @@ def tune(
     Raises:
         TypeError: ``code`` is not a SplineCode or ``straggler_model`` not a StragglerModel.
         ValueError: bad shapes or settings.
+        GCCValueError: ``f(x_train)`` is not finite, or nodes outside ``[−1, 1]``.
 
     Example:
         >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -293,6 +301,8 @@ def tune(
         ("refresh_every", refresh_every, 1),
     ):
         _check_int(value, name, lo)
+    if not 0.0 <= min_delta < 1.0:
+        raise ValueError(f"`min_delta` must be in [0, 1); got {min_delta}")
     params = params_from_code(code, lam_floor=lam_floor, pin_beta=pin_beta)
     n = code.num_workers
     straggler_model.check(n)
@@ -305,7 +315,13 @@ def tune(
     per_step = min(per_step, b_train)
     _, fx_train = job_outputs(code, f, xs_train)
     if not bool(jnp.all(jnp.isfinite(fx_train))):
-        raise ValueError("`f(x_train)` is not finite; the loss is undefined")
+        raise GCCValueError("`f(x_train)` is not finite; the loss is undefined")
+    if params.beta_logits.dtype != jnp.float64:
+        warnings.warn(
+            f"tuning in {params.beta_logits.dtype}: smoothing with λ > 0 is inaccurate on "
+            'clustered nodes; enable x64 (jax.config.update("jax_enable_x64", True))',
+            stacklevel=2,
+        )
 
     worst = straggler_model.kind == "worst"
     s = straggler_model.stragglers
@@ -379,7 +395,7 @@ def tune(
             val_steps.append(done)
             val_losses.append(val)
             lam_hist.append((float(params.lam_enc), float(params.lam_dec)))
-            if val < best_val:
+            if val < (1.0 - min_delta) * best_val:
                 best_val, best_params, best_step, stale = val, params, done, 0
             else:
                 stale += 1
