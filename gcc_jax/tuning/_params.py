@@ -124,8 +124,8 @@ class SplineParams:
         >>> params.pin_beta, params.beta_logits.shape, params.alpha_logits.shape
         (True, (8,), (5,))
         >>> back = params.to_code()
-        >>> bool(abs(back.beta - code.beta).max() < 1e-12), float(back.lam_dec)
-        (True, 1e-06)
+        >>> bool(abs(back.beta - code.beta).max() < 1e-6), round(float(back.lam_dec) * 1e6, 4)
+        (True, 1.0)
     """
 
     log_lam_enc: Float[Array, ""]
