@@ -92,6 +92,13 @@ def test_expected_loss_matches_monte_carlo_loss(code, x, masks):
     dead = masks.at[0].set(jnp.arange(N) == 4)  # one live worker: left out of the mean
     mean_rest = ref[1:].mean()
     assert float(tuning.expected_loss(code, xsinx, x, dead)) == pytest.approx(mean_rest, 1e-12)
+    # one compilation for new λs, nodes, masks and both reductions
+    from gcc_jax.tuning._loss import _expected_loss
+
+    size = _expected_loss._cache_size()
+    other = dataclasses.replace(p, log_lam_dec=p.log_lam_dec + 1.0, beta_logits=p.beta_logits * 0.9)
+    tuning.expected_loss(other, xsinx, x, ~masks.at[:, 5].set(True), reduce="max")
+    assert _expected_loss._cache_size() == size
     with pytest.raises(ValueError, match="reduce"):
         tuning.expected_loss(p, xsinx, x, masks, reduce="median")
     with pytest.raises(ValueError, match=r"\(5, \.\.\.\)"):
@@ -385,7 +392,9 @@ def test_tune_improves_held_out_loss_and_keeps_frozen_groups(tune_data):
     ms = model.sample(k_val, N, num=64)
     ref = np.mean([gcc.monte_carlo_loss(res.code, xsinx, xj, ms).mean() for xj in xval])
     assert res.best_val_loss == pytest.approx(ref, rel=1e-9)
-    # λ only: the nodes do not move
+    # λ only: the nodes do not move, and the compiled step of the first run is reused
+    step = tuning._tune._make_step(xsinx, tuning.default_optimizer())
+    compiled = step._cache_size()
     lam_only = tuning.tune(
         code,
         xsinx,
@@ -400,6 +409,7 @@ def test_tune_improves_held_out_loss_and_keeps_frozen_groups(tune_data):
         progress=False,
     )
     assert lam_only.history.lam_dec.shape == (3,)
+    assert step._cache_size() == compiled
     start = tuning.params_from_code(code)
     np.testing.assert_array_equal(lam_only.params.beta_logits, start.beta_logits)
     np.testing.assert_array_equal(lam_only.params.alpha_logits, start.alpha_logits)
