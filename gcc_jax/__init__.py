@@ -6,6 +6,10 @@ answered. See DESIGN.md for the method and the binding conventions.
 """
 
 from . import tuning as tuning
+from ._evaluator import MaskEvaluator as MaskEvaluator
+from ._evaluator import auto_chunk_size as auto_chunk_size
+from ._evaluator import evaluate_masks as evaluate_masks
+from ._evaluator import mask_losses as mask_losses
 from ._metrics import mean_ci as mean_ci
 from ._metrics import mse as mse
 from ._metrics import ratio_ci as ratio_ci
@@ -15,7 +19,6 @@ from ._nodes import chebyshev_nodes as chebyshev_nodes
 from ._nodes import equispaced_nodes as equispaced_nodes
 from ._pipeline import MonteCarloResult as MonteCarloResult
 from ._pipeline import apply_workers as apply_workers
-from ._pipeline import auto_chunk_size as auto_chunk_size
 from ._pipeline import coded_apply as coded_apply
 from ._pipeline import monte_carlo_loss as monte_carlo_loss
 from ._spline import Spline as Spline
@@ -30,8 +33,11 @@ from ._stragglers import contiguous_masks as contiguous_masks
 from ._stragglers import sample_masks as sample_masks
 from ._worst_case import WorstCase as WorstCase
 from ._worst_case import worst_case_mask as worst_case_mask
+from .codes import AbstractCode as AbstractCode
+from .codes import AbstractLinearCode as AbstractLinearCode
 from .codes import BerrutCode as BerrutCode
 from .codes import Decoded as Decoded
+from .codes import Encoded as Encoded
 from .codes import LagrangeCode as LagrangeCode
 from .codes import LearnedCode as LearnedCode
 from .codes import ParityModelCode as ParityModelCode

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from ._spline import _float_dtype
+from ._misc import float_dtype
 from ._types import Array, ArrayLike, Bool, Float, Int
 
 __all__ = ["mean_ci", "mse", "ratio_ci", "rel_acc", "rmse"]
@@ -41,7 +41,7 @@ def _pair(y_hat, y, name: str) -> tuple[Array, Array]:
             f"`{name}` needs `y_hat` and `y` of one shape (k, ...), one row per input; got "
             f"{y_hat.shape} and {y.shape}"
         )
-    dtype = _float_dtype(y_hat, y)
+    dtype = float_dtype(y_hat, y)
     k = y.shape[0]
     return y_hat.astype(dtype).reshape(k, -1), y.astype(dtype).reshape(k, -1)
 
@@ -176,7 +176,7 @@ def rel_acc(
         if not jnp.issubdtype(labels.dtype, jnp.integer):
             raise TypeError(f"`labels` must be integers; got dtype {labels.dtype}")
         target = jnp.broadcast_to(labels, lead).astype(pred.dtype)
-    dtype = _float_dtype(y_hat)
+    dtype = float_dtype(y_hat)
     hits = jnp.sum((pred == target) & ok).astype(dtype)
     base_hits = jnp.sum(base_pred == target).astype(dtype)
     return jnp.where(base_hits > 0, hits / jnp.where(base_hits > 0, base_hits, 1.0), jnp.nan)

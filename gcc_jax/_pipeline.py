@@ -1,46 +1,51 @@
 """End to end: encode, apply ``f`` on the workers, decode, and Monte Carlo over straggler masks."""
 
-from __future__ import annotations
-
 import functools
-import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._evaluator import evaluate_masks
+from ._misc import as_masks, check_code, check_inputs
 from ._status import GCCValueError, describe_status
 from ._types import Array, ArrayLike, Bool, Float, Int
+from .codes import AbstractCode
 
 __all__ = ["apply_workers", "coded_apply", "monte_carlo_loss", "MonteCarloResult"]
 
 
-def _check_masks(masks, n: int) -> np.ndarray | Array:
-    masks = jnp.asarray(masks) if not isinstance(masks, np.ndarray) else masks
-    if masks.dtype != np.bool_:
-        raise TypeError(f"`masks` must be boolean (True = returned in time); got {masks.dtype}")
-    if masks.ndim != 2 or masks.shape[1] != n:
-        raise ValueError(
-            f"`masks` must have shape (M, {n}), one row per pattern; got {masks.shape}"
-        )
-    return masks
+def apply_workers(code: AbstractCode, f: Callable, x: ArrayLike) -> tuple[Array, Array]:
+    """Encode ``x`` and run the workers: returns ``(x~, y~)``.
 
-
-def apply_workers(code: Any, f: Callable, x: ArrayLike) -> tuple[Array, Array]:
-    """Encode ``x`` and apply ``f`` to every coded input: returns ``(x~, f(x~))``."""
-    return _apply_workers(code, f, jnp.asarray(x))
+    ``x~ = code.encode(x)`` and ``y~ = code.worker_outputs(f, x)``: ``f`` on every coded input
+    for most codes, the parity model on ParM's parity query (see
+    :meth:`gcc_jax.AbstractCode.worker_outputs`).
+    """
+    code = check_code(code)
+    return _apply_workers(code, f, check_inputs(x, code.num_inputs))
 
 
 @functools.partial(jax.jit, static_argnames="f")
 def _apply_workers(code, f, x):
-    xt = code.encode(x)
-    return xt, jax.vmap(f)(xt)
+    return code.encode(x), code.worker_outputs(f, x)
 
 
-def coded_apply(code: Any, f: Callable, x: ArrayLike, mask: Bool[ArrayLike, " n"]) -> Array:
-    """``f^(x_k)``: encode ``x``, run ``f`` on all ``N`` coded inputs, decode with ``mask``.
+@functools.partial(jax.jit, static_argnames="f")
+def outputs_and_targets(code: AbstractCode, f: Callable, x: Array) -> tuple[Array, Array]:
+    """``(code.worker_outputs(f, x), vmap(f)(x))`` in one compiled call (``f`` static)."""
+    return code.worker_outputs(f, x), jax.vmap(f)(x)
+
+
+def coded_apply(
+    code: AbstractCode, f: Callable, x: ArrayLike, mask: Bool[ArrayLike, " n"]
+) -> Array:
+    """``f^(x_k)``: encode ``x``, run the ``N`` workers, decode with ``mask``.
+
+    The workers' outputs come from ``code.worker_outputs(f, x)`` (so ParM's parity worker runs
+    its parity model, not ``f``).
 
     The workers flagged dead in ``mask`` are computed too (this is a simulation) but their
     results are discarded by the decoder.
@@ -54,8 +59,9 @@ def coded_apply(code: Any, f: Callable, x: ArrayLike, mask: Bool[ArrayLike, " n"
         >>> bool(jnp.max(jnp.abs(yh - jnp.sin(x))) < 1e-3)
         True
     """
-    _, yt = _apply_workers(code, f, jnp.asarray(x))
-    return code.decode(yt, jnp.asarray(mask))
+    code = check_code(code)
+    _, yt = _apply_workers(code, f, check_inputs(x, code.num_inputs))
+    return code.decode(yt, mask)
 
 
 class MonteCarloResult(NamedTuple):
@@ -70,53 +76,8 @@ class MonteCarloResult(NamedTuple):
     status: Int[np.ndarray, " p"]
 
 
-@jax.jit
-def _loss_blocks(code, yt, fx, masks):
-    """Per-mask loss ``(1/K) Σ_k ‖y^_k − f(x_k)‖²`` and status for masks ``(g, chunk, n)``.
-
-    ``vmap`` over the ``chunk`` masks of a block, ``lax.map`` (sequential) over the ``g`` blocks:
-    one dispatch for many masks while the working set stays one chunk.
-    """
-
-    def one(mask):
-        dec = code.decode_with_status(yt, mask)
-        err = (dec.value - fx).reshape(fx.shape[0], -1)
-        return jnp.sum(err * err) / fx.shape[0], dec.status
-
-    return jax.lax.map(jax.vmap(one), masks)
-
-
-def auto_chunk_size(num_workers: int, out_size: int) -> int:
-    """Masks per vmapped block: a power of two in [1, 1024].
-
-    Two budgets (float64 bytes): each scan step of the banded decoder touches about
-    ``48 (m + 2)`` bytes per mask, kept within 128 KiB so a step stays in cache (measured on CPU,
-    N = 100, m = 10: ~100k masks/s at 128 masks per block, ~20k at 2048); and the backward pass
-    stores about ``8 N (3 (m + 2) + 6)`` bytes per mask, kept within 256 MiB per block so memory
-    is bounded for any N.
-    """
-    cache_chunk = (128 << 10) // (48 * (out_size + 2))
-    memory_chunk = (256 << 20) // (8 * num_workers * (3 * (out_size + 2) + 6))
-    chunk = max(1, min(cache_chunk, memory_chunk, 1024))
-    return int(1 << (chunk.bit_length() - 1))
-
-
-def _placement(devices: list) -> tuple[Callable, Callable]:
-    """Functions placing a mask block (sharded on its chunk axis) and replicated operands."""
-    if len(devices) == 1:
-        dev = devices[0]
-        return (lambda a: jax.device_put(a, dev)), (lambda t: jax.device_put(t, dev))
-    from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    mesh = Mesh(np.asarray(devices), ("p",))
-    by_mask = NamedSharding(mesh, P(None, "p", None))
-    replicated = NamedSharding(mesh, P())
-    return (lambda a: jax.device_put(a, by_mask)), (lambda t: jax.device_put(t, replicated))
-
-
 def monte_carlo_loss(
-    code: Any,
+    code: AbstractCode,
     f: Callable,
     x: ArrayLike,
     masks: Bool[ArrayLike, "p n"],
@@ -136,7 +97,7 @@ def monte_carlo_loss(
     shape: new masks, new λs or new nodes reuse it.
 
     Args:
-        code: any gcc_jax code (``encode`` / ``decode_with_status``).
+        code: any :class:`gcc_jax.AbstractCode`.
         f: the worker function, one input of shape ``x.shape[1:]`` → one output.
         x: inputs, shape ``(K, ...)``.
         masks: boolean ``(M, N)``; ``True`` = the worker returned in time.
@@ -165,45 +126,26 @@ def monte_carlo_loss(
         >>> loss.shape, bool(loss.max() < 1e-4)
         ((64,), True)
     """
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+    code = check_code(code)
+    if any(
+        isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((code, x, masks))
     ):
-        raise ValueError(f"`chunk_size` must be a positive int or None; got {chunk_size!r}")
-    x = jnp.asarray(x)
-    n = code.num_workers
-    masks = _check_masks(masks, n)
-    xt, yt = _apply_workers(code, f, x)
-    fx = jax.vmap(f)(x)
+        raise TypeError(
+            "monte_carlo_loss drives a host-side loop over chunks of masks and cannot run under "
+            "jit/vmap/grad; inside a transformation use gcc_jax.mask_losses(code, yt, fx, masks) "
+            "(jittable), or gcc_jax.tuning.expected_loss (differentiable)"
+        )
+    x = check_inputs(x, code.num_inputs)
+    masks = as_masks(masks, code.num_workers)
+    yt, fx = outputs_and_targets(code, f, x)
     if not bool(jnp.all(jnp.isfinite(fx))):
         raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
     if yt.shape[1:] != fx.shape[1:]:
         raise ValueError(f"f gave shape {yt.shape[1:]} on coded inputs, {fx.shape[1:]} on x")
     num = masks.shape[0]
-    out_size = int(np.prod(yt.shape[1:]))
-    chunk = chunk_size if chunk_size is not None else auto_chunk_size(n, out_size)
-    devices = list(jax.devices()) if devices is None else list(devices)
-    if not devices:
-        raise ValueError("`devices` must name at least one device")
-    chunk = min(chunk, max(math.ceil(num / len(devices)), 1)) * len(devices)
-    groups = min(64, 1 << max(math.ceil(num / chunk) - 1, 0).bit_length())  # power of two
-    step = chunk * groups
-    place_masks, place_rest = _placement(devices)
-    code, yt, fx = place_rest((code, yt, fx))
-    losses = np.empty((num,), dtype=np.result_type(np.asarray(yt).dtype, np.float32))
-    statuses = np.empty((num,), dtype=np.int32)
-    starts = range(0, num, step)
-    if progress:
-        from tqdm.auto import tqdm
-
-        starts = tqdm(starts, total=math.ceil(num / step), desc="decoding masks", unit="block")
-    for start in starts:
-        block = np.asarray(masks[start : start + step])
-        size = block.shape[0]
-        if size < step:  # pad with all-live rows: keeps one compiled shape
-            block = np.concatenate([block, np.ones((step - size, n), bool)], axis=0)
-        loss, status = _loss_blocks(code, yt, fx, place_masks(block.reshape(groups, chunk, n)))
-        losses[start : start + size] = np.asarray(loss).reshape(-1)[:size]
-        statuses[start : start + size] = np.asarray(status).reshape(-1)[:size]
+    losses, statuses = evaluate_masks(
+        code, yt, fx, masks, chunk_size=chunk_size, devices=devices, progress=progress
+    )
     if return_status:
         return MonteCarloResult(losses, statuses)
     if statuses.any():

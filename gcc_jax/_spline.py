@@ -40,10 +40,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ._banded import evaluate, solve_banded
-from ._status import GCCValueError, Status, combine, is_concrete, raise_if_bad
+from ._misc import as_float_array, as_lam, as_mask, as_nodes, float_dtype
+from ._status import Status, combine, is_concrete, raise_if_bad
 from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
 
 __all__ = [
@@ -53,66 +53,6 @@ __all__ = [
     "smoother_matrix",
     "kernel",
 ]
-
-
-# ------------------------------------------------------------------------------------------------
-# validation helpers (static problems raise at trace time; value problems become status flags)
-
-
-def _float_dtype(*arrays) -> jnp.dtype:
-    dtype = None
-    for a in arrays:
-        dt = jnp.asarray(a).dtype
-        if jnp.issubdtype(dt, jnp.floating):
-            dtype = dt if dtype is None else jnp.promote_types(dtype, dt)
-    return dtype if dtype is not None else jnp.zeros(()).dtype
-
-
-def _as_nodes(t: ArrayLike, name: str, dtype) -> Array:
-    t = jnp.asarray(t)
-    if t.ndim != 1:
-        raise ValueError(f"`{name}` must be a 1-D array of nodes; got shape {t.shape}")
-    if t.shape[0] < 2:
-        raise ValueError(f"`{name}` must hold at least 2 nodes; got {t.shape[0]}")
-    t = t.astype(dtype)
-    if is_concrete(t):
-        tn = np.asarray(t)
-        if not np.all(np.isfinite(tn)):
-            raise GCCValueError(f"`{name}` contains NaN or Inf")
-        if not np.all(np.diff(tn) > 0):
-            raise GCCValueError(
-                f"`{name}` must be strictly increasing (sorted ascending, no duplicates); "
-                f"got {tn if tn.size <= 12 else str(tn[:12])[:-1] + ' …]'}"
-            )
-    return t
-
-
-def _as_lam(lam: ArrayLike, name: str, dtype) -> Array:
-    lam = jnp.asarray(lam)
-    if lam.ndim != 0:
-        raise ValueError(f"`{name}` must be a scalar; got shape {lam.shape}")
-    if not (jnp.issubdtype(lam.dtype, jnp.floating) or jnp.issubdtype(lam.dtype, jnp.integer)):
-        raise TypeError(f"`{name}` must be a real number; got dtype {lam.dtype}")
-    lam = lam.astype(dtype)
-    if is_concrete(lam):
-        value = float(lam)
-        if not np.isfinite(value) or value < 0:
-            raise GCCValueError(f"`{name}` must be finite and >= 0; got {value}")
-    return lam
-
-
-def _as_mask(mask: ArrayLike | None, n: int, name: str = "mask") -> Array:
-    if mask is None:
-        return jnp.ones((n,), bool)
-    mask = jnp.asarray(mask)
-    if mask.dtype != jnp.bool_:
-        raise TypeError(
-            f"`{name}` must be a boolean array (True = the worker returned in time); "
-            f"got dtype {mask.dtype}"
-        )
-    if mask.shape != (n,):
-        raise ValueError(f"`{name}` must have shape ({n},), one entry per node; got {mask.shape}")
-    return mask
 
 
 # ------------------------------------------------------------------------------------------------
@@ -290,9 +230,9 @@ def fit_smoothing_spline_with_status(
     form under ``jit``/``vmap`` when each straggler pattern must carry its own status.
     """
     _check_solver(solver)
-    y = jnp.asarray(y)
-    dtype = _float_dtype(t, y)
-    t = jnp.asarray(t)
+    y = as_float_array(y, "y")
+    dtype = float_dtype(t, y)
+    t = as_float_array(t, "t")
     if t.ndim != 1:
         raise ValueError(f"`t` must be a 1-D array of nodes; got shape {t.shape}")
     t = t.astype(dtype)
@@ -301,11 +241,8 @@ def fit_smoothing_spline_with_status(
         raise ValueError(f"`t` must hold at least 2 nodes; got {n}")
     if y.ndim < 1 or y.shape[0] != n:
         raise ValueError(f"`y` must have one row per node (n={n}); got shape {y.shape}")
-    lam = jnp.asarray(lam)
-    if lam.ndim != 0:
-        raise ValueError(f"`lam` must be a scalar; got shape {lam.shape}")
-    lam = lam.astype(dtype)
-    mask = _as_mask(mask, n)
+    lam = as_lam(lam, "lam", dtype, check_value=False)
+    mask = as_mask(mask, n)
     tail = y.shape[1:]
     y_flat = y.reshape(n, -1).astype(dtype)
 
@@ -386,9 +323,9 @@ def fit_smoothing_spline(
         True
     """
     if is_concrete(t, y, lam, mask):
-        dtype = _float_dtype(t, y)
-        _as_nodes(t, "t", dtype)
-        _as_lam(lam, "lam", dtype)
+        dtype = float_dtype(t, y)
+        as_nodes(t, "t", dtype)
+        as_lam(lam, "lam", dtype)
     spline = fit_smoothing_spline_with_status(t, y, lam, mask, solver=solver)
     raise_if_bad(spline.status, "fit_smoothing_spline")
     return spline
@@ -403,14 +340,14 @@ def smoother_matrix_with_status(
     solver: str = "banded",
 ) -> tuple[Float[Array, "q n"], Int[Array, ""]]:
     """:func:`smoother_matrix` plus its status, never raising on value problems."""
-    t = jnp.asarray(t)
-    tq = jnp.asarray(tq)
+    t = as_float_array(t, "t")
+    tq = as_float_array(tq, "tq")
     if t.ndim != 1 or t.shape[0] < 2:
         raise ValueError(f"`t` must be a 1-D array of at least 2 nodes; got shape {t.shape}")
     if tq.ndim != 1:
         raise ValueError(f"`tq` must be a 1-D array of query points; got shape {tq.shape}")
     n = t.shape[0]
-    dtype = _float_dtype(t, tq)
+    dtype = float_dtype(t, tq)
     spline = fit_smoothing_spline_with_status(
         t.astype(dtype), jnp.eye(n, dtype=dtype), lam, mask, solver=solver
     )
@@ -442,9 +379,9 @@ def smoother_matrix(
         True
     """
     if is_concrete(t, tq, lam, mask):
-        dtype = _float_dtype(t, tq)
-        _as_nodes(t, "t", dtype)
-        _as_lam(lam, "lam", dtype)
+        dtype = float_dtype(t, tq)
+        as_nodes(t, "t", dtype)
+        as_lam(lam, "lam", dtype)
     h, status = smoother_matrix_with_status(t, tq, lam, mask, solver=solver)
     raise_if_bad(status, "smoother_matrix")
     return h

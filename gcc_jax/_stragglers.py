@@ -9,17 +9,9 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax import lax
 
+from ._misc import as_int, check_key
 from ._types import Array as _Array
 from ._types import Bool, PRNGKeyArray
-
-
-def _check_int(value, name: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be a Python int; got {type(value).__name__} {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"`{name}` must be {rng}; got {value}")
-    return value
 
 
 def sample_masks(
@@ -55,12 +47,13 @@ def sample_masks(
         >>> m.shape, (~m).sum(axis=1).tolist()
         ((4, 10), [3, 3, 3, 3])
     """
-    n = _check_int(n, "n", 1)
-    num = _check_int(num, "num", 0)
+    key = check_key(key)
+    n = as_int(n, "n", 1)
+    num = as_int(num, "num", 0)
     if (stragglers is None) == (p is None):
         raise ValueError("give exactly one of `stragglers` (exactly S per row) or `p` (iid)")
     if stragglers is not None:
-        s = _check_int(stragglers, "stragglers", 0, n)
+        s = as_int(stragglers, "stragglers", 0, n)
         return _blockwise(key, num, lambda k, rows: _exact_block(k, rows, n, s))
     p = float(p)
     if not 0.0 <= p <= 1.0:
@@ -107,8 +100,8 @@ def contiguous_masks(n: int, stragglers: int) -> Bool[_Array, "p n"]:
         >>> gcc.contiguous_masks(4, 2).astype(int).tolist()
         [[0, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]]
     """
-    n = _check_int(n, "n", 1)
-    s = _check_int(stragglers, "stragglers", 0, n)
+    n = as_int(n, "n", 1)
+    s = as_int(stragglers, "stragglers", 0, n)
     start = jnp.arange(n - s + 1)[:, None]
     idx = jnp.arange(n)[None, :]
     return ~((idx >= start) & (idx < start + s))

@@ -1,23 +1,22 @@
 """Worst-case straggler patterns: exhaustive search when small, local search otherwise."""
 
-from __future__ import annotations
-
-import functools
 import itertools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from ._evaluator import MaskEvaluator
+from ._misc import as_float_array, as_int, check_code, check_inputs, check_key
+from ._pipeline import outputs_and_targets as _outputs_and_targets
 from ._status import GCCValueError
-from ._stragglers import _check_int
 from ._types import ArrayLike, Bool, PRNGKeyArray
+from .codes import AbstractCode
 
-__all__ = ["WorstCase", "worst_case_mask"]
+__all__ = ["WorstCase", "search_worst_case", "worst_case_mask"]
 
 
 class WorstCase(NamedTuple):
@@ -37,49 +36,6 @@ class WorstCase(NamedTuple):
     status: int
     exhaustive: bool
     num_evaluated: int
-
-
-@functools.partial(jax.jit, static_argnames="f")
-def _apply(code, f, x):
-    """Workers' outputs ``f(x~_n)`` and the true ``f(x_k)``, in one compiled call."""
-    return jax.vmap(f)(code.encode(x)), jax.vmap(f)(x)
-
-
-@jax.jit
-def _pattern_losses(code, yt, fx, masks):
-    """Per-mask loss and status, as in :func:`gcc_jax.monte_carlo_loss`."""
-
-    def one(mask):
-        dec = code.decode_with_status(yt, mask)
-        err = (dec.value - fx).reshape(fx.shape[0], -1)
-        return jnp.sum(err * err) / fx.shape[0], dec.status
-
-    return jax.vmap(one)(masks)
-
-
-class _Evaluator:
-    """Decodes batches of masks in fixed-size chunks (one compilation), counting evaluations."""
-
-    def __init__(self, code, yt, fx, chunk: int):
-        self.code, self.yt, self.fx, self.chunk = code, yt, fx, chunk
-        self.count = 0
-
-    def __call__(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        num, n = masks.shape
-        losses = np.empty(num)
-        status = np.empty(num, np.int32)
-        for start in range(0, num, self.chunk):
-            block = masks[start : start + self.chunk]
-            size = block.shape[0]
-            if size < self.chunk:
-                block = np.concatenate([block, np.ones((self.chunk - size, n), bool)])
-            loss, st = _pattern_losses(self.code, self.yt, self.fx, jnp.asarray(block))
-            losses[start : start + size] = np.asarray(loss)[:size]
-            status[start : start + size] = np.asarray(st)[:size]
-        self.count += num
-        # A pattern the code cannot decode is the worst possible outcome.
-        losses = np.where((status != 0) | ~np.isfinite(losses), np.inf, losses)
-        return losses, status
 
 
 def _combination_masks(n: int, s: int, total: int, chunk: int):
@@ -138,11 +94,12 @@ def _random_swaps(rng: np.random.Generator, mask: np.ndarray, num: int, radius: 
 
 
 def worst_case_mask(
-    code: Any,
-    f: Callable,
-    x: ArrayLike,
+    code: AbstractCode,
+    f: Callable | None = None,
+    x: ArrayLike | None = None,
     *,
     stragglers: int,
+    outputs: tuple[ArrayLike, ArrayLike] | None = None,
     key: PRNGKeyArray | None = None,
     max_exhaustive: int = 20_000,
     restarts: int = 8,
@@ -155,8 +112,9 @@ def worst_case_mask(
 
     The loss of a pattern ``F`` is the paper's ``(1/K) Σ_k ‖f^_F(x_k) − f(x_k)‖²`` (the same as
     :func:`gcc_jax.monte_carlo_loss`); a pattern the code cannot decode (non-zero status) counts
-    as ``+inf``. The inputs are encoded and ``f`` is applied to the ``N`` coded inputs once;
-    every candidate pattern is then one batched decode (jit + vmap, fixed chunk shape).
+    as ``+inf``. The workers run once (``code.worker_outputs(f, x)``), or their outputs are
+    given (``outputs=(y~, f(x))``, e.g. a DNN's logits computed in batches elsewhere); every
+    candidate pattern is then decoded by the one mask evaluator (:class:`gcc_jax.MaskEvaluator`).
 
     * **Exhaustive** when ``C(N, S) ≤ max_exhaustive``: every ``S``-subset is decoded and the
       result is the exact worst case (``exhaustive=True``).
@@ -172,10 +130,12 @@ def worst_case_mask(
       is decoded at most once (the search remembers every loss it has computed).
 
     Args:
-        code: any gcc_jax code (``encode`` / ``decode_with_status`` / ``num_workers``).
-        f: the worker function, one input → one output.
+        code: any :class:`gcc_jax.AbstractCode`.
+        f: the worker function, one input → one output (with ``x``; or give ``outputs``).
         x: inputs, shape ``(K, ...)``.
         stragglers: ``S``, the number of dead workers, ``0 ≤ S ≤ N``.
+        outputs: precomputed ``(y~, f(x))``: the workers' outputs ``(N, *m)`` and the targets
+            ``(K, *m)``, instead of ``f`` and ``x``.
         key: PRNG key for the random restarts and proposals (default ``jax.random.key(0)``).
         max_exhaustive: largest ``C(N, S)`` searched exhaustively.
         restarts: number of local-search chains.
@@ -188,7 +148,8 @@ def worst_case_mask(
         A :class:`WorstCase` ``(mask, loss, status, exhaustive, num_evaluated)``.
 
     Raises:
-        ValueError/TypeError: bad sizes; GCCValueError: ``f(x)`` is not finite.
+        ValueError/TypeError: bad sizes, both or neither of ``(f, x)`` and ``outputs``;
+        GCCValueError: ``f(x)`` is not finite.
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
@@ -198,8 +159,9 @@ def worst_case_mask(
         >>> wc.exhaustive, int((~wc.mask).sum()), wc.num_evaluated
         (True, 2, 28)
     """
+    code = check_code(code)
     n = code.num_workers
-    s = _check_int(stragglers, "stragglers", 0, n)
+    s = as_int(stragglers, "stragglers", 0, n)
     for name, v in (
         ("max_exhaustive", max_exhaustive),
         ("restarts", restarts),
@@ -208,10 +170,21 @@ def worst_case_mask(
         ("patience", patience),
         ("chunk_size", chunk_size),
     ):
-        _check_int(v, name, 0 if name in ("max_exhaustive", "max_iters") else 1)
-    key = jr.key(0) if key is None else key
-    x = jnp.asarray(x)
-    yt, fx = _apply(code, f, x)
+        as_int(v, name, 0 if name in ("max_exhaustive", "max_iters") else 1)
+    key = jr.key(0) if key is None else check_key(key)
+    if outputs is not None:
+        if f is not None or x is not None:
+            raise ValueError("give either `f` and `x` or `outputs=(y~, f(x))`, not both")
+        yt, fx = (as_float_array(a, name) for a, name in zip(outputs, ("y~", "f(x)"), strict=True))
+        if yt.ndim < 1 or yt.shape[0] != n or fx.shape != (code.num_inputs, *yt.shape[1:]):
+            raise ValueError(
+                f"`outputs` must be (y~ of shape ({n}, *m), f(x) of shape "
+                f"({code.num_inputs}, *m)); got {yt.shape} and {fx.shape}"
+            )
+    else:
+        if f is None or x is None:
+            raise ValueError("give `f` and `x` (or `outputs=(y~, f(x))`)")
+        yt, fx = _outputs_and_targets(code, f, check_inputs(x, code.num_inputs))
     if not bool(jnp.all(jnp.isfinite(fx))):
         raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
 
@@ -220,8 +193,8 @@ def worst_case_mask(
         chunk = min(chunk_size, 1 << max(total - 1, 0).bit_length())
     else:
         chunk = min(chunk_size, restarts * min(s * (n - s), proposals))
-    ev = _Evaluator(code, yt, fx, chunk)
-    return _search(
+    ev = MaskEvaluator(code, yt, fx, chunk_size=chunk)
+    return search_worst_case(
         ev,
         n,
         s,
@@ -234,8 +207,8 @@ def worst_case_mask(
     )
 
 
-def _search(
-    ev: _Evaluator,
+def search_worst_case(
+    evaluator: MaskEvaluator,
     n: int,
     s: int,
     *,
@@ -246,16 +219,24 @@ def _search(
     max_iters: int,
     patience: int,
 ) -> WorstCase:
-    """The search of :func:`worst_case_mask` with a given evaluator (any chunk size)."""
+    """The search of :func:`worst_case_mask` over a :class:`MaskEvaluator` (any ``per_mask``
+    whose first output is the loss and last the status; any chunk size)."""
+
+    def ev(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = evaluator(masks)
+        loss, status = np.asarray(out[0], float), np.asarray(out[-1])
+        # A pattern the code cannot decode is the worst possible outcome.
+        return np.where((status != 0) | ~np.isfinite(loss), np.inf, loss), status
+
     total = math.comb(n, s)
     if total <= max_exhaustive:
         best = (-np.inf, None, 0)
-        for block in _combination_masks(n, s, total, ev.chunk):
+        for block in _combination_masks(n, s, total, evaluator.chunk):
             loss, status = ev(block)
             i = int(np.argmax(loss))
             if loss[i] > best[0] or best[1] is None:
                 best = (float(loss[i]), block[i].copy(), int(status[i]))
-        return WorstCase(best[1], best[0], best[2], True, ev.count)
+        return WorstCase(best[1], best[0], best[2], True, evaluator.count)
 
     seed = np.asarray(jr.key_data(key)).ravel().astype(np.uint32)
     rng = np.random.default_rng(seed)
@@ -314,4 +295,4 @@ def _search(
     all_status = np.concatenate([block_status, cur_status])
     all_masks = np.concatenate([blocks, cur_masks])
     i = int(np.argmax(all_loss))
-    return WorstCase(all_masks[i], float(all_loss[i]), int(all_status[i]), False, ev.count)
+    return WorstCase(all_masks[i], float(all_loss[i]), int(all_status[i]), False, evaluator.count)

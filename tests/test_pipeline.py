@@ -57,11 +57,11 @@ def test_f_is_applied_once_and_compiles_once():
         chunk_size=16,
     )
     assert len(calls) - first <= 1  # vmap(f)(x) outside jit re-traces f once, never per mask
-    size_before = gcc._pipeline._loss_blocks._cache_size()
+    size_before = gcc._evaluator._blocks._cache_size()
     gcc.monte_carlo_loss(
         code, f, x, gcc.sample_masks(jax.random.key(3), 40, num=33, stragglers=9), chunk_size=16
     )
-    assert gcc._pipeline._loss_blocks._cache_size() == size_before
+    assert gcc._evaluator._blocks._cache_size() == size_before
 
 
 def test_status_and_errors_for_undecodable_patterns():
@@ -95,7 +95,7 @@ def test_nonfinite_live_worker_output_is_reported():
 
 def test_bad_input():
     code, x = _setup()
-    with pytest.raises(ValueError, match=r"\(M, 40\)"):
+    with pytest.raises(ValueError, match=r"\(p, 40\)"):
         gcc.monte_carlo_loss(code, f, x, np.ones((3, 39), bool))
     with pytest.raises(TypeError, match="boolean"):
         gcc.monte_carlo_loss(code, f, x, np.ones((3, 40)))
@@ -117,3 +117,38 @@ def test_vmap_decode_compiles_once_across_masks():
     for i, s in enumerate([0, 5, 20]):
         batch(code, gcc.sample_masks(jax.random.key(i), 40, num=8, stragglers=s))
     chex.clear_trace_counter()
+
+
+def _parm(params):
+    """ParM with a linear base model f(v) = W v (k = 2) and a linear parity model P @ v."""
+    w = jnp.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
+    code = gcc.ParityModelCode(params, lambda p, v: p @ v, num_inputs=2)
+    x = jnp.array([[1.0, 1.0], [2.0, -1.0]])
+    return code, (lambda v: w @ v), x, w
+
+
+def test_parm_runs_its_parity_model_through_the_pipeline():
+    # An all-zero parity model: with worker 1 missing, the honest ParM answer is
+    # F_P(P) - f(x_0) = -f(x_0), not the exact f(x_1) that running f on P would give.
+    code, f, x, w = _parm(jnp.zeros((3, 2)))
+    mask = jnp.array([True, False, True])
+    yh = np.asarray(gcc.coded_apply(code, f, x, mask))
+    fx = np.asarray(x @ w.T)
+    np.testing.assert_allclose(yh[0], fx[0], rtol=0, atol=0)
+    np.testing.assert_allclose(yh[1], -fx[0], rtol=0, atol=0)
+    masks = np.array([[True, True, True], [True, False, True], [False, True, True]])
+    loss = gcc.monte_carlo_loss(code, f, x, masks)
+    expected = [0.0, np.sum((fx[0] + fx[1]) ** 2) / 2, np.sum((fx[1] + fx[0]) ** 2) / 2]
+    np.testing.assert_allclose(loss, expected, rtol=1e-12)
+    assert loss[1] > 0
+
+
+def test_parm_with_an_exact_parity_model_has_zero_loss():
+    # f linear and F_P = f with the sum encoder: F_P(x_0 + x_1) = f(x_0) + f(x_1) exactly.
+    _, f, x, w = _parm(None)
+    code = gcc.ParityModelCode(w, lambda p, v: p @ v, num_inputs=2)
+    masks = np.array([[True, True, True], [True, False, True], [False, True, True]])
+    loss = gcc.monte_carlo_loss(code, f, x, masks)
+    np.testing.assert_allclose(loss, 0.0, atol=1e-12)
+    xt, yt = gcc.apply_workers(code, f, x)
+    np.testing.assert_allclose(yt[2], f(x[0] + x[1]), rtol=1e-12)

@@ -1,6 +1,10 @@
-"""Codes: one module per code, all with ``encode(x)`` and ``decode(y, mask)``."""
+"""Codes: :class:`AbstractCode` and one module per code (spline, berrut, lagrange, uncoded,
+parity, learned)."""
 
+from ._base import AbstractCode as AbstractCode
+from ._base import AbstractLinearCode as AbstractLinearCode
 from ._base import Decoded as Decoded
+from ._base import Encoded as Encoded
 from .berrut import BerrutCode as BerrutCode
 from .lagrange import LagrangeCode as LagrangeCode
 from .learned import LearnedCode as LearnedCode

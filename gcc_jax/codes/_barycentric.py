@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._status import Status, combine
 from .._types import Array, Bool, Float, Int
 
 
@@ -76,15 +75,3 @@ def barycentric_matrix(
     den = jnp.sum(c, axis=1, keepdims=True)
     den_ok = jnp.where(any_hit | (den == 0), 1.0, den)
     return jnp.where(any_hit, hit.astype(t.dtype), c / den_ok)
-
-
-def node_status(t: Float[Array, " n"]) -> Int[Array, ""]:
-    """``BAD_NODES`` when ``t`` is not strictly increasing and finite (checked under tracing)."""
-    bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
-    return combine((bad, Status.BAD_NODES))
-
-
-def data_status(y_flat: Float[Array, "n m"], used: Bool[Array, " n"]) -> Int[Array, ""]:
-    """``NONFINITE_DATA`` when a used (live) row of ``y`` holds NaN or Inf."""
-    finite = jnp.all(jnp.isfinite(y_flat), axis=1)
-    return combine((jnp.any(used & ~finite), Status.NONFINITE_DATA))

@@ -1,14 +1,26 @@
-"""Shared plumbing of the codes: input checks, flattening, the ``Decoded`` result."""
+"""The code contract: :class:`AbstractCode` (every code) and :class:`AbstractLinearCode`.
 
-from __future__ import annotations
+Every code in gcc_jax is a frozen dataclass registered as a JAX pytree that subclasses
+:class:`AbstractCode`, in the manner of lineax's ``AbstractLinearSolver``: the abstract methods
+say what a code *is* (an encoder, a decoder that reports value problems as data, its sizes); the
+concrete ones are shared by every code (``decode`` raising on a bad status, ``worker_outputs``,
+``available``). Everything that evaluates a code — :func:`gcc_jax.coded_apply`,
+:func:`gcc_jax.monte_carlo_loss`, :func:`gcc_jax.worst_case_mask`, tuning, the experiments, the
+distributed service — uses only this interface.
+"""
 
+import abc
+from collections.abc import Callable
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .._status import GCCValueError, is_concrete
-from .._types import Array, Int
+from .._misc import check_inputs, check_outputs, data_status, float_dtype, input_status
+from .._status import Status, combine, raise_if_bad
+from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
+
+__all__ = ["AbstractCode", "AbstractLinearCode", "Decoded", "Encoded"]
 
 
 class Decoded(NamedTuple):
@@ -23,33 +35,196 @@ class Decoded(NamedTuple):
     status: Int[Array, ""]
 
 
-def check_inputs(x, k: int, name: str = "x") -> Array:
-    """``x`` must have one leading row per input; NaN/Inf is rejected in eager calls."""
-    x = jnp.asarray(x)
-    if x.ndim < 1 or x.shape[0] != k:
-        raise ValueError(f"`{name}` must have shape ({k}, ...), one row per input; got {x.shape}")
-    if is_concrete(x) and jnp.issubdtype(x.dtype, jnp.inexact):
-        if not np.all(np.isfinite(np.asarray(x))):
-            raise GCCValueError(f"`{name}` contains NaN or Inf")
-    return x
+class Encoded(NamedTuple):
+    """Coded inputs and their :class:`gcc_jax.Status` flags (0 = valid).
+
+    Attributes:
+        value: the ``n`` coded inputs, shape ``(n, *d)``; NaN where ``status != 0``.
+        status: int32 scalar: ``NONFINITE_DATA`` (NaN/Inf in ``x``), ``NEGATIVE_LAM``,
+            ``BAD_NODES``, ``NONFINITE_RESULT``.
+    """
+
+    value: Array
+    status: Int[Array, ""]
 
 
-def check_outputs(y, mask, n: int, name: str = "y") -> tuple[Array, Array]:
-    """``y`` must have one row per worker and ``mask`` be boolean of shape ``(n,)``."""
-    y = jnp.asarray(y)
-    if y.ndim < 1 or y.shape[0] != n:
-        raise ValueError(f"`{name}` must have one row per worker (n={n}); got shape {y.shape}")
-    mask = jnp.asarray(mask)
-    if mask.dtype != jnp.bool_:
-        raise TypeError(
-            f"`mask` must be boolean (True = the worker returned in time); got dtype {mask.dtype}"
-        )
-    if mask.shape != (n,):
-        raise ValueError(
-            f"`mask` must have shape ({n},), one entry per worker; got {mask.shape} "
-            "(use jax.vmap over decode for a batch of masks)"
-        )
-    return y, mask
+_ABSTRACT_VARS = ("num_inputs", "num_workers")
+
+
+class AbstractCode(abc.ABC):
+    """The interface every code implements (GCC, BACC, LCC, uncoded, replication, ParM, learned).
+
+    A code maps ``k`` inputs to ``n`` worker inputs (:meth:`encode`) and ``n`` worker outputs,
+    of which the live ones are flagged by a boolean ``mask``, back to ``k`` estimates of
+    ``f(x_k)`` (:meth:`decode_with_status`). Subclasses are frozen dataclasses registered as
+    pytrees: sizes and method names are static fields, λs, nodes and learned parameters array
+    leaves (new values never recompile; gradients flow to them).
+
+    Abstract: ``encode_with_status``, ``decode_with_status`` and the sizes ``num_inputs`` /
+    ``num_workers`` (static dataclass fields or properties; checked when a subclass is defined).
+    Concrete defaults: :meth:`encode` and :meth:`decode` (raise :class:`gcc_jax.GCCValueError` on
+    a bad status in eager calls), :meth:`worker_outputs` (``vmap(f)(encode(x))``; ParM and learned
+    codes override it with their parity workers) and :meth:`available` (all estimates usable).
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
+        >>> isinstance(code, gcc.AbstractCode), isinstance(code, gcc.AbstractLinearCode)
+        (True, True)
+        >>> y = code.worker_outputs(jnp.sin, jnp.linspace(-1.0, 1.0, 3)[:, None])
+        >>> code.decode(y, jnp.ones(8, bool)).shape
+        (3, 1)
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__name__.startswith("Abstract"):
+            return
+        for name in _ABSTRACT_VARS:
+            provided = any(
+                name in vars(c) or name in vars(c).get("__annotations__", {})
+                for c in cls.__mro__
+                if not c.__name__.startswith("Abstract") and c is not object
+            )
+            if not provided:
+                raise TypeError(
+                    f"{cls.__name__} must define `{name}` (a static field or a property)"
+                )
+
+    num_inputs: int
+    num_workers: int
+
+    # -- encoder -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:
+        """Coded inputs ``(n, *d)`` with value problems reported as data (never raises on them)."""
+
+    def encode(self, x: Shaped[ArrayLike, "k *d"]) -> Shaped[Array, "n *d"]:
+        """The ``n`` coded inputs for ``x`` of shape ``(k, *d)``.
+
+        Raises:
+            ValueError/TypeError: wrong shapes, complex or non-numeric ``x``.
+            GCCValueError: in eager calls, NaN/Inf in ``x`` or a bad parameter (negative λ,
+                unsorted nodes). Under ``jit`` the value is NaN instead; use
+                :meth:`encode_with_status` to get the status.
+        """
+        out = self.encode_with_status(x)
+        raise_if_bad(out.status, f"{type(self).__name__}.encode")
+        return out.value
+
+    def worker_outputs(self, f: Callable[[Array], Array], x: Shaped[ArrayLike, "k *d"]) -> Array:
+        """What the ``n`` workers return when ``f`` is the workers' function: ``(n, *m)``.
+
+        Default ``vmap(f)(encode(x))``. Codes whose workers run something else on some coded
+        inputs (ParM's parity model, a learned code's parity workers) override this; every
+        evaluator in gcc_jax obtains worker outputs through it.
+        """
+        return jax.vmap(f)(self.encode(x))
+
+    # -- decoder -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def decode_with_status(
+        self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
+    ) -> Decoded:
+        """Estimates ``(k, *m)`` of ``f(x_k)`` and a status; never raises on value problems.
+
+        Only live workers (``mask[n] = True``) may influence the value or its gradient, whatever
+        a straggler returned (NaN/Inf included). Use under ``jit``/``vmap`` over masks.
+        """
+
+    def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
+        """Estimates ``(k, *m)`` of ``f(x_k)`` from worker outputs ``y`` ``(n, *m)``.
+
+        Raises:
+            ValueError/TypeError: wrong shapes, a non-boolean mask, complex outputs.
+            GCCValueError: in eager calls, a value problem (see :meth:`decode_with_status` and
+                :class:`gcc_jax.Status`). Under ``jit``/``vmap`` the value is NaN instead.
+        """
+        out = self.decode_with_status(y, mask)
+        raise_if_bad(out.status, f"{type(self).__name__}.decode")
+        return out.value
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Which estimates carry information about their input under ``mask``.
+
+        Coded schemes estimate every input (``True`` everywhere, the default); uncoded
+        computation and replication return ``False`` for an input all of whose copies
+        straggled (its estimate is the fill value).
+        """
+        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
+        return jnp.ones((self.num_inputs,), bool)
+
+
+class AbstractLinearCode(AbstractCode):
+    """A code whose encoder and decoder are matrices: ``X~ = E X`` and ``Y^ = D(mask) Y~``.
+
+    Abstract: :meth:`encoder_matrix_with_status` and :meth:`decoder_matrix_with_status`.
+    Shared: :meth:`encode_with_status` (``E X``), :meth:`decode_with_status` (``D(mask) Y~`` with
+    the straggler rows neutralised before the product), the raising ``encoder_matrix`` /
+    ``decoder_matrix``. A subclass may override ``decode_with_status`` with a faster solve that
+    gives the same value (``SplineCode`` fits the spline per column when there are few columns).
+    """
+
+    @abc.abstractmethod
+    def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
+        """``E`` of shape ``(n, k)`` and its status."""
+
+    @abc.abstractmethod
+    def decoder_matrix_with_status(
+        self, mask: Bool[ArrayLike, " n"]
+    ) -> tuple[Float[Array, "k n"], Int[Array, ""]]:
+        """``D(mask)`` of shape ``(k, n)`` (straggler columns zero) and its status."""
+
+    def encoder_matrix(self) -> Float[Array, "n k"]:
+        """``E`` with ``X~ = E X`` (raises on a bad status in eager calls)."""
+        e, status = self.encoder_matrix_with_status()
+        raise_if_bad(status, f"{type(self).__name__}.encoder_matrix")
+        return e
+
+    def decoder_matrix(self, mask: Bool[ArrayLike, " n"]) -> Float[Array, "k n"]:
+        """``D(mask)`` with ``Y^ = D Y~`` (raises on a bad status in eager calls)."""
+        d, status = self.decoder_matrix_with_status(mask)
+        raise_if_bad(status, f"{type(self).__name__}.decoder_matrix")
+        return d
+
+    def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:
+        """``X~ = E X`` over the leading axis of ``x`` (any trailing shape)."""
+        x = check_inputs(x, self.num_inputs)
+        e, status = self.encoder_matrix_with_status()
+        dtype = float_dtype(e, x)
+        status = status | input_status(x)
+        value = apply_rows(e.astype(dtype), x.astype(dtype))
+        status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
+        return Encoded(jnp.where(status == 0, value, jnp.nan), status)
+
+    def decode_with_status(
+        self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
+    ) -> Decoded:
+        """``Y^ = D(mask) Y~``; straggler rows never reach the product (NaN-safe)."""
+        return self.decode_by_matrix_with_status(y, mask)
+
+    def decode_by_matrix_with_status(
+        self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
+    ) -> Decoded:
+        """The matrix form of the decoder, shared by every linear code.
+
+        One ``(k, n)`` solve and a product: the cheap form when ``y`` has many columns (many
+        outputs or many jobs decoded with one pattern).
+        """
+        y, mask = check_outputs(y, mask, self.num_workers)
+        n = self.num_workers
+        y_flat = y.reshape(n, -1)
+        d, status = self.decoder_matrix_with_status(mask)
+        dtype = float_dtype(d, y_flat)
+        status = status | data_status(y_flat, mask)
+        safe = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0).astype(dtype)
+        d = jnp.where(status == 0, d, 0).astype(dtype)
+        value = d @ safe
+        status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
+        value = jnp.where(status == 0, value, jnp.nan)
+        return Decoded(value.reshape((d.shape[0], *y.shape[1:])), status)
 
 
 def apply_rows(matrix: Array, x: Array) -> Array:

@@ -1,26 +1,17 @@
 """LCC: Lagrange coded computing (polynomial encoder, polynomial-interpolation decoder)."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 
 import jax
 import jax.numpy as jnp
 
+from .._misc import as_int, as_mask, check_node_leaves, float_dtype, node_status
 from .._nodes import chebyshev_nodes
-from .._spline import _float_dtype
-from .._status import Status, combine, raise_if_bad
-from .._types import Array, ArrayLike, Bool, Float, Shaped
-from ._barycentric import (
-    barycentric_matrix,
-    data_status,
-    lagrange_weights,
-    live_ranks,
-    node_status,
-)
-from ._base import Decoded, apply_rows, check_inputs, check_outputs
-from .berrut import _check_node_leaves
+from .._status import Status, combine
+from .._types import Array, ArrayLike, Bool, Float, Int
+from ._barycentric import barycentric_matrix, lagrange_weights, live_ranks
+from ._base import AbstractLinearCode
 
 _BELOW = ("nan", "interpolate")
 
@@ -51,27 +42,9 @@ def _decoder_matrix(beta: Array, alpha: Array, mask: Array, threshold: int) -> A
     return barycentric_matrix(beta, lagrange_weights(beta, sel), sel, alpha)
 
 
-@functools.partial(jax.jit, static_argnames=("threshold", "strict"))
-def _decode(
-    beta: Array, alpha: Array, y_flat: Array, mask: Array, *, threshold: int, strict: bool
-) -> tuple[Array, Array]:
-    """LCC decode of ``y_flat`` (n, m) with its status; NaN value where the status is bad."""
-    n_live = jnp.sum(mask)
-    status = (
-        combine((n_live < 1, Status.TOO_FEW_LIVE))
-        | combine(((n_live < threshold) & strict, Status.BELOW_RECOVERY_THRESHOLD))
-        | node_status(beta)
-        | data_status(y_flat, mask)
-    )
-    y_ok = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-    value = _decoder_matrix(beta, alpha, mask, threshold) @ y_ok
-    status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
-    return jnp.where(status == 0, value, jnp.nan), status
-
-
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class LagrangeCode:
+class LagrangeCode(AbstractLinearCode):
     """Lagrange coded computing (LCC; Yu et al., AISTATS 2019), over the reals.
 
     Encoder: the interpolating polynomial of degree ``K − 1`` through ``(alpha_k, x_k)``,
@@ -127,13 +100,12 @@ class LagrangeCode:
     below_threshold: str = dataclasses.field(default="nan", metadata=dict(static=True))
 
     def __post_init__(self):
-        if isinstance(self.degree, bool) or not isinstance(self.degree, int) or self.degree < 1:
-            raise ValueError(f"`degree` must be an int >= 1; got {self.degree!r}")
+        object.__setattr__(self, "degree", as_int(self.degree, "degree", 1))
         if self.below_threshold not in _BELOW:
             raise ValueError(
                 f"`below_threshold` must be one of {_BELOW}; got {self.below_threshold!r}"
             )
-        _check_node_leaves(self, ("alpha", "beta"))
+        check_node_leaves(self, ("alpha", "beta"))
 
     @classmethod
     def chebyshev(
@@ -144,7 +116,7 @@ class LagrangeCode:
         degree: int,
         below_threshold: str = "nan",
         dtype=None,
-    ) -> LagrangeCode:
+    ) -> "LagrangeCode":
         """LCC with ``alpha`` Chebyshev-1 (K points) and ``beta`` Chebyshev-2 (N), ascending.
 
         Args:
@@ -154,9 +126,8 @@ class LagrangeCode:
             below_threshold: ``"nan"`` or ``"interpolate"`` (see the class docstring).
             dtype: float dtype of the nodes (default: JAX's default float).
         """
-        for name, v in (("num_inputs", num_inputs), ("num_workers", num_workers)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
-                raise ValueError(f"`{name}` must be an int >= 2; got {v!r}")
+        num_inputs = as_int(num_inputs, "num_inputs", 2)
+        num_workers = as_int(num_workers, "num_workers", 2)
         dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
         return cls(
             alpha=chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
@@ -185,64 +156,48 @@ class LagrangeCode:
 
     def recovers(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, ""]:
         """Whether ``mask`` has at least :attr:`recovery_threshold` live workers."""
-        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        return jnp.sum(mask) >= self.recovery_threshold
+        return jnp.sum(as_mask(mask, self.num_workers)) >= self.recovery_threshold
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every estimate when the pattern is decodable under ``below_threshold``.
+
+        With ``"nan"`` all are ``False`` below the recovery threshold (nothing is decoded);
+        with ``"interpolate"`` all are ``True`` whenever one worker is live.
+        """
+        mask = as_mask(mask, self.num_workers)
+        ok = self.recovers(mask) if self.below_threshold == "nan" else jnp.any(mask)
+        return jnp.broadcast_to(ok, (self.num_inputs,))
 
     # -- encoder ----------------------------------------------------------------------------
 
-    def encoder_matrix(self) -> Float[Array, "n k"]:
+    def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
         """``E`` with ``X~ = E X``: the Lagrange basis on ``alpha`` evaluated at ``beta``."""
-        return _encoder_matrix(self.alpha, self.beta.astype(self.alpha.dtype))
-
-    def encode(self, x: Shaped[ArrayLike, " k *d"]) -> Float[Array, " n *d"]:
-        """Coded inputs ``x~_n = u(beta_n)`` for ``x`` of shape ``(K, ...)`` → ``(N, ...)``."""
-        x = check_inputs(x, self.num_inputs)
-        e = self.encoder_matrix()
-        dtype = _float_dtype(e, x)
-        return apply_rows(e.astype(dtype), x.astype(dtype))
+        dtype = float_dtype(self.alpha, self.beta)
+        alpha, beta = self.alpha.astype(dtype), self.beta.astype(dtype)
+        return _encoder_matrix(alpha, beta), node_status(alpha) | node_status(beta)
 
     # -- decoder ----------------------------------------------------------------------------
 
-    def decoder_matrix(self, mask: Bool[ArrayLike, " n"]) -> Float[Array, "k n"]:
-        """``D(mask)`` with ``Y^ = D Y~``; only the selected live workers have non-zero columns."""
-        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        dtype = _float_dtype(self.alpha, self.beta)
-        return _decoder_matrix(
-            self.beta.astype(dtype), self.alpha.astype(dtype), mask, self.recovery_threshold
-        )
-
-    def decode_with_status(
-        self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
-    ) -> Decoded:
-        """Decode and report value problems as data (never raises on them).
+    def decoder_matrix_with_status(
+        self, mask: Bool[ArrayLike, " n"]
+    ) -> tuple[Float[Array, "k n"], Int[Array, ""]]:
+        """``D(mask)`` with ``Y^ = D Y~``; only the selected live workers have non-zero columns.
 
         Status flags: ``BELOW_RECOVERY_THRESHOLD`` (fewer than ``(K − 1)·deg + 1`` live
-        workers, with ``below_threshold="nan"``), ``TOO_FEW_LIVE`` (no live worker),
-        ``NONFINITE_DATA`` (NaN/Inf from a live worker), ``BAD_NODES``, ``NONFINITE_RESULT``.
-        The value is NaN wherever the status is not OK.
+        workers, with ``below_threshold="nan"``), ``TOO_FEW_LIVE`` (no live worker; LCC needs
+        one), ``BAD_NODES``. :meth:`decode_with_status` adds ``NONFINITE_DATA`` (NaN/Inf from a
+        live worker) and ``NONFINITE_RESULT``; the value is NaN wherever the status is not OK.
         """
-        y, mask = check_outputs(y, mask, self.num_workers)
-        dtype = _float_dtype(self.beta, y)
-        y_flat = y.reshape(self.num_workers, -1).astype(dtype)
-        value, status = _decode(
-            self.beta.astype(dtype),
-            self.alpha.astype(dtype),
-            y_flat,
-            mask,
-            threshold=self.recovery_threshold,
-            strict=self.below_threshold == "nan",
+        mask = as_mask(mask, self.num_workers)
+        dtype = float_dtype(self.alpha, self.beta)
+        beta, alpha = self.beta.astype(dtype), self.alpha.astype(dtype)
+        n_live = jnp.sum(mask)
+        strict = self.below_threshold == "nan"
+        status = (
+            combine((n_live < 1, Status.TOO_FEW_LIVE))
+            | combine(
+                ((n_live < self.recovery_threshold) & strict, Status.BELOW_RECOVERY_THRESHOLD)
+            )
+            | node_status(beta)
         )
-        return Decoded(value.reshape((self.num_inputs, *y.shape[1:])), status)
-
-    def decode(self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
-        """Estimates ``p(alpha_k) = f(x_k)`` (exact for polynomial ``f`` of degree ≤ ``degree``).
-
-        Raises:
-            ValueError/TypeError: wrong shapes, a non-boolean mask.
-            GCCValueError: in eager calls, fewer live workers than the recovery threshold (with
-                ``below_threshold="nan"``), or NaN/Inf from a live worker. Under ``jit``/``vmap``
-                the value is NaN instead; see :meth:`decode_with_status`.
-        """
-        out = self.decode_with_status(y, mask)
-        raise_if_bad(out.status, "LagrangeCode.decode")
-        return out.value
+        return _decoder_matrix(beta, alpha, mask, self.recovery_threshold), status

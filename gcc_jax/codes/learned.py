@@ -22,8 +22,6 @@ outputs, at least one of them a base output — patterns that lose only parities
 decoding).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import itertools
@@ -36,11 +34,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._spline import _float_dtype
-from .._status import Status, combine, raise_if_bad
+from .._misc import (
+    as_int,
+    as_mask,
+    check_inputs,
+    check_outputs,
+    data_status,
+    float_dtype,
+    input_status,
+)
+from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, PRNGKeyArray, Shaped
-from ._barycentric import data_status
-from ._base import Decoded, check_inputs, check_outputs
+from ._base import AbstractCode, Decoded, Encoded
 from .parity import (
     TrainedCode,
     _summary,
@@ -160,7 +165,7 @@ def _learned_decode(
     decoder_params: Any, y: Array, mask: Array, num_inputs: int, num_parities: int
 ) -> tuple[Array, Array]:
     k = num_inputs
-    dtype = _float_dtype(y)
+    dtype = float_dtype(y)
     y = y.astype(dtype)
     finite = jnp.all(jnp.isfinite(y), axis=1)
     status = combine((jnp.sum(~mask) > num_parities, Status.TOO_MANY_ERASURES)) | data_status(
@@ -175,14 +180,12 @@ def _learned_decode(
 
 
 def _check_size(value, name: str, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
-    return int(value)
+    return as_int(value, name, lo)
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class LearnedCode:
+class LearnedCode(AbstractCode):
     """A learned code: ``k`` base queries plus ``r`` learned parity queries, a learned decoder.
 
     Worker ``n < k`` receives ``x_n``; worker ``k + i`` receives the learned parity query
@@ -245,7 +248,7 @@ class LearnedCode:
         decoder_hidden: Sequence[int] | None = None,
         channels: int | None = None,
         dtype=jnp.float32,
-    ) -> LearnedCode:
+    ) -> "LearnedCode":
         """A freshly initialised code (PyTorch-default uniform initialisation, ``dtype``).
 
         Weights and biases of each layer are drawn from ``U(±1/√fan_in)`` by a NumPy generator
@@ -319,20 +322,26 @@ class LearnedCode:
                     f"the conv encoder needs images (k, H, W, {c_in // self.num_inputs}); got "
                     f"{x.shape}"
                 )
-        x = x.astype(_float_dtype(x))
+        x = x.astype(float_dtype(x))
         return _encode_parities(self.encoder, self.encoder_params, x, self.num_parities)
 
-    def encode(self, x: Shaped[ArrayLike, " k *d"]) -> Float[Array, " n *d"]:
-        """The ``k + r`` queries ``(x_1, …, x_k, p_1, …, p_r)``."""
+    def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
+        """The ``k + r`` queries ``(x_1, …, x_k, p_1, …, p_r)``; all ``k + r`` workers run ``F``."""
         p = self.parities(x)
-        return jnp.concatenate([jnp.asarray(x).astype(p.dtype), p], axis=0)
+        x = jnp.asarray(x)
+        status = input_status(x) | combine((~jnp.all(jnp.isfinite(p)), Status.NONFINITE_RESULT))
+        return Encoded(jnp.concatenate([x.astype(p.dtype), p], axis=0), status)
 
     # -- decoder ----------------------------------------------------------------------------
 
     def reconstructed(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         """Which estimates come from the decoder (their base worker is missing): ``~mask[:k]``."""
-        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        return ~mask[: self.num_inputs]
+        return ~as_mask(mask, self.num_workers)[: self.num_inputs]
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every estimate when at most ``r`` outputs are missing, none otherwise."""
+        mask = as_mask(mask, self.num_workers)
+        return jnp.broadcast_to(jnp.sum(~mask) <= self.num_parities, (self.num_inputs,))
 
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
@@ -359,19 +368,6 @@ class LearnedCode:
             num_parities=self.num_parities,
         )
         return Decoded(value.reshape((self.num_inputs, *y.shape[1:])), status)
-
-    def decode(self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
-        """Estimates of ``F(x_k)`` from the ``k + r`` worker outputs (class docstring).
-
-        Raises:
-            ValueError/TypeError: wrong shapes, a non-boolean mask.
-            GCCValueError: in eager calls, more than ``r`` missing outputs or NaN/Inf from a
-                live worker. Under ``jit``/``vmap`` the value is NaN instead; see
-                :meth:`decode_with_status`.
-        """
-        out = self.decode_with_status(y, mask)
-        raise_if_bad(out.status, "LearnedCode.decode")
-        return out.value
 
 
 # -- training ----------------------------------------------------------------------------------

@@ -23,8 +23,6 @@ the gradient (PyTorch's ``Adam(weight_decay=…)``), ``F`` being the base model'
 (logits).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import math
@@ -37,11 +35,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._spline import _float_dtype
-from .._status import Status, combine, raise_if_bad
+from .._misc import (
+    as_int,
+    as_mask,
+    check_inputs,
+    check_outputs,
+    data_status,
+    float_dtype,
+    input_status,
+)
+from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, Shaped
-from ._barycentric import data_status
-from ._base import Decoded, check_inputs, check_outputs
+from ._base import AbstractCode, Decoded, Encoded
 
 __all__ = ["ENCODERS", "ParityModelCode", "TrainedCode", "parity_input", "train_parity_model"]
 
@@ -50,9 +55,7 @@ ENCODERS = ("sum", "concat")
 
 
 def _check_k(value, lo: int = 2) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-        raise ValueError(f"`num_inputs` must be an int >= {lo}; got {value!r}")
-    return int(value)
+    return as_int(value, "num_inputs", lo)
 
 
 def _check_encoder(encoder: str, k: int) -> str:
@@ -109,7 +112,7 @@ def parity_input(x: Float[ArrayLike, "k *d"], encoder: str = "sum") -> Float[Arr
 def _subtract_decode(y: Array, mask: Array, num_inputs: int) -> tuple[Array, Array]:
     """Subtraction decoding of ``y`` (k+1, m) with its status; NaN value where it is bad."""
     k = num_inputs
-    dtype = _float_dtype(y)
+    dtype = float_dtype(y)
     y = y.astype(dtype)
     finite = jnp.all(jnp.isfinite(y), axis=1)
     status = combine((jnp.sum(~mask) > 1, Status.TOO_MANY_ERASURES)) | data_status(y, mask)
@@ -123,7 +126,7 @@ def _subtract_decode(y: Array, mask: Array, num_inputs: int) -> tuple[Array, Arr
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class ParityModelCode:
+class ParityModelCode(AbstractCode):
     """ParM: ``k`` systematic workers plus one parity-model worker, subtraction decoding.
 
     Workers ``0..k−1`` compute ``F(x_k)`` on the inputs themselves (``x~_n = x_n``); worker
@@ -194,11 +197,11 @@ class ParityModelCode:
         x = check_inputs(x, self.num_inputs)
         return parity_input(x, self.encoder)
 
-    def encode(self, x: Shaped[ArrayLike, " k *d"]) -> Float[Array, " n *d"]:
+    def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
         """The ``k + 1`` queries: ``x_1..x_k`` for the base workers, ``P`` for the parity one."""
         x = check_inputs(x, self.num_inputs)
         p = parity_input(x, self.encoder)
-        return jnp.concatenate([x.astype(p.dtype), p[None]], axis=0)
+        return Encoded(jnp.concatenate([x.astype(p.dtype), p[None]], axis=0), input_status(x))
 
     def parity_output(self, p: Float[ArrayLike, "*d"]) -> Float[Array, " *m"]:
         """What the parity worker returns: ``F_P(p) = parity_apply(parity_params, p)``."""
@@ -219,15 +222,19 @@ class ParityModelCode:
             raise ValueError(
                 f"the parity model's output {parity.shape} differs from f's {base.shape[1:]}"
             )
-        dtype = _float_dtype(base, parity)
+        dtype = float_dtype(base, parity)
         return jnp.concatenate([base.astype(dtype), parity[None].astype(dtype)], axis=0)
 
     # -- decoder ----------------------------------------------------------------------------
 
     def reconstructed(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         """Which estimates are reconstructions (their base worker is missing): ``~mask[:k]``."""
-        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        return ~mask[: self.num_inputs]
+        return ~as_mask(mask, self.num_workers)[: self.num_inputs]
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every estimate when at most ``r = 1`` output is missing, none otherwise."""
+        mask = as_mask(mask, self.num_workers)
+        return jnp.broadcast_to(jnp.sum(~mask) <= 1, (self.num_inputs,))
 
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
@@ -243,19 +250,6 @@ class ParityModelCode:
             y.reshape(self.num_workers, -1), mask, num_inputs=self.num_inputs
         )
         return Decoded(value.reshape((self.num_inputs, *y.shape[1:])), status)
-
-    def decode(self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
-        """Estimates of ``F(x_k)`` from the ``k + 1`` worker outputs (class docstring).
-
-        Raises:
-            ValueError/TypeError: wrong shapes, a non-boolean mask.
-            GCCValueError: in eager calls, more than one missing output or NaN/Inf from a live
-                worker. Under ``jit``/``vmap`` the value is NaN instead; see
-                :meth:`decode_with_status`.
-        """
-        out = self.decode_with_status(y, mask)
-        raise_if_bad(out.status, "ParityModelCode.decode")
-        return out.value
 
 
 # -- training (shared with gcc_jax.codes.learned) -------------------------------------------------

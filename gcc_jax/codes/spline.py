@@ -1,31 +1,25 @@
 """GCC: the smoothing-spline code (encoder and decoder are cubic smoothing splines)."""
 
-from __future__ import annotations
-
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._misc import as_int, as_lam, as_mask, check_node_leaves, check_outputs, float_dtype
 from .._nodes import chebyshev_nodes
-from .._spline import (
-    _as_lam,
-    _as_nodes,
-    _float_dtype,
-    fit_smoothing_spline_with_status,
-    smoother_matrix_with_status,
-)
-from .._status import is_concrete, raise_if_bad
-from .._types import Array, ArrayLike, Bool, Float, Shaped
-from ._base import Decoded, apply_rows, check_inputs, check_outputs
+from .._spline import fit_smoothing_spline_with_status, smoother_matrix_with_status
+from .._status import is_concrete
+from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
+from ._base import AbstractLinearCode, Decoded
 
 _SOLVERS = ("banded", "kernel")
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class SplineCode:
+class SplineCode(AbstractLinearCode):
     """General coded computing with smoothing-spline encoder and decoder (GCC / LeTCC).
 
     Encoder: ``u_enc`` = cubic smoothing spline through ``(alpha_k, x_k)`` with ``lam_enc``;
@@ -66,21 +60,20 @@ class SplineCode:
         # Only check real arrays: JAX rebuilds pytrees with tracers and placeholders too.
         if self.solver not in _SOLVERS:
             raise ValueError(f"`solver` must be one of {_SOLVERS}; got {self.solver!r}")
-        shapes = [getattr(a, "shape", None) for a in (self.alpha, self.beta)]
-        if any(s is None for s in shapes):
-            return
-        for name, s, lo in (("alpha", shapes[0], 2), ("beta", shapes[1], 2)):
-            if len(s) != 1 or s[0] < lo:
-                raise ValueError(f"`{name}` must be 1-D with at least {lo} nodes; got shape {s}")
-        if is_concrete(self.alpha, self.beta, self.lam_enc, self.lam_dec) and all(
-            isinstance(a, jax.Array | np.ndarray)
-            for a in (self.alpha, self.beta, self.lam_enc, self.lam_dec)
+        # λs are array leaves on every path (dataclasses.replace(code, lam_dec=1e-4) included):
+        # a Python float leaf would retrace jit on every new value.
+        for name in ("lam_enc", "lam_dec"):
+            value = getattr(self, name)
+            if isinstance(value, int | float | str | bytes | complex | np.number):
+                dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
+                object.__setattr__(self, name, as_lam(value, name, dtype))
+        check_node_leaves(self, ("alpha", "beta"))
+        if is_concrete(self.lam_enc, self.lam_dec) and all(
+            isinstance(a, jax.Array | np.ndarray) for a in (self.lam_enc, self.lam_dec)
         ):
-            dtype = _float_dtype(self.alpha, self.beta)
-            _as_nodes(self.alpha, "alpha", dtype)
-            _as_nodes(self.beta, "beta", dtype)
-            _as_lam(self.lam_enc, "lam_enc", dtype)
-            _as_lam(self.lam_dec, "lam_dec", dtype)
+            dtype = float_dtype(self.alpha, self.beta)
+            as_lam(self.lam_enc, "lam_enc", dtype)
+            as_lam(self.lam_dec, "lam_dec", dtype)
 
     # -- constructors -----------------------------------------------------------------------
 
@@ -94,7 +87,7 @@ class SplineCode:
         lam_dec: float | ArrayLike = 0.0,
         solver: str = "banded",
         dtype=None,
-    ) -> SplineCode:
+    ) -> "SplineCode":
         """The papers' placement: ``alpha`` Chebyshev-1 (K points), ``beta`` Chebyshev-2 (N).
 
         Args:
@@ -105,15 +98,14 @@ class SplineCode:
             solver: see the class docstring.
             dtype: float dtype of the leaves (default: JAX's default float).
         """
-        for name, v in (("num_inputs", num_inputs), ("num_workers", num_workers)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
-                raise ValueError(f"`{name}` must be an int >= 2; got {v!r}")
+        num_inputs = as_int(num_inputs, "num_inputs", 2)
+        num_workers = as_int(num_workers, "num_workers", 2)
         dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
         return cls(
             alpha=chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
             beta=chebyshev_nodes(num_workers, kind=2, dtype=dtype),
-            lam_enc=jnp.asarray(lam_enc, dtype),
-            lam_dec=jnp.asarray(lam_dec, dtype),
+            lam_enc=as_lam(lam_enc, "lam_enc", dtype),
+            lam_dec=as_lam(lam_dec, "lam_dec", dtype),
             solver=solver,
         )
 
@@ -125,58 +117,44 @@ class SplineCode:
     def num_workers(self) -> int:
         return self.beta.shape[0]
 
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every estimate when at least 2 workers are live (a smoothing spline needs 2)."""
+        mask = as_mask(mask, self.num_workers)
+        return jnp.broadcast_to(jnp.sum(mask) >= 2, (self.num_inputs,))
+
     # -- encoder ----------------------------------------------------------------------------
 
-    def encoder_matrix(self) -> Float[Array, "n k"]:
+    def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
         """``E`` with ``X~ = E X``: the encoder spline's values at ``beta`` per unit input."""
-        e, status = smoother_matrix_with_status(
-            self.alpha, self.beta, self.lam_enc, solver=self.solver
-        )
-        raise_if_bad(status, "SplineCode.encoder_matrix")
-        return e
-
-    def encode(self, x: Shaped[ArrayLike, "k ..."]) -> Float[Array, "n ..."]:
-        """Coded inputs ``x~_n = u_enc(beta_n)`` for ``x`` of shape ``(K, ...)`` → ``(N, ...)``."""
-        x = check_inputs(x, self.num_inputs)
-        e = self.encoder_matrix()
-        return apply_rows(e.astype(_float_dtype(e, x)), x.astype(_float_dtype(e, x)))
+        return smoother_matrix_with_status(self.alpha, self.beta, self.lam_enc, solver=self.solver)
 
     # -- decoder ----------------------------------------------------------------------------
 
-    def decoder_matrix(self, mask: Bool[ArrayLike, " n"]) -> Float[Array, "k n"]:
+    def decoder_matrix_with_status(
+        self, mask: Bool[ArrayLike, " n"]
+    ) -> tuple[Float[Array, "k n"], Int[Array, ""]]:
         """``D(mask)`` with ``Y^ = D Y~``; columns of stragglers are zero."""
-        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        d, status = smoother_matrix_with_status(
+        mask = as_mask(mask, self.num_workers)
+        return smoother_matrix_with_status(
             self.beta, self.alpha, self.lam_dec, mask, solver=self.solver
         )
-        raise_if_bad(status, "SplineCode.decoder_matrix")
-        return d
 
     def decode_with_status(
         self, y: Shaped[ArrayLike, "n ..."], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
         """Decode and report value problems as data (never raises on them).
 
+        ``u_dec(alpha_k)`` of the smoothing spline through the live ``(beta_n, y_n)``. With
+        fewer columns than workers each column is fitted directly (O(n) per column); with more
+        (many outputs or jobs) the ``(k, n)`` decoder matrix is formed once and applied — the
+        same linear map, so the same value. Status flags: ``TOO_FEW_LIVE`` (fewer than 2 live
+        workers), ``NONFINITE_DATA``, ``BAD_NODES``, ``NEGATIVE_LAM``, ``NONFINITE_RESULT``.
         Returns ``Decoded(value, status)``; use under ``jit``/``vmap`` over masks.
         """
         y, mask = check_outputs(y, mask, self.num_workers)
+        if math.prod(y.shape[1:]) > self.num_workers:
+            return self.decode_by_matrix_with_status(y, mask)
         spline = fit_smoothing_spline_with_status(
             self.beta, y, self.lam_dec, mask, solver=self.solver
         )
         return Decoded(spline(self.alpha), spline.status)
-
-    def decode(self, y: Shaped[ArrayLike, "n ..."], mask: Bool[ArrayLike, " n"]) -> Array:
-        """Estimates ``u_dec(alpha_k) ≈ f(x_k)`` from worker outputs ``y`` of shape ``(N, ...)``.
-
-        Only live workers (``mask[n] = True``) are used; whatever a straggler returned, even
-        NaN/Inf, changes neither the result nor its gradient.
-
-        Raises:
-            ValueError/TypeError: wrong shapes, a non-boolean mask.
-            GCCValueError: in eager calls, fewer than 2 live workers or NaN/Inf from a live
-                worker. Under ``jit``/``vmap`` the value is NaN instead; use
-                :meth:`decode_with_status` to get the per-pattern status.
-        """
-        out = self.decode_with_status(y, mask)
-        raise_if_bad(out.status, "SplineCode.decode")
-        return out.value

@@ -18,8 +18,6 @@ Statuses are reserved for patterns that cannot be decoded: here only ``NONFINITE
 worker returned NaN/Inf; the whole value is then NaN, as for every code).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 
@@ -27,17 +25,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._spline import _float_dtype
-from .._status import Status, combine, raise_if_bad
-from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
-from ._barycentric import data_status
-from ._base import Decoded, check_inputs, check_outputs
-
-
-def _check_size(value, name: str, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
-    return int(value)
+from .._misc import (
+    as_int,
+    as_mask,
+    check_inputs,
+    check_outputs,
+    data_status,
+    float_dtype,
+    input_status,
+)
+from .._status import Status, combine
+from .._types import Array, ArrayLike, Bool, Int, Shaped
+from ._base import AbstractCode, Decoded, Encoded
 
 
 def _check_fill(value) -> float:
@@ -54,7 +53,7 @@ def _replica_decode(
 ) -> tuple[Array, Array, Array]:
     """Mean of the live replicas of each input (round-robin assignment ``n ↦ n mod K``)."""
     n = y.shape[0]
-    dtype = _float_dtype(y)
+    dtype = float_dtype(y)
     y_flat = y.reshape(n, -1).astype(dtype)
     assign = np.arange(n) % num_inputs
     a = jnp.asarray(assign[None, :] == np.arange(num_inputs)[:, None], dtype)  # (K, N)
@@ -72,7 +71,7 @@ def _replica_decode(
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class ReplicationCode:
+class ReplicationCode(AbstractCode):
     """Replication: each input goes to several workers; an input survives if one copy does.
 
     Worker ``n`` computes ``f(x_{n mod K})`` (round-robin, so input ``k`` has
@@ -101,8 +100,8 @@ class ReplicationCode:
     fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
 
     def __post_init__(self):
-        k = _check_size(self.num_inputs, "num_inputs", 1)
-        n = _check_size(self.num_workers, "num_workers", 1)
+        k = as_int(self.num_inputs, "num_inputs", 1)
+        n = as_int(self.num_workers, "num_workers", 1)
         if n < k:
             raise ValueError(f"`num_workers` must be >= num_inputs={k} (every input needs a copy)")
         object.__setattr__(self, "num_inputs", k)
@@ -112,8 +111,8 @@ class ReplicationCode:
     @classmethod
     def with_replicas(cls, *, num_inputs: int, replicas: int, fill_value: float = 0.0):
         """``r`` copies of each of ``K`` inputs on ``N = r·K`` workers."""
-        k = _check_size(num_inputs, "num_inputs", 1)
-        r = _check_size(replicas, "replicas", 1)
+        k = as_int(num_inputs, "num_inputs", 1)
+        r = as_int(replicas, "replicas", 1)
         return cls(num_inputs=k, num_workers=r * k, fill_value=fill_value)
 
     @property
@@ -121,14 +120,14 @@ class ReplicationCode:
         """Index of the input each worker computes: ``n mod K``."""
         return np.arange(self.num_workers) % self.num_inputs
 
-    def encode(self, x: Shaped[ArrayLike, " k *d"]) -> Shaped[Array, " n *d"]:
-        """``x~_n = x_{n mod K}`` (copies; dtype preserved)."""
+    def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
+        """``x~_n = x_{n mod K}`` (copies; dtype preserved); ``NONFINITE_DATA`` for NaN/Inf."""
         x = check_inputs(x, self.num_inputs)
-        return x[jnp.asarray(self.assignment)]
+        return Encoded(x[jnp.asarray(self.assignment)], input_status(x))
 
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         """Which inputs have at least one live copy (``False`` = result missing)."""
-        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
+        mask = as_mask(mask, self.num_workers)
         a = jnp.asarray(self.assignment[None, :] == np.arange(self.num_inputs)[:, None])
         return jnp.any(a & mask[None, :], axis=1)
 
@@ -143,21 +142,10 @@ class ReplicationCode:
         value, status, _ = _replica_decode(y, mask, self.num_inputs, self.fill_value)
         return Decoded(value, status)
 
-    def decode(self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
-        """Estimates of ``f(x_k)``: a live copy's result, or ``fill_value`` if all straggled.
-
-        Raises:
-            ValueError/TypeError: wrong shapes, a non-boolean mask.
-            GCCValueError: in eager calls, NaN/Inf from a live worker.
-        """
-        out = self.decode_with_status(y, mask)
-        raise_if_bad(out.status, "ReplicationCode.decode")
-        return out.value
-
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class UncodedCode:
+class UncodedCode(AbstractCode):
     """No coding: ``N = K`` workers, worker ``k`` computes ``f(x_k)``.
 
     A straggler's input has no result; decoding reports ``fill_value`` (default 0) for it with
@@ -182,21 +170,21 @@ class UncodedCode:
     fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
 
     def __post_init__(self):
-        object.__setattr__(self, "num_inputs", _check_size(self.num_inputs, "num_inputs", 1))
+        object.__setattr__(self, "num_inputs", as_int(self.num_inputs, "num_inputs", 1))
         object.__setattr__(self, "fill_value", _check_fill(self.fill_value))
 
     @property
     def num_workers(self) -> int:
         return self.num_inputs
 
-    def encode(self, x: Shaped[ArrayLike, " k *d"]) -> Shaped[Array, " n *d"]:
-        """``x~ = x`` (the identity; dtype preserved)."""
-        return check_inputs(x, self.num_inputs)
+    def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
+        """``x~ = x`` (the identity; dtype preserved); ``NONFINITE_DATA`` for NaN/Inf."""
+        x = check_inputs(x, self.num_inputs)
+        return Encoded(x, input_status(x))
 
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         """``mask`` itself: input ``k`` has a result iff worker ``k`` returned."""
-        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        return mask
+        return as_mask(mask, self.num_workers)
 
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
@@ -208,16 +196,3 @@ class UncodedCode:
         y, mask = check_outputs(y, mask, self.num_workers)
         value, status, _ = _replica_decode(y, mask, self.num_inputs, self.fill_value)
         return Decoded(value, status)
-
-    def decode(
-        self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
-    ) -> Float[Array, " k *m"]:
-        """Estimates of ``f(x_k)``: the worker's result, or ``fill_value`` if it straggled.
-
-        Raises:
-            ValueError/TypeError: wrong shapes, a non-boolean mask.
-            GCCValueError: in eager calls, NaN/Inf from a live worker.
-        """
-        out = self.decode_with_status(y, mask)
-        raise_if_bad(out.status, "UncodedCode.decode")
-        return out.value

@@ -1,7 +1,5 @@
 """Held-out evaluation of a code on jobs of inputs, for any straggler model."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import math
@@ -13,10 +11,11 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from .._evaluator import MaskEvaluator
 from .._status import GCCValueError, Status
 from .._types import ArrayLike, Bool, Float, PRNGKeyArray
-from .._worst_case import _search
-from ._loss import mask_losses, targets, worker_outputs
+from .._worst_case import search_worst_case
+from ._loss import job_pattern_loss, targets, worker_outputs
 from ._stragglers import StragglerModel
 
 __all__ = ["Evaluation", "evaluate", "DEFAULT_SEARCH"]
@@ -68,72 +67,35 @@ def job_outputs(code: Any, f: Callable, xs: jax.Array) -> tuple[jax.Array, jax.A
     return worker_outputs(code, f, xs), targets(f, xs)
 
 
-def _select_losses(code, yt, fx, masks, select):
-    """Per-pattern loss when ``λ_dec`` is chosen per pattern and job by ``select``."""
+def _select_pattern_loss(select, code, yt, fx, mask):
+    """Loss of one pattern when ``λ_dec`` is chosen per job by ``select`` (mean over jobs)."""
 
-    def one(mask):
-        def job(y_b, fx_b):
-            choice = select(code, y_b, mask)
-            dec = dataclasses.replace(code, lam_dec=choice.lam).decode_with_status(y_b, mask)
-            status = dec.status | choice.status
-            ok = status == 0
-            err = jnp.where(ok, dec.value - fx_b, 0.0).reshape(-1)
-            return jnp.sum(err * err) / fx_b.shape[0], status
+    def job(y_b, fx_b):
+        choice = select(code, y_b, mask)
+        dec = dataclasses.replace(code, lam_dec=choice.lam).decode_with_status(y_b, mask)
+        status = dec.status | choice.status
+        ok = status == 0
+        err = jnp.where(ok, dec.value - fx_b, 0.0).reshape(-1)
+        return jnp.where(ok, jnp.sum(err * err) / fx_b.shape[0], jnp.nan), status
 
-        loss, status = jax.vmap(job, in_axes=(1, 1))(yt, fx)
-        return jnp.mean(loss), jnp.bitwise_or.reduce(status)
-
-    return jax.vmap(one)(masks)
+    loss, status = jax.vmap(job, in_axes=(1, 1))(yt, fx)
+    status = jnp.bitwise_or.reduce(status)
+    return jnp.where(status == 0, jnp.mean(loss), jnp.nan), status
 
 
-@functools.partial(jax.jit, static_argnames="select")
-def _chunk_losses(code, yt, fx, masks, select=None):
-    if select is None:
-        return mask_losses(code, yt, fx, masks)
-    return _select_losses(code, yt, fx, masks, select)
+@functools.lru_cache(maxsize=64)
+def _select_per_mask(select: Callable) -> Callable:
+    """One hashable per-mask function per rule, so the evaluator compiles once per rule."""
+    return functools.partial(_select_pattern_loss, select)
 
 
-class PatternEvaluator:
-    """Per-pattern losses of one code on fixed jobs, decoded in fixed-size chunks.
-
-    The interface of the worst-case search (``chunk``, ``count``, ``__call__``): a call returns
-    ``(loss, status)`` for a NumPy batch of masks, with ``loss = +inf`` for undecodable
-    patterns, so the search treats them as the worst.
-    """
-
-    def __init__(self, code, yt, fx, chunk: int, select: Callable | None = None):
-        self.code, self.yt, self.fx, self.chunk, self.select = code, yt, fx, chunk, select
-        self.count = 0
-
-    def raw(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Losses (0 where undecodable) and statuses."""
-        masks = np.asarray(masks)
-        num, n = masks.shape
-        losses = np.empty(num)
-        status = np.empty(num, np.int32)
-        for start in range(0, num, self.chunk):
-            block = masks[start : start + self.chunk]
-            size = block.shape[0]
-            if size < self.chunk:
-                block = np.concatenate([block, np.ones((self.chunk - size, n), bool)])
-            loss, st = _chunk_losses(
-                self.code, self.yt, self.fx, jnp.asarray(block), select=self.select
-            )
-            losses[start : start + size] = np.asarray(loss)[:size]
-            status[start : start + size] = np.asarray(st)[:size]
-        self.count += num
-        return losses, status
-
-    def __call__(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        losses, status = self.raw(masks)
-        return np.where((status != 0) | ~np.isfinite(losses), np.inf, losses), status
-
-
-def make_evaluator(code, f, xs, *, chunk: int, select=None) -> PatternEvaluator:
+def make_evaluator(code, f, xs, *, chunk: int, select=None) -> MaskEvaluator:
+    """The one mask evaluator over the workers' outputs of jobs ``xs`` ``(B, K, ...)``."""
     yt, fx = job_outputs(code, f, xs)
     if not bool(jnp.all(jnp.isfinite(fx))):
         raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
-    return PatternEvaluator(code, yt, fx, chunk, select)
+    per_mask = job_pattern_loss if select is None else _select_per_mask(select)
+    return MaskEvaluator(code, yt, fx, per_mask=per_mask, chunk_size=chunk)
 
 
 def search_chunk(n: int, model: StragglerModel, search: dict, chunk_size: int, num: int) -> int:
@@ -148,7 +110,7 @@ def search_chunk(n: int, model: StragglerModel, search: dict, chunk_size: int, n
 
 
 def summarise(
-    ev: PatternEvaluator,
+    ev: MaskEvaluator,
     model: StragglerModel,
     masks: np.ndarray,
     *,
@@ -159,17 +121,18 @@ def summarise(
     """Mean over ``masks`` (random models) or the worst-case search (``worst``)."""
     n = masks.shape[1]
     if model.kind == "worst":
-        wc = _search(ev, n, model.stragglers, key=key, **search)
+        wc = search_worst_case(ev, n, model.stragglers, key=key, **search)
         loss, mask, count = wc.loss, np.asarray(wc.mask), int(wc.num_evaluated)
         if candidates is not None and len(candidates):
-            extra, _ = ev(np.asarray(candidates, bool))
+            extra, extra_status = ev(np.asarray(candidates, bool))
+            extra = np.where((extra_status != 0) | ~np.isfinite(extra), np.inf, extra)
             count += len(candidates)
             if np.max(extra) > loss:
                 loss, mask = float(np.max(extra)), np.asarray(candidates)[int(np.argmax(extra))]
         if not np.isfinite(loss):
             raise GCCValueError(f"a worst-case pattern could not be decoded (status {wc.status})")
         return Evaluation(float(loss), 0.0, 0, count, mask, wc.exhaustive)
-    loss, status = ev.raw(masks)
+    loss, status = ev(masks)
     too_few = status == int(Status.TOO_FEW_LIVE)
     ok = status == 0
     if np.any(~ok & ~too_few):

@@ -1,20 +1,17 @@
 """The end-to-end loss as one differentiable JAX graph: encoder → worker function → decoder."""
 
-from __future__ import annotations
-
 import functools
-import math
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from .._pipeline import _check_masks
-from .._spline import smoother_matrix_with_status
-from .._status import Status, combine
+from .._evaluator import pattern_loss
+from .._misc import as_masks, check_inputs
+from .._status import Status
 from .._types import Array, ArrayLike, Bool, Float, Int
-from ..codes import Decoded, SplineCode
+from ..codes import AbstractCode
 from ._params import SplineParams
 
 __all__ = ["expected_loss", "as_code"]
@@ -33,11 +30,13 @@ def _check_reduce(reduce: str) -> str:
     return reduce
 
 
-def worker_outputs(code: Any, f: Callable, xs: Array) -> Array:
-    """``f`` on every coded input of every job: ``xs`` ``(b, K, ...)`` → ``(N, b, *out)``."""
-    xt = jax.vmap(code.encode)(xs)  # (b, N, ...)
-    yt = jax.vmap(jax.vmap(f))(xt)  # (b, N, *out)
-    return jnp.moveaxis(yt, 0, 1)
+def worker_outputs(code: AbstractCode, f: Callable, xs: Array) -> Array:
+    """What the workers return for every job: ``xs`` ``(b, K, ...)`` → ``(N, b, *out)``.
+
+    Through :meth:`gcc_jax.AbstractCode.worker_outputs`, so ParM's parity worker runs its
+    parity model.
+    """
+    return jnp.moveaxis(jax.vmap(lambda x: code.worker_outputs(f, x))(xs), 0, 1)
 
 
 def targets(f: Callable, xs: Array) -> Array:
@@ -45,44 +44,22 @@ def targets(f: Callable, xs: Array) -> Array:
     return jnp.moveaxis(jax.vmap(jax.vmap(f))(xs), 0, 1)
 
 
-def mask_losses(
-    code: Any, yt: Array, fx: Array, masks: Bool[Array, "p n"]
-) -> tuple[Float[Array, " p"], Int[Array, " p"]]:
-    """Per-pattern loss ``(1/(bK)) Σ_{b,k} ‖f^(x_{bk}) − f(x_{bk})‖²`` and its status.
+def job_pattern_loss(code: AbstractCode, yt: Array, fx: Array, mask: Array) -> tuple[Array, Array]:
+    """Loss ``(1/(bK)) Σ_{b,k} ‖f^(x_{bk}) − f(x_{bk})‖²`` of one pattern over ``b`` jobs.
 
-    ``yt`` ``(N, b, *out)`` are the workers' outputs of ``b`` jobs, ``fx`` ``(K, b, *out)`` the
-    targets; every job is decoded with the same pattern (one solve with ``b·m`` right-hand
-    sides). The loss of a pattern whose status is not OK is 0 here (its value never enters the
-    arithmetic, so gradients stay finite); :func:`reduce_losses` accounts for it.
+    ``yt`` ``(N, b, *out)``, ``fx`` ``(K, b, *out)``: every job is decoded with the same pattern
+    in one decode (the jobs are extra output columns; a spline code then forms its decoder
+    matrix once). NaN where the status is not OK (see :func:`gcc_jax.mask_losses`).
     """
+    loss, status = pattern_loss(code, yt, fx, mask)
+    return loss / fx.shape[1], status
 
-    n = yt.shape[0]
-    columns = math.prod(yt.shape[1:])
-    by_matrix = isinstance(code, SplineCode) and columns > n
 
-    def decode(mask):
-        if not by_matrix:
-            return code.decode_with_status(yt, mask)
-        # Many right-hand sides (jobs × outputs): one solve for the (K, N) decoder matrix and a
-        # matmul is cheaper than a solve with every column; the decoder is linear, so the value
-        # is the same.
-        y_flat = yt.reshape(n, columns)
-        d, status = smoother_matrix_with_status(
-            code.beta, code.alpha, code.lam_dec, mask, solver=code.solver
-        )
-        finite = jnp.all(jnp.isfinite(y_flat), axis=1)
-        status = status | combine((jnp.any(mask & ~finite), Status.NONFINITE_DATA))
-        safe = jnp.where(mask[:, None] & finite[:, None], y_flat, 0.0)
-        d = jnp.where(status == 0, d, 0.0)
-        return Decoded((d @ safe).reshape((d.shape[0], *yt.shape[1:])), status)
-
-    def one(mask):
-        dec = decode(mask)
-        ok = dec.status == 0
-        err = jnp.where(ok, dec.value - fx, 0.0).reshape(-1)
-        return jnp.sum(err * err) / (fx.shape[0] * fx.shape[1]), dec.status
-
-    return jax.vmap(one)(masks)
+def mask_losses(
+    code: AbstractCode, yt: Array, fx: Array, masks: Bool[Array, "p n"]
+) -> tuple[Float[Array, " p"], Int[Array, " p"]]:
+    """:func:`job_pattern_loss` for every row of ``masks``."""
+    return jax.vmap(lambda mask: job_pattern_loss(code, yt, fx, mask))(masks)
 
 
 def reduce_losses(losses: Array, status: Array, use_max) -> Float[Array, ""]:
@@ -151,12 +128,8 @@ def expected_loss(
     """
     reduce = _check_reduce(reduce)
     code = as_code(params)
-    x = jnp.asarray(x)
-    if x.ndim < 1 or x.shape[0] != code.num_inputs:
-        raise ValueError(
-            f"`x` must have shape ({code.num_inputs}, ...), one row per input; got {x.shape}"
-        )
-    masks = jnp.asarray(_check_masks(masks, code.num_workers))
+    x = check_inputs(x, code.num_inputs)
+    masks = jnp.asarray(as_masks(masks, code.num_workers))
     return _expected_loss(params, f, x, masks, jnp.asarray(reduce == "max"))
 
 

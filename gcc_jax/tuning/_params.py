@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._spline import _float_dtype
+from .._misc import float_dtype
 from .._status import GCCValueError, is_concrete
 from .._types import Array, ArrayLike, Float
 from ..codes import SplineCode
@@ -197,7 +197,7 @@ def params_from_code(
         )
     if not (np.isfinite(lam_floor) and lam_floor > 0):
         raise ValueError(f"`lam_floor` must be a positive number; got {lam_floor}")
-    dtype = _float_dtype(code.alpha, code.beta)
+    dtype = float_dtype(code.alpha, code.beta)
 
     def ends_at_pm1(t):
         if not is_concrete(t):

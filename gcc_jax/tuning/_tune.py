@@ -14,22 +14,22 @@ import jax.random as jr
 import numpy as np
 import optax
 
+from .._evaluator import MaskEvaluator
 from .._status import GCCValueError
 from .._stragglers import contiguous_masks
 from .._types import ArrayLike, Float, PRNGKeyArray
-from .._worst_case import _search
+from .._worst_case import search_worst_case
 from ..codes import SplineCode
 from ._evaluate import (
     DEFAULT_SEARCH,
     Evaluation,
-    PatternEvaluator,
     check_jobs,
     job_outputs,
     make_evaluator,
     search_chunk,
     summarise,
 )
-from ._loss import mask_losses, reduce_losses, worker_outputs
+from ._loss import job_pattern_loss, mask_losses, reduce_losses, worker_outputs
 from ._params import GROUPS, SplineParams, params_from_code
 from ._stragglers import StragglerModel
 
@@ -346,8 +346,8 @@ def tune(
     def refresh(p: SplineParams, k) -> None:
         nonlocal pool, pool_next
         yt, fx = job_outputs(p.to_code(), f, xs_train)
-        ev = PatternEvaluator(p.to_code(), yt, fx, train_chunk)
-        wc = _search(ev, n, s, key=k, **search)
+        ev = MaskEvaluator(p.to_code(), yt, fx, per_mask=job_pattern_loss, chunk_size=train_chunk)
+        wc = search_worst_case(ev, n, s, key=k, **search)
         pool[pool_next % adversarial] = wc.mask
         pool_next += 1
 
@@ -524,7 +524,7 @@ def grid_search(
         candidates = np.asarray(straggler_model.sample(k_masks, n, num=n - s + 1 + num_masks))
         chunk = search_chunk(n, straggler_model, search, 256, 1)
         ev0 = make_evaluator(code, f, xs, chunk=chunk)
-        wc = _search(ev0, n, s, key=k_search, **search)
+        wc = search_worst_case(ev0, n, s, key=k_search, **search)
         candidates = np.concatenate([candidates, np.asarray(wc.mask)[None]])
     else:
         candidates = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
@@ -540,7 +540,7 @@ def grid_search(
         ev = make_evaluator(with_lams(enc[i], 0.0), f, xs, chunk=cand_chunk)
         for j in range(dec.size):
             ev.code = with_lams(enc[i], dec[j])
-            loss, status = ev.raw(candidates)
+            loss, status = ev(candidates)
             ok = status == 0
             if worst:
                 losses[i, j] = np.max(np.where(ok, loss, np.inf))

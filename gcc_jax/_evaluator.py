@@ -1,0 +1,240 @@
+"""The one mask evaluator: many straggler patterns over precomputed worker outputs.
+
+Every batch of masks in gcc_jax — :func:`gcc_jax.monte_carlo_loss`, the worst-case search,
+tuning's held-out evaluation, the experiments — is decoded here. Worker outputs ``yt`` and
+targets ``fx`` are computed once (by :meth:`AbstractCode.worker_outputs`); the masks are cut into
+blocks of ``groups × chunk`` rows, each block is one compiled call (``lax.map`` over ``groups``
+of a ``vmap`` over ``chunk`` masks, so the working set stays one chunk), the last block is padded
+with all-live masks (one compiled shape), and blocks can be sharded over devices on their chunk
+axis. Per-pattern statuses always come back alongside the values.
+"""
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._misc import as_int, as_masks
+from ._types import Array, Bool, Float, Int
+
+__all__ = [
+    "MaskEvaluator",
+    "auto_chunk_size",
+    "evaluate_masks",
+    "mask_losses",
+    "pattern_loss",
+]
+
+
+def pattern_loss(code: Any, yt: Array, fx: Array, mask: Bool[Array, " n"]) -> tuple[Array, Array]:
+    """Loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` of one pattern and its status (NaN if not OK).
+
+    The error of a pattern whose status is not OK never enters the arithmetic, so gradients
+    through the other patterns stay finite.
+    """
+    dec = code.decode_with_status(yt, mask)
+    ok = dec.status == 0
+    err = jnp.where(ok, dec.value - fx, 0).reshape(-1)
+    loss = jnp.sum(err * err) / fx.shape[0]
+    return jnp.where(ok, loss, jnp.nan), dec.status
+
+
+def mask_losses(
+    code: Any, yt: Array, fx: Array, masks: Bool[Array, "p n"]
+) -> tuple[Float[Array, " p"], Int[Array, " p"]]:
+    """Per-pattern loss and status for a batch of masks: the jittable core of Monte Carlo.
+
+    ``(1/K) Σ_k ‖f^_p(x_k) − f(x_k)‖²`` for every row ``p`` of ``masks``, with
+    ``f^_p = code.decode_with_status(yt, masks[p])``; NaN where the status is not OK. A pure
+    function (``vmap`` of :func:`pattern_loss`): use it inside your own ``jit``/``grad``; for
+    many masks with bounded memory use :func:`gcc_jax.monte_carlo_loss` or
+    :class:`MaskEvaluator`.
+
+    Args:
+        code: any :class:`gcc_jax.AbstractCode`.
+        yt: worker outputs ``(n, *m)`` (``code.worker_outputs(f, x)``).
+        fx: targets ``(k, *m)`` (``jax.vmap(f)(x)``).
+        masks: boolean ``(p, n)``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, gcc_jax as gcc
+        >>> code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=16)
+        >>> x = jnp.linspace(-1.0, 1.0, 4)[:, None]
+        >>> yt, fx = code.worker_outputs(jnp.sin, x), jax.vmap(jnp.sin)(x)
+        >>> masks = gcc.sample_masks(jax.random.key(0), 16, num=8, stragglers=2)
+        >>> loss, status = jax.jit(gcc.mask_losses)(code, yt, fx, masks)
+        >>> loss.shape, int(status.max()), bool(loss.max() < 1e-4)
+        ((8,), 0, True)
+    """
+    return jax.vmap(lambda mask: pattern_loss(code, yt, fx, mask))(masks)
+
+
+def auto_chunk_size(num_workers: int, out_size: int) -> int:
+    """Masks per vmapped chunk: a power of two in [1, 1024].
+
+    Two budgets (float64 bytes): each scan step of the O(N) decoder touches about
+    ``48 (m + 2)`` bytes per mask, kept within 128 KiB so a step stays in cache; and the backward
+    pass stores about ``8 N (3 (m + 2) + 6)`` bytes per mask, kept within 256 MiB per chunk so
+    memory is bounded for any N.
+    """
+    num_workers = as_int(num_workers, "num_workers", 1)
+    out_size = as_int(out_size, "out_size", 1)
+    cache_chunk = (128 << 10) // (48 * (out_size + 2))
+    memory_chunk = (256 << 20) // (8 * num_workers * (3 * (out_size + 2) + 6))
+    chunk = max(1, min(cache_chunk, memory_chunk, 1024))
+    return int(1 << (chunk.bit_length() - 1))
+
+
+@functools.partial(jax.jit, static_argnames="per_mask")
+def _blocks(per_mask, code, yt, fx, masks):
+    """``per_mask`` over masks ``(g, chunk, n)``: ``lax.map`` over ``g``, ``vmap`` over chunks."""
+    return jax.lax.map(jax.vmap(lambda mask: per_mask(code, yt, fx, mask)), masks)
+
+
+def _placement(devices: list) -> tuple[Callable, Callable]:
+    """Functions placing a mask block (sharded on its chunk axis) and replicated operands."""
+    if len(devices) == 1:
+        dev = devices[0]
+        return (lambda a: jax.device_put(a, dev)), (lambda t: jax.device_put(t, dev))
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.asarray(devices), ("p",))
+    by_mask = NamedSharding(mesh, P(None, "p", None))
+    replicated = NamedSharding(mesh, P())
+    return (lambda a: jax.device_put(a, by_mask)), (lambda t: jax.device_put(t, replicated))
+
+
+class MaskEvaluator:
+    """Decodes batches of masks over fixed worker outputs; the one mask loop of gcc_jax.
+
+    ``evaluator(masks)`` returns ``per_mask`` of every row of ``masks`` as NumPy arrays with a
+    leading axis ``p`` (by default ``(loss, status)``, see :func:`pattern_loss`). One compiled
+    call per block shape; new masks never recompile, and neither do a new code of the same
+    structure, new outputs or new targets of the same shapes.
+
+    Args:
+        code: any :class:`gcc_jax.AbstractCode`.
+        yt: worker outputs ``(n, *m)`` (any trailing shape the code decodes; several jobs as
+            extra trailing axes).
+        fx: targets, passed unchanged to ``per_mask`` (any pytree it understands; the default
+            wants ``f(x)`` of shape ``(k, *m)``).
+        per_mask: ``per_mask(code, yt, fx, mask) -> (values..., status)``, a pure function of one
+            mask whose last output is the int32 status; hashable (a module-level function).
+        chunk_size: masks per vmapped chunk (per device); default :func:`auto_chunk_size`.
+        devices: devices to shard each block over (data parallel on the chunk axis); default
+            all devices of JAX's default backend. Results do not depend on it.
+        progress: show a progress bar (stderr) over blocks.
+
+    Attributes:
+        count: patterns evaluated so far.
+    """
+
+    def __init__(
+        self,
+        code: Any,
+        yt: Array,
+        fx: Any,
+        *,
+        per_mask: Callable = pattern_loss,
+        chunk_size: int | None = None,
+        devices: Sequence[jax.Device] | None = None,
+        progress: bool = False,
+    ):
+        self.num_workers = as_int(code.num_workers, "code.num_workers", 1)
+        yt = jnp.asarray(yt)
+        if yt.ndim < 1 or yt.shape[0] != self.num_workers:
+            raise ValueError(
+                f"`yt` must have one row per worker (n={self.num_workers}); got {yt.shape}"
+            )
+        if chunk_size is None:
+            chunk_size = auto_chunk_size(self.num_workers, max(1, math.prod(yt.shape[1:])))
+        self.chunk = as_int(chunk_size, "chunk_size", 1)
+        devices = list(jax.devices()) if devices is None else list(devices)
+        if not devices:
+            raise ValueError("`devices` must name at least one device")
+        self.devices = devices
+        self.per_mask = per_mask
+        self.progress = progress
+        self._place_masks, place_rest = _placement(devices)
+        self.code, self.yt, self.fx = place_rest((code, yt, fx))
+        self.count = 0
+
+    def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
+        """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""
+        masks = as_masks(masks, self.num_workers)
+        num, n = masks.shape
+        ndev = len(self.devices)
+        chunk = min(self.chunk, max(math.ceil(num / ndev), 1)) * ndev
+        groups = min(64, 1 << max(math.ceil(num / chunk) - 1, 0).bit_length())  # power of two
+        step = chunk * groups
+        out = None
+        starts = range(0, num, step)
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, total=math.ceil(num / step), desc="decoding masks", unit="block")
+        for start in starts:
+            block = np.asarray(masks[start : start + step])
+            size = block.shape[0]
+            if size < step:  # pad with all-live rows: keeps one compiled shape
+                block = np.concatenate([block, np.ones((step - size, n), bool)], axis=0)
+            res = _blocks(
+                self.per_mask,
+                self.code,
+                self.yt,
+                self.fx,
+                self._place_masks(block.reshape(groups, chunk, n)),
+            )
+            leaves, treedef = jax.tree_util.tree_flatten(res)
+            if out is None:
+                out = [
+                    np.empty((num, *leaf.shape[2:]), dtype=np.asarray(leaf).dtype)
+                    for leaf in leaves
+                ]
+                out_def = treedef
+            for buf, leaf in zip(out, leaves, strict=True):
+                buf[start : start + size] = np.asarray(leaf).reshape(step, *leaf.shape[2:])[:size]
+        self.count += num
+        if out is None:  # no masks: evaluate the shapes only
+            shapes = jax.eval_shape(
+                lambda: jax.vmap(lambda m: self.per_mask(self.code, self.yt, self.fx, m))(
+                    jnp.ones((1, n), bool)
+                )
+            )
+            leaves, out_def = jax.tree_util.tree_flatten(shapes)
+            out = [np.empty((0, *leaf.shape[1:]), leaf.dtype) for leaf in leaves]
+        return jax.tree_util.tree_unflatten(out_def, out)
+
+
+def evaluate_masks(
+    code: Any,
+    yt: Array,
+    fx: Any,
+    masks: Bool[Any, "p n"],
+    *,
+    per_mask: Callable = pattern_loss,
+    chunk_size: int | None = None,
+    devices: Sequence[jax.Device] | None = None,
+    progress: bool = False,
+):
+    """``MaskEvaluator(code, yt, fx, ...)(masks)``: one batch of masks, bounded memory.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, gcc_jax as gcc
+        >>> code = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=16)
+        >>> x = jnp.linspace(-1.0, 1.0, 4)[:, None]
+        >>> yt, fx = code.worker_outputs(jnp.cos, x), jnp.cos(x)
+        >>> masks = gcc.sample_masks(jax.random.key(0), 16, num=100, stragglers=3)
+        >>> loss, status = gcc.evaluate_masks(code, yt, fx, masks, chunk_size=16)
+        >>> loss.shape, status.shape, int(status.max())
+        ((100,), (100,), 0)
+    """
+    evaluator = MaskEvaluator(
+        code, yt, fx, per_mask=per_mask, chunk_size=chunk_size, devices=devices, progress=progress
+    )
+    return evaluator(masks)

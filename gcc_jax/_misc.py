@@ -1,0 +1,267 @@
+"""Validation shared by everything in gcc_jax: dtypes, integers, nodes, λ, masks, inputs.
+
+One place, one policy (see :mod:`gcc_jax._status`): *static* problems (wrong shapes, ranks or
+dtypes, non-boolean masks, non-integral sizes, complex or string data) raise ``TypeError`` /
+``ValueError`` at trace time with a message naming the argument; *value* problems (NaN/Inf,
+negative λ, unsorted nodes) raise :class:`gcc_jax.GCCValueError` in eager calls and become
+:class:`gcc_jax.Status` flags under ``jit``/``vmap``.
+"""
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._status import GCCValueError, Status, combine, is_concrete
+from ._types import Array, ArrayLike, Bool, Float, Int
+
+__all__ = [
+    "as_float_array",
+    "as_int",
+    "as_lam",
+    "as_mask",
+    "as_masks",
+    "as_nodes",
+    "check_code",
+    "check_node_leaves",
+    "check_inputs",
+    "check_key",
+    "check_outputs",
+    "data_status",
+    "float_dtype",
+    "input_status",
+    "lam_status",
+    "node_status",
+]
+
+
+def float_dtype(*arrays) -> jnp.dtype:
+    """The promoted floating dtype of ``arrays`` (JAX's default float if none is floating)."""
+    dtype = None
+    for a in arrays:
+        dt = jnp.asarray(a).dtype
+        if jnp.issubdtype(dt, jnp.floating):
+            dtype = dt if dtype is None else jnp.promote_types(dtype, dt)
+    return dtype if dtype is not None else jnp.zeros(()).dtype
+
+
+def _describe(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def as_int(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as a Python int: any integral type (``int``, ``np.int64``, a 0-d integer array).
+
+    Raises:
+        TypeError: a bool, float, string or other non-integral value.
+        ValueError: outside ``[lo, hi]``.
+    """
+    if isinstance(value, bool | np.bool_):
+        raise TypeError(f"`{name}` must be an integer; got bool {value!r}")
+    if isinstance(value, np.ndarray | jax.Array) and value.ndim == 0:
+        if not jnp.issubdtype(value.dtype, jnp.integer):
+            raise TypeError(f"`{name}` must be an integer; got an array of dtype {value.dtype}")
+        if isinstance(value, jax.core.Tracer):
+            raise TypeError(f"`{name}` must be a concrete integer (a size is static); got a tracer")
+        value = int(value)
+    if not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"`{name}` must be an integer; got {type(value).__name__} {_describe(value)}"
+        )
+    value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        if hi is None:
+            rng = f">= {lo}"
+        elif lo is None:
+            rng = f"<= {hi}"
+        else:
+            rng = f"in [{lo}, {hi}]"
+        raise ValueError(f"`{name}` must be {rng}; got {value}")
+    return value
+
+
+def as_float_array(x, name: str) -> Array:
+    """``x`` as a real JAX array; complex, string and object data raise ``TypeError``.
+
+    Integer and boolean arrays are accepted (they are promoted where arithmetic needs it).
+    """
+    if isinstance(x, str | bytes):
+        raise TypeError(f"`{name}` must be a real array; got a string {_describe(x)}")
+    try:
+        arr = jnp.asarray(x)
+    except TypeError as err:
+        raise TypeError(f"`{name}` must be a real array; got {type(x).__name__} ({err})") from None
+    if jnp.issubdtype(arr.dtype, jnp.complexfloating):
+        raise TypeError(
+            f"`{name}` must be real; got complex dtype {arr.dtype} (gcc_jax does not silently "
+            "drop imaginary parts: code the real and imaginary parts as separate outputs)"
+        )
+    if not (jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == jnp.bool_):
+        raise TypeError(f"`{name}` must be a real array; got dtype {arr.dtype}")
+    return arr
+
+
+def as_nodes(t: ArrayLike, name: str, dtype) -> Float[Array, " n"]:
+    """Nodes: 1-D, at least 2, real; in eager calls also finite and strictly increasing."""
+    t = as_float_array(t, name)
+    if t.ndim != 1:
+        raise ValueError(f"`{name}` must be a 1-D array of nodes; got shape {t.shape}")
+    if t.shape[0] < 2:
+        raise ValueError(f"`{name}` must hold at least 2 nodes; got {t.shape[0]}")
+    t = t.astype(dtype)
+    if is_concrete(t):
+        tn = np.asarray(t)
+        if not np.all(np.isfinite(tn)):
+            raise GCCValueError(f"`{name}` contains NaN or Inf")
+        if not np.all(np.diff(tn) > 0):
+            raise GCCValueError(
+                f"`{name}` must be strictly increasing (sorted ascending, no duplicates); "
+                f"got {tn if tn.size <= 12 else str(tn[:12])[:-1] + ' …]'}"
+            )
+    return t
+
+
+def as_lam(lam, name: str, dtype, *, check_value: bool = True) -> Float[Array, ""]:
+    """A smoothing parameter: a real scalar; in eager calls also finite and ``>= 0``.
+
+    Strings, complex numbers and non-scalars raise ``TypeError``/``ValueError`` (a string
+    ``"0.1"`` is not silently parsed). ``check_value=False`` skips the value check (the
+    ``*_with_status`` paths report it as ``Status.NEGATIVE_LAM`` instead).
+    """
+    if isinstance(lam, str | bytes):
+        raise TypeError(f"`{name}` must be a real number; got the string {lam!r}")
+    if isinstance(lam, bool | np.bool_):
+        raise TypeError(f"`{name}` must be a real number; got bool {lam!r}")
+    try:
+        lam = jnp.asarray(lam)
+    except TypeError:
+        raise TypeError(f"`{name}` must be a real number; got {type(lam).__name__}") from None
+    if lam.ndim != 0:
+        raise ValueError(f"`{name}` must be a scalar; got shape {lam.shape}")
+    if not (jnp.issubdtype(lam.dtype, jnp.floating) or jnp.issubdtype(lam.dtype, jnp.integer)):
+        raise TypeError(f"`{name}` must be a real number; got dtype {lam.dtype}")
+    lam = lam.astype(dtype)
+    if check_value and is_concrete(lam):
+        value = float(lam)
+        if not np.isfinite(value) or value < 0:
+            raise GCCValueError(f"`{name}` must be finite and >= 0; got {value}")
+    return lam
+
+
+def as_mask(mask, n: int, name: str = "mask") -> Bool[Array, " n"]:
+    """One straggler mask: boolean of shape ``(n,)`` (``None`` = all live)."""
+    if mask is None:
+        return jnp.ones((n,), bool)
+    mask = jnp.asarray(mask)
+    if mask.dtype != jnp.bool_:
+        raise TypeError(
+            f"`{name}` must be boolean (True = the worker returned in time); got dtype {mask.dtype}"
+        )
+    if mask.shape != (n,):
+        raise ValueError(
+            f"`{name}` must have shape ({n},), one entry per worker; got {mask.shape} "
+            "(use jax.vmap for a batch of masks)"
+        )
+    return mask
+
+
+def as_masks(masks, n: int, name: str = "masks") -> np.ndarray | Array:
+    """A batch of masks: boolean ``(p, n)``; NumPy arrays stay on the host (no copy)."""
+    if isinstance(masks, jax.core.Tracer):
+        raise TypeError(
+            f"`{name}` is traced: this function drives a host-side loop over chunks of masks "
+            "and cannot run under jit/vmap; use gcc_jax.mask_losses (jittable) inside jit"
+        )
+    masks = masks if isinstance(masks, np.ndarray) else jnp.asarray(masks)
+    if masks.dtype != np.bool_:
+        raise TypeError(f"`{name}` must be boolean (True = returned in time); got {masks.dtype}")
+    if masks.ndim != 2 or masks.shape[1] != n:
+        raise ValueError(
+            f"`{name}` must have shape (p, {n}), one row per pattern; got {masks.shape}"
+        )
+    return masks
+
+
+def check_key(key, name: str = "key") -> Array:
+    """A JAX PRNG key (new-style ``jax.random.key`` or legacy ``uint32[2]``)."""
+    if isinstance(key, jax.Array) and (
+        jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+        or (key.dtype == jnp.uint32 and key.shape == (2,))
+    ):
+        return key
+    raise TypeError(
+        f"`{name}` must be a JAX PRNG key (jax.random.key(seed)); got "
+        f"{type(key).__name__} {_describe(key)}"
+    )
+
+
+def check_node_leaves(code, names: tuple[str, ...]) -> None:
+    """Static checks on node leaves (1-D, ≥ 2 nodes); value checks only on concrete arrays."""
+    arrays = [getattr(code, name) for name in names]
+    shapes = [getattr(a, "shape", None) for a in arrays]
+    if any(s is None for s in shapes):  # JAX rebuilds pytrees with placeholders too
+        return
+    for name, s in zip(names, shapes, strict=True):
+        if len(s) != 1 or s[0] < 2:
+            raise ValueError(f"`{name}` must be 1-D with at least 2 nodes; got shape {s}")
+    if is_concrete(*arrays) and all(isinstance(a, jax.Array | np.ndarray) for a in arrays):
+        dtype = float_dtype(*arrays)
+        for name, a in zip(names, arrays, strict=True):
+            as_nodes(a, name, dtype)
+
+
+def check_code(code, name: str = "code"):
+    """``code`` must be a :class:`gcc_jax.AbstractCode` (every code in gcc_jax is one)."""
+    from .codes import AbstractCode  # the codes import this module
+
+    if not isinstance(code, AbstractCode):
+        raise TypeError(
+            f"`{name}` must be a gcc_jax code (a subclass of gcc_jax.AbstractCode, e.g. "
+            f"gcc_jax.SplineCode.chebyshev(...)); got {type(code).__name__}"
+        )
+    return code
+
+
+def check_inputs(x, k: int, name: str = "x") -> Array:
+    """``x`` must be real with one leading row per input; NaN/Inf raises in eager calls."""
+    x = as_float_array(x, name)
+    if x.ndim < 1 or x.shape[0] != k:
+        raise ValueError(f"`{name}` must have shape ({k}, ...), one row per input; got {x.shape}")
+    if is_concrete(x) and jnp.issubdtype(x.dtype, jnp.inexact):
+        if not np.all(np.isfinite(np.asarray(x))):
+            raise GCCValueError(f"`{name}` contains NaN or Inf")
+    return x
+
+
+def check_outputs(y, mask, n: int, name: str = "y") -> tuple[Array, Bool[Array, " n"]]:
+    """``y`` real with one row per worker; ``mask`` boolean of shape ``(n,)``."""
+    y = as_float_array(y, name)
+    if y.ndim < 1 or y.shape[0] != n:
+        raise ValueError(f"`{name}` must have one row per worker (n={n}); got shape {y.shape}")
+    return y, as_mask(mask, n)
+
+
+def data_status(y_flat: Float[Array, "n m"], used: Bool[Array, " n"]) -> Int[Array, ""]:
+    """``NONFINITE_DATA`` when a used (live) row of ``y`` holds NaN or Inf."""
+    finite = jnp.all(jnp.isfinite(y_flat), axis=1)
+    return combine((jnp.any(used & ~finite), Status.NONFINITE_DATA))
+
+
+def input_status(x: Array) -> Int[Array, ""]:
+    """``NONFINITE_DATA`` when the inputs hold NaN or Inf (checked under tracing)."""
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return jnp.zeros((), jnp.int32)
+    return combine((~jnp.all(jnp.isfinite(x)), Status.NONFINITE_DATA))
+
+
+def node_status(t: Float[Array, " n"]) -> Int[Array, ""]:
+    """``BAD_NODES`` when ``t`` is not strictly increasing and finite (checked under tracing)."""
+    bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
+    return combine((bad, Status.BAD_NODES))
+
+
+def lam_status(lam: Array) -> Int[Array, ""]:
+    """``NEGATIVE_LAM`` when λ is negative or not finite (checked under tracing)."""
+    return combine(((lam < 0) | ~jnp.isfinite(lam), Status.NEGATIVE_LAM))
