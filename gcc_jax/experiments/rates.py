@@ -36,9 +36,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._evaluator import MaskEvaluator
+from .._pipeline import outputs_and_targets
 from .._stragglers import sample_masks
 from .._types import Array, Float
-from .._worst_case import _apply, _Evaluator, _search
+from .._worst_case import search_worst_case
 from ..codes import BerrutCode, SplineCode
 
 __all__ = [
@@ -186,14 +188,16 @@ def run_rates(
                 code = _make_code(code_name, num_inputs, n, lam_enc, lam_dec, solver)
                 # One compiled decoder per (code, N, f), shared by the search and the iid masks.
                 t0 = time.perf_counter()
-                yt, fx = _apply(code, f, x)
-                ev = _Evaluator(code, yt, fx, chunk_size)
+                yt, fx = outputs_and_targets(code, f, x)
+                ev = MaskEvaluator(code, yt, fx, chunk_size=chunk_size)
                 skey = jax.random.fold_in(km, 7)
-                wc = _search(ev, n, stragglers, key=skey, **search)
+                wc = search_worst_case(ev, n, stragglers, key=skey, **search)
                 worst_seconds = time.perf_counter() - t0
                 check = {}
                 if wc.exhaustive:  # how close the heuristic gets to the exact worst case
-                    heur = _search(ev, n, stragglers, key=skey, **(search | dict(max_exhaustive=0)))
+                    heur = search_worst_case(
+                        ev, n, stragglers, key=skey, **(search | dict(max_exhaustive=0))
+                    )
                     check = dict(
                         heuristic_loss=float(heur.loss), heuristic_ratio=heur.loss / wc.loss
                     )
