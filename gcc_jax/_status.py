@@ -14,8 +14,6 @@ Policy, shared by every public function:
   status returned by the ``*_with_status`` variants (and by ``Spline.status``).
 """
 
-from __future__ import annotations
-
 import enum
 
 import jax
@@ -37,10 +35,13 @@ class Status(enum.IntFlag):
 
 
 _MESSAGES = {
-    Status.TOO_FEW_LIVE: "fewer than 2 live workers (a smoothing spline needs at least 2 points)",
+    Status.TOO_FEW_LIVE: (
+        "too few live workers: fewer than 2 live points for a smoothing spline (SplineCode), "
+        "none for BerrutCode or LagrangeCode"
+    ),
     Status.NONFINITE_DATA: "NaN or Inf in the output of a live (non-straggling) worker",
-    Status.BAD_NODES: "nodes are not strictly increasing (unsorted or duplicate nodes)",
-    Status.NEGATIVE_LAM: "the smoothing parameter lam is negative",
+    Status.BAD_NODES: "nodes are not strictly increasing and finite (unsorted or duplicate nodes)",
+    Status.NEGATIVE_LAM: "the smoothing parameter lam is negative or not finite",
     Status.NONFINITE_RESULT: "the solve produced a non-finite result (ill-conditioned system)",
     Status.BELOW_RECOVERY_THRESHOLD: (
         "fewer live workers than the code's recovery threshold "
@@ -53,16 +54,65 @@ _MESSAGES = {
 }
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _code_message(flag: Status, code) -> str | None:
+    """The message for ``flag`` naming ``code`` and its requirement (None: no specific one).
+
+    Codes declare what they need as attributes: ``min_live`` (``TOO_FEW_LIVE``),
+    ``recovery_threshold`` (``BELOW_RECOVERY_THRESHOLD``), ``num_parities``
+    (``TOO_MANY_ERASURES``).
+    """
+    name = type(code).__name__
+    if flag == Status.TOO_FEW_LIVE and getattr(code, "min_live", None) is not None:
+        m = int(code.min_live)
+        got = "no live worker" if m == 1 else f"fewer than {m} live workers"
+        return f"{got} ({name} needs at least {_plural(m, 'live worker')} to decode)"
+    if flag == Status.BELOW_RECOVERY_THRESHOLD and hasattr(code, "recovery_threshold"):
+        return (
+            f"fewer live workers than {name}'s recovery threshold: it needs "
+            f"{_plural(int(code.recovery_threshold), 'live worker')} ((K−1)·deg f + 1)"
+        )
+    if flag == Status.TOO_MANY_ERASURES and hasattr(code, "num_parities"):
+        r = int(code.num_parities)
+        return (
+            f"more than {_plural(r, 'output')} missing ({name} recovers at most r = {r} "
+            "unavailable outputs)"
+        )
+    return None
+
+
 class GCCValueError(ValueError):
     """A value problem found in an eager call (see :class:`Status`)."""
 
 
-def describe_status(status) -> str:
-    """Human-readable description of a (scalar) status value."""
+def describe_status(status, code=None) -> str:
+    """Human-readable description of a (scalar) status value.
+
+    Args:
+        status: a status value (an int, a NumPy or JAX scalar).
+        code: optionally the code that produced it; the messages then name the code and what it
+            needs (e.g. how many live workers), as declared by its ``min_live``,
+            ``recovery_threshold`` and ``num_parities`` attributes.
+
+    Example:
+        >>> import gcc_jax as gcc
+        >>> gcc.describe_status(0)
+        'ok'
+        >>> code = gcc.BerrutCode.chebyshev(num_inputs=2, num_workers=4)
+        >>> gcc.describe_status(gcc.Status.TOO_FEW_LIVE, code)
+        'no live worker (BerrutCode needs at least 1 live worker to decode)'
+    """
     s = Status(int(status))
     if s == Status.OK:
         return "ok"
-    return "; ".join(msg for flag, msg in _MESSAGES.items() if s & flag)
+    parts = []
+    for flag, msg in _MESSAGES.items():
+        if s & flag:
+            parts.append((_code_message(flag, code) if code is not None else None) or msg)
+    return "; ".join(parts)
 
 
 def is_concrete(*xs) -> bool:
@@ -70,8 +120,12 @@ def is_concrete(*xs) -> bool:
     return not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
 
 
-def raise_if_bad(status, what: str) -> None:
-    """In eager mode, raise :class:`GCCValueError` if any entry of ``status`` is not OK."""
+def raise_if_bad(status, what: str, code=None) -> None:
+    """In eager mode, raise :class:`GCCValueError` if any entry of ``status`` is not OK.
+
+    ``code`` (optional) makes the message name the code and its requirement (see
+    :func:`describe_status`).
+    """
     if not is_concrete(status):
         return
     st = np.asarray(status)
@@ -80,7 +134,7 @@ def raise_if_bad(status, what: str) -> None:
     bad = np.flatnonzero(st.reshape(-1))
     first = int(st.reshape(-1)[bad[0]])
     where = "" if st.ndim == 0 else f" for {bad.size} of {st.size} patterns (first: index {bad[0]})"
-    raise GCCValueError(f"{what}: {describe_status(first)}{where}")
+    raise GCCValueError(f"{what}: {describe_status(first, code)}{where}")
 
 
 def combine(*flags) -> jax.Array:

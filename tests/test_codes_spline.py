@@ -1,6 +1,5 @@
 """SplineCode (GCC): encode/decode against explicit matrices, SciPy, and its invariants."""
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -93,31 +92,6 @@ def test_solvers_agree(lam_dec):
     np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7)
 
 
-def test_vmap_over_masks_equals_loop_and_compiles_once():
-    code = _code()
-    y = jnp.asarray(np.random.default_rng(3).normal(size=(30, 2)))
-
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def decode_all(code, masks):
-        return jax.vmap(lambda m: code.decode_with_status(y, m).value)(masks)
-
-    masks = gcc.sample_masks(jax.random.key(1), 30, num=5, stragglers=4)
-    batched = decode_all(code, masks)
-    loop = np.stack([np.asarray(code.decode(y, m)) for m in masks])
-    np.testing.assert_allclose(batched, loop, rtol=1e-10, atol=1e-12)
-    # new masks, new lambdas, new node positions: no retrace
-    decode_all(
-        _code(lam_dec=1e-3, lam_enc=0.2),
-        gcc.sample_masks(jax.random.key(2), 30, num=5, stragglers=9),
-    )
-    moved = gcc.SplineCode(
-        alpha=code.alpha * 0.9, beta=code.beta, lam_enc=code.lam_enc, lam_dec=code.lam_dec
-    )
-    decode_all(moved, masks)
-    chex.clear_trace_counter()
-
-
 def test_gradients_flow_to_lambdas_and_nodes():
     x = jnp.linspace(-1.0, 1.0, 5)[:, None] * jnp.ones((5, 2))
     mask = jnp.ones(20, bool).at[6].set(False)
@@ -139,19 +113,6 @@ def test_gradients_flow_to_lambdas_and_nodes():
     assert all(np.all(np.isfinite(g)) and np.any(g != 0) for g in grads)
 
 
-def test_straggler_nan_does_not_leak():
-    code = _code()
-    y = jnp.asarray(np.random.default_rng(4).normal(size=(30, 3)))
-    mask = jnp.ones(30, bool).at[jnp.array([0, 5, 29])].set(False)
-    bad = y.at[jnp.array([0, 5, 29])].set(jnp.array([jnp.nan, jnp.inf, -jnp.inf])[:, None])
-    np.testing.assert_array_equal(code.decode(bad, mask), code.decode(y, mask))
-
-    def loss(y):
-        return jnp.sum(code.decode_with_status(y, mask).value ** 2)
-
-    np.testing.assert_array_equal(jax.grad(loss)(bad), jax.grad(loss)(y))
-
-
 def test_bad_input():
     with pytest.raises(ValueError, match="num_inputs"):
         gcc.SplineCode.chebyshev(num_inputs=1, num_workers=10)
@@ -169,20 +130,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match="solver"):
         gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10, solver="nope")
     code = _code()
-    with pytest.raises(ValueError, match=r"shape \(6, \.\.\.\)"):
-        code.encode(np.zeros((5, 2)))
-    with pytest.raises(gcc.GCCValueError, match="NaN"):
-        code.encode(np.full((6, 2), np.nan))
-    with pytest.raises(ValueError, match="one row per worker"):
-        code.decode(np.zeros((29, 2)), np.ones(30, bool))
-    with pytest.raises(ValueError, match="vmap"):
-        code.decode(np.zeros((30, 2)), np.ones((2, 30), bool))
-    with pytest.raises(TypeError, match="boolean"):
-        code.decode(np.zeros((30, 2)), np.ones(30))
-    with pytest.raises(gcc.GCCValueError, match="fewer than 2 live"):
+    with pytest.raises(gcc.GCCValueError, match="SplineCode needs at least 2 live"):
         code.decode(np.zeros((30, 2)), np.eye(30, dtype=bool)[4])
-    with pytest.raises(gcc.GCCValueError, match="live"):
-        code.decode(np.full((30, 2), np.nan), np.ones(30, bool))
     # under jit: status, not an exception
     out = jax.jit(code.decode_with_status)(jnp.zeros((30, 2)), jnp.eye(30, dtype=bool)[4])
     assert int(out.status) & int(gcc.Status.TOO_FEW_LIVE) and np.all(np.isnan(out.value))

@@ -110,7 +110,7 @@ class AbstractCode(abc.ABC):
                 :meth:`encode_with_status` to get the status.
         """
         out = self.encode_with_status(x)
-        raise_if_bad(out.status, f"{type(self).__name__}.encode")
+        raise_if_bad(out.status, f"{type(self).__name__}.encode", self)
         return out.value
 
     def worker_outputs(self, f: Callable[[Array], Array], x: Shaped[ArrayLike, "k *d"]) -> Array:
@@ -143,7 +143,7 @@ class AbstractCode(abc.ABC):
                 :class:`gcc_jax.Status`). Under ``jit``/``vmap`` the value is NaN instead.
         """
         out = self.decode_with_status(y, mask)
-        raise_if_bad(out.status, f"{type(self).__name__}.decode")
+        raise_if_bad(out.status, f"{type(self).__name__}.decode", self)
         return out.value
 
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
@@ -180,13 +180,13 @@ class AbstractLinearCode(AbstractCode):
     def encoder_matrix(self) -> Float[Array, "n k"]:
         """``E`` with ``X~ = E X`` (raises on a bad status in eager calls)."""
         e, status = self.encoder_matrix_with_status()
-        raise_if_bad(status, f"{type(self).__name__}.encoder_matrix")
+        raise_if_bad(status, f"{type(self).__name__}.encoder_matrix", self)
         return e
 
     def decoder_matrix(self, mask: Bool[ArrayLike, " n"]) -> Float[Array, "k n"]:
         """``D(mask)`` with ``Y^ = D Y~`` (raises on a bad status in eager calls)."""
         d, status = self.decoder_matrix_with_status(mask)
-        raise_if_bad(status, f"{type(self).__name__}.decoder_matrix")
+        raise_if_bad(status, f"{type(self).__name__}.decoder_matrix", self)
         return d
 
     def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:

@@ -95,6 +95,16 @@ class BerrutCode(AbstractLinearCode):
     def num_workers(self) -> int:
         return self.beta.shape[0]
 
+    @property
+    def min_live(self) -> int:
+        """Live workers needed to decode at all: 1 (Berrut's interpolant needs one node)."""
+        return 1
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every estimate when at least one worker is live (Berrut's interpolant needs one)."""
+        mask = as_mask(mask, self.num_workers)
+        return jnp.broadcast_to(jnp.any(mask), (self.num_inputs,))
+
     # -- encoder ----------------------------------------------------------------------------
 
     def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:

@@ -145,6 +145,11 @@ class LagrangeCode(AbstractLinearCode):
         return self.beta.shape[0]
 
     @property
+    def min_live(self) -> int:
+        """Live workers needed to decode at all: 1 (through one point: a constant)."""
+        return 1
+
+    @property
     def recovery_threshold(self) -> int:
         """``(K − 1)·deg + 1``: the number of live results that makes decoding exact."""
         return (self.num_inputs - 1) * self.degree + 1

@@ -117,6 +117,11 @@ class SplineCode(AbstractLinearCode):
     def num_workers(self) -> int:
         return self.beta.shape[0]
 
+    @property
+    def min_live(self) -> int:
+        """Live workers needed to decode at all: 2 (a smoothing spline needs 2 points)."""
+        return 2
+
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         """Every estimate when at least 2 workers are live (a smoothing spline needs 2)."""
         mask = as_mask(mask, self.num_workers)

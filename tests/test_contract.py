@@ -1,0 +1,240 @@
+"""The code contract (:class:`gcc_jax.AbstractCode`), checked for every code in ``ALL_CODES``.
+
+For each code: jit equals eager; vmap over masks equals a Python loop; a straggler's NaN/Inf
+changes neither the value nor the gradient; one compilation serves every mask and new leaf
+values; bad shapes and non-boolean masks raise naming the argument; value problems are status
+flags under jit; ``available`` agrees with ``decode``; linear codes' matrix decoder equals
+their decoder. References are eager calls, Python loops and ``f`` itself, in float64.
+"""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import ALL_CODES, CodeCase, random_mask
+
+import gcc_jax as gcc
+
+NONFINITE = [np.nan, np.inf, -np.inf]
+
+
+@pytest.fixture(params=ALL_CODES, ids=lambda c: c.name)
+def case(request) -> CodeCase:
+    return request.param
+
+
+def _setup(case: CodeCase):
+    code = case.build()
+    y = code.worker_outputs(case.f, case.x)
+    return code, y
+
+
+def _masks(case: CodeCase, n: int, seed: int = 0) -> np.ndarray:
+    """Decodable patterns (0 … max_stragglers dead) plus the undecodable one."""
+    rng = np.random.default_rng(seed)
+    rows = [random_mask(rng, n, s) for s in range(case.max_stragglers + 1)]
+    rows.append(random_mask(rng, n, case.max_stragglers))
+    rows.append(case.undecodable)
+    return np.stack(rows)
+
+
+def _close(a, b, **kw):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), **{"rtol": 1e-12, "atol": 1e-12, **kw})
+
+
+def test_is_an_abstract_code(case):
+    code = case.build()
+    assert isinstance(code, gcc.AbstractCode)
+    assert isinstance(code, gcc.codes.AbstractCode)
+    assert isinstance(code.num_inputs, int) and isinstance(code.num_workers, int)
+    assert code.num_inputs == case.x.shape[0]
+
+
+def test_worker_outputs_shape_and_no_straggler_accuracy(case):
+    code, y = _setup(case)
+    fx = jax.vmap(case.f)(jnp.asarray(case.x))
+    assert y.shape == (code.num_workers, *fx.shape[1:]) and y.dtype == jnp.float64
+    if not isinstance(code, gcc.ParityModelCode):  # ParM's parity worker runs F_P, not f
+        _close(y, jax.vmap(case.f)(code.encode(case.x)))
+    yh = code.decode(y, np.ones(code.num_workers, bool))
+    assert yh.shape == fx.shape and yh.dtype == jnp.float64
+    assert float(jnp.max(jnp.abs(yh - fx))) <= case.tol_all_live
+
+
+def test_encode_jit_equals_eager(case):
+    code = case.build()
+    eager = code.encode_with_status(case.x)
+    jitted = jax.jit(lambda c, x: c.encode_with_status(x))(code, jnp.asarray(case.x))
+    assert int(eager.status) == int(jitted.status) == 0
+    assert eager.value.shape == (code.num_workers, *case.x.shape[1:])
+    _close(jitted.value, eager.value)
+    _close(code.encode(case.x), eager.value, rtol=0, atol=0)
+
+
+def test_decode_jit_equals_eager(case):
+    code, y = _setup(case)
+    dec = jax.jit(lambda c, y, m: c.decode_with_status(y, m))
+    for mask in _masks(case, code.num_workers):
+        eager = code.decode_with_status(y, mask)
+        jitted = dec(code, y, jnp.asarray(mask))
+        assert int(eager.status) == int(jitted.status)
+        _close(jitted.value, eager.value, equal_nan=True)
+
+
+def test_vmap_over_masks_equals_loop(case):
+    code, y = _setup(case)
+    masks = _masks(case, code.num_workers, seed=1)
+    batched = jax.jit(jax.vmap(lambda m: code.decode_with_status(y, m)))(jnp.asarray(masks))
+    assert batched.value.shape == (masks.shape[0], code.num_inputs, *y.shape[1:])
+    assert batched.status.shape == (masks.shape[0],)
+    for i, mask in enumerate(masks):
+        ref = code.decode_with_status(y, mask)
+        assert int(batched.status[i]) == int(ref.status)
+        _close(batched.value[i], ref.value, equal_nan=True)
+    # every decodable pattern is OK, the undecodable one carries the code's flag (or none)
+    assert not np.asarray(batched.status[:-1]).any()
+    expect = 0 if case.flag is None else int(case.flag)
+    assert int(batched.status[-1]) == expect
+
+
+def test_straggler_garbage_changes_neither_value_nor_gradient(case):
+    code, y = _setup(case)
+    rng = np.random.default_rng(2)
+    mask = random_mask(rng, code.num_workers, max(case.max_stragglers, 1))
+    dead = np.flatnonzero(~mask)
+    bad = np.asarray(y).copy()
+    for j, i in enumerate(dead):
+        bad[i] = NONFINITE[j % 3]
+    weights = jnp.asarray(rng.normal(size=(code.num_inputs, *y.shape[1:])))
+
+    def loss(y):
+        return jnp.sum(code.decode_with_status(y, mask).value * weights)
+
+    clean_out = code.decode_with_status(y, mask)
+    bad_out = code.decode_with_status(jnp.asarray(bad), mask)
+    assert int(bad_out.status) == int(clean_out.status)
+    np.testing.assert_array_equal(bad_out.value, clean_out.value)
+    g_clean = jax.grad(loss)(y)
+    g_bad = jax.grad(loss)(jnp.asarray(bad))
+    np.testing.assert_array_equal(g_bad, g_clean)
+    assert bool(jnp.all(jnp.isfinite(g_bad))) and not np.asarray(g_bad)[dead].any()
+
+
+def test_compiles_once_across_masks_and_leaves(case):
+    code, y = _setup(case)
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def run(code, y, mask):
+        return code.decode_with_status(y, mask)
+
+    try:
+        for mask in _masks(case, code.num_workers, seed=3):
+            run(code, y, jnp.asarray(mask))
+        # new λs, nodes, learned parameters (every leaf scaled; nodes stay ascending)
+        run(jax.tree.map(lambda a: a * 0.99, code), y * 1.5, jnp.ones(code.num_workers, bool))
+    finally:
+        chex.clear_trace_counter()
+
+
+def test_bad_shapes_and_masks_raise_naming_the_argument(case):
+    code, y = _setup(case)
+    n, k = code.num_workers, code.num_inputs
+    ok = np.ones(n, bool)
+    with pytest.raises(ValueError, match="`y`"):
+        code.decode(y[:-1], ok)
+    with pytest.raises(ValueError, match="`y`"):
+        code.decode_with_status(jnp.zeros(()), ok)
+    with pytest.raises(ValueError, match="`mask`"):
+        code.decode(y, np.ones(n + 1, bool))
+    with pytest.raises(ValueError, match="`mask`"):
+        code.decode(y, np.ones((2, n), bool))
+    with pytest.raises(TypeError, match="`mask`.*boolean"):
+        code.decode(y, np.ones(n))
+    with pytest.raises(TypeError, match="`mask`.*boolean"):
+        code.available(np.ones(n, int))
+    with pytest.raises(TypeError, match="`y`.*complex"):
+        code.decode_with_status(y + 0j, ok)
+    with pytest.raises(TypeError, match="`y`"):
+        code.decode_with_status(np.full(y.shape, "a"), ok)
+    with pytest.raises(ValueError, match="`x`"):
+        code.encode(case.x[: k - 1])
+    with pytest.raises(TypeError, match="`x`.*complex"):
+        code.encode_with_status(case.x + 1j)
+    with pytest.raises(TypeError, match="`x`"):
+        code.encode_with_status(np.full(case.x.shape, "a"))
+    with pytest.raises(TypeError, match="`mask`"):  # also under jit: static checks stay static
+        jax.jit(lambda m: code.decode_with_status(y, m))(jnp.ones(n, jnp.int32))
+
+
+def test_status_flags_under_jit(case):
+    code, y = _setup(case)
+    n = code.num_workers
+    dec = jax.jit(lambda y, m: code.decode_with_status(y, m))
+    ok = jnp.ones(n, bool)
+    # NaN from a live worker: flagged, value NaN
+    out = dec(y.at[0].set(jnp.nan), ok)
+    assert int(out.status) & int(gcc.Status.NONFINITE_DATA)
+    assert bool(jnp.all(jnp.isnan(out.value)))
+    out = dec(y.at[n - 1].set(jnp.inf), ok)
+    assert int(out.status) & int(gcc.Status.NONFINITE_DATA)
+    # too many stragglers: the code's flag (value NaN), or a fill value with status OK
+    out = dec(y, jnp.asarray(case.undecodable))
+    if case.flag is None:
+        assert int(out.status) == 0
+        missing = ~np.asarray(code.available(case.undecodable))
+        assert missing.any() and not np.asarray(out.value)[missing].any()  # fill value 0
+    else:
+        assert int(out.status) == int(case.flag)
+        assert bool(jnp.all(jnp.isnan(out.value)))
+        with pytest.raises(gcc.GCCValueError, match=f"{type(code).__name__}.*needs|recovers"):
+            code.decode(y, case.undecodable)
+        assert type(code).__name__ in gcc.describe_status(case.flag, code)
+    # the encoder: NaN in x is flagged under jit, value NaN or the NaN passed through
+    enc = jax.jit(lambda x: code.encode_with_status(x))(jnp.asarray(case.x).at[0, 0].set(jnp.nan))
+    assert int(enc.status) & int(gcc.Status.NONFINITE_DATA)
+    with pytest.raises(gcc.GCCValueError, match="NaN"):
+        code.encode(np.where(np.eye(*case.x.shape, dtype=bool), np.nan, case.x))
+
+
+def test_available_shape_and_agreement_with_decode(case):
+    code, y = _setup(case)
+    k = code.num_inputs
+    rng = np.random.default_rng(4)
+    masks = list(_masks(case, code.num_workers, seed=4))
+    masks += [random_mask(rng, code.num_workers, s) for s in range(code.num_workers + 1)]
+    for mask in masks:
+        avail = code.available(mask)
+        assert avail.shape == (k,) and avail.dtype == jnp.bool_
+        avail = np.asarray(avail)
+        out = code.decode_with_status(y, mask)
+        if int(out.status) != 0:
+            assert not avail.any()  # nothing usable from an undecodable pattern
+        elif case.flag is not None:
+            assert avail.all()  # a coded scheme estimates every input
+        # an unavailable estimate carries no information about the workers' outputs
+        other = code.decode_with_status(2.0 * y + 1.0, mask)
+        np.testing.assert_array_equal(
+            np.asarray(other.value)[~avail], np.asarray(out.value)[~avail]
+        )
+    jitted = jax.jit(code.available)(jnp.asarray(case.undecodable))
+    np.testing.assert_array_equal(jitted, code.available(case.undecodable))
+
+
+def test_linear_codes_matrix_decoder_equals_decoder(case):
+    code, y = _setup(case)
+    if not isinstance(code, gcc.AbstractLinearCode):
+        assert case.name in {"uncoded", "replication", "parity-model", "learned"}
+        return
+    rng = np.random.default_rng(5)
+    wide = jnp.asarray(rng.normal(size=(code.num_workers, 3 * code.num_workers)))  # matrix path
+    for yy in (y, wide):
+        for mask in _masks(case, code.num_workers, seed=5):
+            a = code.decode_by_matrix_with_status(yy, mask)
+            b = code.decode_with_status(yy, mask)
+            assert int(a.status) == int(b.status)
+            _close(a.value, b.value, rtol=1e-10, atol=1e-10, equal_nan=True)
+    e, status = code.encoder_matrix_with_status()
+    assert int(status) == 0 and e.shape == (code.num_workers, code.num_inputs)
+    _close(e @ jnp.asarray(case.x), code.encode(case.x), rtol=1e-10, atol=1e-12)
