@@ -1,0 +1,1410 @@
+"""``gcc-jax regimes``: when does coding pay? A regime map of GCC against every baseline.
+
+For each **workload**, **redundancy** ``N/K`` and **straggler fraction** ``p`` (``S = ⌊pN + ½⌋``
+stragglers among the ``N`` workers), and for two straggler models — ``random`` (``S`` workers
+chosen uniformly) and ``worst`` (the pattern of ``S`` stragglers with the largest MSE that
+:func:`gcc_jax.worst_case_mask` finds) — every code below runs on the same inputs and the same
+patterns, and the cell records the winner, the runner-up and the margin, in RMSE and (for
+classifiers) in accuracy.
+
+Codes, all at the same worker count ``N`` except uncoded:
+
+* ``GCC`` (:class:`gcc_jax.SplineCode`, Chebyshev nodes): ``(λ_enc, λ_dec)`` chosen per cell by
+  cross-validation — the lowest mean RMSE over ``num_cv_batches`` *held-out* input batches (never
+  the evaluation inputs; images from the training split for the classifier) and their own random
+  patterns with the cell's ``S``. The worst-case cells reuse that λ (the operator does not know
+  the adversary).
+* ``BACC`` (:class:`gcc_jax.BerrutCode`, Chebyshev nodes).
+* ``LCC`` (:class:`gcc_jax.LagrangeCode`, ``degree=1``): polynomial interpolation of degree
+  ``K − 1``; it applies where ``N − S ≥ K`` (its recovery threshold for a linear ``f``; none of
+  the workloads is a polynomial, so it is an approximation everywhere) and is ``n/a`` elsewhere.
+* ``uncoded``: ``K`` of the ``N`` machines, worker ``k`` computes ``f(x_k)``; in the random model
+  it reads its stragglers from the first ``K`` entries of the same ``N``-worker pattern (so it
+  loses ``S·K/N`` results on average), in the worst case the adversary kills ``min(S, K)`` of its
+  workers.
+* ``replication`` (:class:`gcc_jax.ReplicationCode`): the ``N`` workers hold copies, round-robin.
+* ``ParM`` (:class:`gcc_jax.ParityModelCode`, sum encoder): ``K/k`` groups of ``k`` inputs plus one
+  parity worker each, with ``k`` chosen so that ``N = K + K/k`` (only where ``k ≥ 2`` is an
+  integer dividing ``K``: ``N/K = 1 + 1/k``). A group with more than one missing worker returns
+  its live base outputs and the fill value ``0`` for the missing ones (like uncoded). Parity
+  models are trained by :func:`gcc_jax.train_parity_model` (cached) — a LeNet-5 for the
+  classifier workloads, a small tanh MLP for the synthetic ones.
+
+A missing result (uncoded, replication, ParM) is the fill value ``0``: it enters RMSE as
+``‖f(x_k)‖`` and counts as a wrong prediction in the accuracy.
+
+Workloads (:data:`WORKLOADS`): ``xsinx`` (``f(x) = x sin x``, ``x ~ U(−3, 3)``), ``vector_map``
+(:func:`smooth_vector_map`, ℝ² → ℝ³, ``x ~ U(−1, 1)²``), and a LeNet-5 trained by
+:func:`gcc_jax.training.train_classifier` (cached, seeded) on Fashion-MNIST — or on scikit-learn's
+digits when the Fashion-MNIST files are absent (the JSON's ``data_note`` says so) — whose worker
+output is its ``lenet_logits`` or its ``lenet_softmax``.
+
+Every value is computed through :meth:`gcc_jax.AbstractCode.worker_outputs` and the one mask
+evaluator (:class:`gcc_jax.MaskEvaluator` with :func:`regime_metrics`).
+
+Winner and margin (:func:`pick_winner`): the applicable code with the lowest mean RMSE (highest
+mean accuracy); ``margin`` is ``100 (1 − RMSE_winner / RMSE_runner-up)`` percent (accuracy:
+the difference in points); ``significant`` tells whether the paired 95% CI (batches as clusters,
+:func:`gcc_jax.ratio_ci` / :func:`gcc_jax.mean_ci`) excludes a tie. Exact ties (both errors
+below ``1e-12`` of the cell's largest error, e.g. uncoded and replication at ``S = 0``) are
+reported as ties.
+
+``regimes.json`` (``"schema": "gcc_jax.regimes/1"``)::
+
+    {"schema", "experiment": "regimes",
+     "config": {num_inputs, ratios, fractions, modes, workloads, codes, num_trials, num_batches,
+                num_cv_batches, worst_case_batches, lam_enc_grid, lam_dec_grid, search, epochs,
+                parm_epochs, dataset, seed, dtype},
+     "data_note": str | null,
+     "models": {"lenet5": {dataset, test_accuracy, epochs, from_cache, train_time_s} | absent,
+                "parm": [{workload, k, base_model, base_accuracy, base_epochs, epochs,
+                          val_recon_accuracy, from_cache}]},
+     "cells": [{workload, mode, ratio, N, K, fraction, S,
+                codes: {CODE: null | {rmse: {mean, ci95}, mse: {...}, accuracy: {...} | null,
+                                      num_failed, lam_enc, lam_dec (GCC), k (ParM)}},
+                winner: {"rmse": {code, runner_up, margin, ratio, ci95, significant, tie},
+                         "accuracy": {...} | null}}],
+     "summary": [str], "timing_s": {...}, "versions": {...}}
+"""
+
+import dataclasses
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._evaluator import MaskEvaluator
+from .._metrics import mean_ci, ratio_ci
+from .._misc import as_int, check_inputs, check_outputs
+from .._pipeline import outputs_and_targets
+from .._status import Status
+from .._stragglers import sample_masks
+from .._types import Array, ArrayLike, Bool, Float
+from .._worst_case import worst_case_mask
+from ..codes import (
+    AbstractCode,
+    BerrutCode,
+    Decoded,
+    Encoded,
+    LagrangeCode,
+    ParityModelCode,
+    ReplicationCode,
+    SplineCode,
+    UncodedCode,
+    train_parity_model,
+)
+
+__all__ = [
+    "CODES",
+    "DEFAULT_LAM_DEC_GRID",
+    "DEFAULT_LAM_ENC_GRID",
+    "GroupedParityCode",
+    "MODES",
+    "WORKLOADS",
+    "format_regimes",
+    "main",
+    "parm_group_size",
+    "pick_winner",
+    "plot_regimes",
+    "regime_metrics",
+    "run_regimes",
+    "save_regimes",
+    "smooth_vector_map",
+    "stragglers_for",
+    "toy_config",
+    "xsinx",
+]
+
+CODES = ("GCC", "BACC", "LCC", "uncoded", "replication", "ParM")
+"""The codes of the map."""
+MODES = ("random", "worst")
+"""Straggler models: uniformly random ``S``-subsets and the worst pattern found."""
+WORKLOADS = ("xsinx", "vector_map", "lenet_logits", "lenet_softmax")
+"""Worker functions of the map."""
+DEFAULT_LAM_ENC_GRID = (0.0, 1e-8, 1e-6, 1e-4, 1e-2)
+"""GCC encoder λ candidates (0 = interpolating encoder)."""
+DEFAULT_LAM_DEC_GRID = (0.0, 1e-10, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+"""GCC decoder λ candidates, from interpolation (0) to the straight-line fit (λ ≳ 1)."""
+DEFAULT_SEARCH = dict(restarts=4, proposals=64, max_iters=10)
+"""Local-search budget of the worst case (:func:`gcc_jax.worst_case_mask`)."""
+
+_FULL = dict(
+    num_inputs=20,
+    ratios=(1.1, 1.25, 1.5, 2.0, 3.0),
+    fractions=(0.0, 0.05, 0.1, 0.2, 0.3),
+    workloads=WORKLOADS,
+    num_trials=20,
+    num_batches=5,
+    num_cv_batches=5,
+    worst_case_batches=2,
+    epochs=10,
+    parm_epochs=10,
+    dataset="fashion_mnist",
+)
+_TOY = dict(
+    num_inputs=4,
+    ratios=(1.5, 2.0),
+    fractions=(0.0, 0.25),
+    workloads=("xsinx", "vector_map"),
+    num_trials=4,
+    num_batches=2,
+    num_cv_batches=2,
+    worst_case_batches=1,
+    lam_enc_grid=(0.0, 1e-4),
+    lam_dec_grid=(0.0, 1e-6, 1e-2),
+    search=dict(restarts=1, proposals=8, max_iters=2),
+    epochs=1,
+    parm_epochs=2,
+    dataset="digits",
+)
+
+
+def toy_config() -> dict:
+    """Tiny keyword arguments for :func:`run_regimes` (seconds; ``GCC_JAX_TOY=1``)."""
+    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in _TOY.items()}
+
+
+# -- workloads ---------------------------------------------------------------------------------
+
+
+def xsinx(x: Float[Array, " 1"]) -> Float[Array, " 1"]:
+    """The papers' test function ``f(x) = x · sin(x)`` (one scalar input, one output)."""
+    return x * jnp.sin(x)
+
+
+def smooth_vector_map(x: Float[Array, " 2"]) -> Float[Array, " 3"]:
+    """A smooth map ℝ² → ℝ³: ``[sin(2x₀)·cos(x₁), x₀·x₁, exp(−‖x‖²/2)]``."""
+    return jnp.stack(
+        [jnp.sin(2.0 * x[0]) * jnp.cos(x[1]), x[0] * x[1], jnp.exp(-0.5 * jnp.sum(x * x))]
+    )
+
+
+_SYNTHETIC = {"xsinx": (xsinx, 1, 3.0), "vector_map": (smooth_vector_map, 2, 1.0)}
+
+
+@dataclasses.dataclass(frozen=True)
+class _FnApply:
+    """``apply(params, x) = fn(x)``: a parameter-free base model for :func:`train_parity_model`."""
+
+    fn: Callable
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__name__", "f")
+
+    def __call__(self, params, x):
+        return self.fn(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TanhMLP:
+    """``W₃ tanh(W₂ tanh(W₁ x + b₁) + b₂) + b₃``: the parity model of the synthetic workloads."""
+
+    name: str = "tanh_mlp"
+
+    def __call__(self, params, x):
+        h = jnp.ravel(x)
+        for i, (w, b) in enumerate(params):
+            h = h @ w.astype(h.dtype) + b.astype(h.dtype)
+            if i < len(params) - 1:
+                h = jnp.tanh(h)
+        return h
+
+
+def _mlp_init(sizes: Sequence[int], seed: int) -> list:
+    rng = np.random.default_rng((seed, 0x3A1F))
+    return [
+        (
+            jnp.asarray(rng.normal(size=(a, b)) * np.sqrt(1.0 / a), jnp.float32),
+            jnp.zeros((b,), jnp.float32),
+        )
+        for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class _ParityNet:
+    """The raw network as ParM's parity model, named after the output it is trained for
+    (so the checkpoint caches of the logits and softmax parity models never collide)."""
+
+    apply: Callable
+    target: str
+
+    @property
+    def name(self) -> str:
+        return f"{getattr(self.apply, 'name', 'net')}->{self.target}"
+
+    def __call__(self, params, x):
+        return self.apply(params, x)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Softmax:
+    """``softmax(apply(params, x))``: the base outputs of the softmax workload."""
+
+    apply: Callable
+
+    @property
+    def name(self) -> str:
+        return f"{getattr(self.apply, 'name', 'net')}-softmax"
+
+    def __call__(self, params, x):
+        return jax.nn.softmax(self.apply(params, x), axis=-1)
+
+
+class _Workload(NamedTuple):
+    name: str
+    f: Callable  # single-input worker function (hashable; one compile per code structure)
+    cv: list  # [(x (K, ...), labels (K,) or None)]
+    eval: list
+    classify: bool
+    parm_base: Any  # (base_apply, base_params, parity_apply, init_fn(seed), x_train, info)
+
+
+# -- ParM at N = K + K/k ---------------------------------------------------------------------
+
+
+def parm_group_size(num_inputs: int, num_workers: int) -> int | None:
+    """``k`` with ``N = K + K/k`` (``k ≥ 2`` dividing ``K``), or ``None`` if there is none.
+
+    Example:
+        >>> parm_group_size(20, 25), parm_group_size(20, 40), parm_group_size(20, 22)
+        (4, None, 10)
+    """
+    k_in = as_int(num_inputs, "num_inputs", 1)
+    n = as_int(num_workers, "num_workers", 1)
+    extra = n - k_in
+    if extra < 1 or k_in % extra:
+        return None
+    k = k_in // extra
+    return k if k >= 2 else None
+
+
+def _or_reduce(status: Array) -> Array:
+    return jax.lax.reduce(status, jnp.int32(0), jax.lax.bitwise_or, (0,))
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class GroupedParityCode(AbstractCode):
+    """``g`` independent ParM groups as one code: ``K = g·k`` inputs on ``N = g·(k + 1)`` workers.
+
+    Inputs ``x_{jk} … x_{jk+k−1}`` form group ``j``; its workers are ``j(k+1) … j(k+1)+k``, the
+    last one running the parity model. Each group decodes by subtraction
+    (:class:`gcc_jax.ParityModelCode`). A group with more than one missing worker returns its
+    live base outputs exactly and ``fill_value`` for each missing one — the same accounting as
+    uncoded computation — instead of failing the whole pattern; :meth:`available` says which.
+
+    Attributes:
+        parity: the group's :class:`gcc_jax.ParityModelCode` (``k`` inputs, ``k + 1`` workers).
+        groups: ``g ≥ 1`` (static).
+        fill_value: the estimate of a missing result (static, default 0).
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> from gcc_jax.experiments.regimes import GroupedParityCode
+        >>> lin = lambda p, x: p * x                          # F_P = F: exact parity
+        >>> code = GroupedParityCode(gcc.ParityModelCode(2.0, lin, num_inputs=2), groups=2)
+        >>> x = jnp.arange(1.0, 5.0)[:, None]                 # K = 4 inputs on N = 6 workers
+        >>> y = code.worker_outputs(lambda v: 2.0 * v, x)
+        >>> mask = jnp.array([False, True, True, False, False, True])
+        >>> code.decode(y, mask).ravel().tolist()             # group 1 lost 2 of its 3 workers
+        [2.0, 4.0, 0.0, 0.0]
+    """
+
+    parity: ParityModelCode
+    groups: int = dataclasses.field(metadata=dict(static=True))
+    fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
+
+    def __post_init__(self):
+        if not isinstance(self.parity, ParityModelCode):
+            raise TypeError(f"`parity` must be a ParityModelCode; got {type(self.parity).__name__}")
+        object.__setattr__(self, "groups", as_int(self.groups, "groups", 1))
+        if not np.isfinite(self.fill_value):
+            raise ValueError(f"`fill_value` must be finite; got {self.fill_value}")
+        object.__setattr__(self, "fill_value", float(self.fill_value))
+
+    @property
+    def num_inputs(self) -> int:
+        return self.groups * self.parity.num_inputs
+
+    @property
+    def num_workers(self) -> int:
+        return self.groups * self.parity.num_workers
+
+    def _split(self, a: Array) -> Array:
+        return a.reshape(self.groups, -1, *a.shape[1:])
+
+    def encode_with_status(self, x: Float[ArrayLike, "k *d"]) -> Encoded:
+        """Each group's ``k`` inputs and its parity query, groups one after the other."""
+        x = check_inputs(x, self.num_inputs)
+        out = jax.vmap(self.parity.encode_with_status)(self._split(x))
+        value = out.value.reshape(self.num_workers, *out.value.shape[2:])
+        return Encoded(value, _or_reduce(out.status))
+
+    def worker_outputs(self, f: Callable[[Array], Array], x: Float[ArrayLike, "k *d"]) -> Array:
+        """``f`` on every input and each group's parity model on its parity query."""
+        x = check_inputs(x, self.num_inputs)
+        y = jax.vmap(lambda xg: self.parity.worker_outputs(f, xg))(self._split(x))
+        return y.reshape(self.num_workers, *y.shape[2:])
+
+    def _group_mask(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, "g k1"]:
+        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
+        return mask.reshape(self.groups, self.parity.num_workers)
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every result of a group with at most one missing worker; else its live base ones."""
+        m = self._group_mask(mask)
+        k = self.parity.num_inputs
+        whole = jnp.sum(~m, axis=1, keepdims=True) <= 1
+        return (whole | m[:, :k]).reshape(self.num_inputs)
+
+    def decode_with_status(
+        self, y: Float[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
+    ) -> Decoded:
+        """Subtraction decoding per group; the fallback above for groups with ≥ 2 missing."""
+        y, mask = check_outputs(y, mask, self.num_workers)
+        k = self.parity.num_inputs
+        yg = self._split(y)
+        mg = mask.reshape(self.groups, k + 1)
+        dec = jax.vmap(self.parity.decode_with_status)(yg, mg)
+        erasures = dec.status == int(Status.TOO_MANY_ERASURES)
+        live = mg[:, :k].reshape(self.groups, k, *([1] * (y.ndim - 1)))
+        fallback = jnp.where(live, yg[:, :k], jnp.asarray(self.fill_value, yg.dtype))
+        value = jnp.where(erasures.reshape(-1, *([1] * y.ndim)), fallback, dec.value)
+        status = _or_reduce(jnp.where(erasures, 0, dec.status))
+        value = jnp.where(status == 0, value, jnp.nan)
+        return Decoded(value.reshape(self.num_inputs, *y.shape[1:]).astype(yg.dtype), status)
+
+
+# -- per-pattern metrics (through the one evaluator) -------------------------------------------
+
+
+def regime_metrics(code: Any, yt: Array, target: tuple[Array, Array], mask: Bool[Array, " n"]):
+    """RMSE, MSE and correct predictions of one pattern, and its status (a ``per_mask``).
+
+    With ``ŷ = code.decode_with_status(yt, mask).value`` and ``target = (f(x), labels)``:
+    ``rmse = (1/K) Σ_k ‖ŷ_k − f(x_k)‖₂``, ``mse = (1/K) Σ_k ‖ŷ_k − f(x_k)‖₂²`` and
+    ``correct = #{k : argmax ŷ_k = label_k and code.available(mask)_k}`` (a missing result is
+    wrong); all NaN where the status is not OK. Use with :class:`gcc_jax.MaskEvaluator`.
+    """
+    fx, labels = target
+    dec = code.decode_with_status(yt, mask)
+    ok = dec.status == 0
+    k = fx.shape[0]
+    err = jnp.where(ok, dec.value - fx, 0).reshape(k, -1)
+    sq = jnp.sum(err * err, axis=1)
+    pred = jnp.argmax(jnp.where(ok, dec.value, 0).reshape(k, -1), axis=-1)
+    hit = (pred == labels) & code.available(mask)
+    nan = jnp.asarray(jnp.nan, sq.dtype)
+    return (
+        jnp.where(ok, jnp.mean(jnp.sqrt(sq)), nan),
+        jnp.where(ok, jnp.mean(sq), nan),
+        jnp.where(ok, jnp.sum(hit).astype(sq.dtype), nan),
+        dec.status,
+    )
+
+
+def stragglers_for(fraction: float, num_workers: int) -> int:
+    """``S = ⌊p N + ½⌋``, capped at ``N − 2`` (every code needs two live workers).
+
+    Example:
+        >>> stragglers_for(0.1, 25), stragglers_for(0.3, 60), stragglers_for(0.05, 22)
+        (3, 18, 1)
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"a straggler fraction must be in [0, 1); got {fraction}")
+    return min(int(math.floor(fraction * num_workers + 0.5)), num_workers - 2)
+
+
+# -- winner and margin ---------------------------------------------------------------------------
+
+
+def pick_winner(tables: dict[str, np.ndarray], *, higher_is_better: bool = False) -> dict | None:
+    """The best code of a cell, its runner-up and the margin, from per-trial tables.
+
+    Args:
+        tables: code → ``(B, T)`` per-trial values (batches × patterns; the same inputs and
+            patterns for every code, so the comparison is paired).
+        higher_is_better: accuracy (True) or error (False).
+
+    Returns:
+        ``None`` without codes, else ``{code, runner_up, value, runner_up_value, margin, ratio,
+        ci95, significant, tie, tied}``. For errors ``ratio`` is the pooled ratio winner/runner-up
+        (:func:`gcc_jax.ratio_ci`, batches as clusters) and ``margin = 100 (1 − ratio)``
+        percent; for accuracies ``margin`` is the mean difference in points (``ratio`` None)
+        with its CI (:func:`gcc_jax.mean_ci`). ``significant``: the 95% CI excludes a tie.
+        ``tie``: the two values are equal to ``1e-12`` of the largest (e.g. two exact codes);
+        ``tied`` lists every code equal to the winner in that sense (the winner first).
+
+    Example:
+        >>> import numpy as np
+        >>> w = pick_winner({"a": np.full((3, 2), 1.0), "b": np.full((3, 2), 2.0)})
+        >>> w["code"], w["runner_up"], w["margin"], w["significant"]
+        ('a', 'b', 50.0, True)
+    """
+    means = {c: float(np.mean(t)) for c, t in tables.items()}
+    if not means:
+        return None
+    order = sorted(means, key=lambda c: -means[c] if higher_is_better else means[c])
+    best = order[0]
+    out = {"code": best, "value": means[best], "runner_up": None, "runner_up_value": None}
+    out.update(margin=None, ratio=None, ci95=None, significant=None, tie=False, tied=[best])
+    if len(order) == 1:
+        return out
+    second = order[1]
+    scale = max(max(abs(v) for v in means.values()), 1e-300)
+    tied = [c for c in order if abs(means[c] - means[best]) <= 1e-12 * scale]
+    tie = len(tied) > 1
+    out.update(runner_up=second, runner_up_value=means[second], tie=tie, tied=tied)
+    a, b = np.asarray(tables[best], float), np.asarray(tables[second], float)
+    if higher_is_better:
+        diff, ci = mean_ci(a - b)
+        out.update(margin=100.0 * diff, ci95=100.0 * ci)
+        out["significant"] = bool(not tie and np.isfinite(ci) and diff - ci > 0)
+    elif means[second] > 0:
+        r, ci = ratio_ci(a, b)
+        out.update(ratio=r, margin=100.0 * (1.0 - r), ci95=ci)
+        out["significant"] = bool(not tie and np.isfinite(ci) and r + ci < 1.0)
+    else:
+        out.update(margin=0.0, significant=False)
+    return out
+
+
+# -- the experiment ---------------------------------------------------------------------------
+
+
+def _check_floats(name: str, values, lo: float, hi: float) -> tuple[float, ...]:
+    vals = tuple(float(v) for v in values)
+    if not vals or any(not (lo <= v < hi) or not np.isfinite(v) for v in vals):
+        raise ValueError(
+            f"`{name}` must be a non-empty list of values in [{lo}, {hi}); got {values!r}"
+        )
+    return vals
+
+
+def _stat(values: np.ndarray) -> dict:
+    m, ci = mean_ci(values)
+    return {"mean": m, "ci95": ci}
+
+
+def _json_clean(obj):
+    if isinstance(obj, dict):
+        return {str(k): _json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_clean(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _versions() -> dict:
+    import flax
+    import optax
+
+    from .. import __version__
+
+    return {
+        "gcc_jax": __version__,
+        "jax": jax.__version__,
+        "flax": flax.__version__,
+        "optax": optax.__version__,
+    }
+
+
+def _synthetic_workload(name: str, k: int, n_cv: int, n_eval: int, seed: int, dtype) -> _Workload:
+    f, d, half = _SYNTHETIC[name]
+
+    def draw(tag: int, b: int):
+        x = np.random.default_rng((seed, tag, b)).uniform(-half, half, (k, d))
+        return jnp.asarray(x, dtype), None
+
+    x_train = np.random.default_rng((seed, 0x9A)).uniform(-half, half, (8192, d)).astype(np.float32)
+    m = jax.eval_shape(f, jax.ShapeDtypeStruct((d,), jnp.float32)).shape[0]
+    base = dict(
+        base_apply=_FnApply(f),
+        base_params=jnp.zeros((), jnp.float32),
+        parity_apply=_TanhMLP(),
+        init=lambda s, d=d, m=m: _mlp_init((d, 64, 64, m), s),
+        x_train=x_train,
+        info={
+            "base_model": f"exact {name}",
+            "base_accuracy": None,
+            "base_epochs": 0,
+            "parity_model": f"tanh MLP {d}-64-64-{m}",
+        },
+    )
+    return _Workload(
+        name,
+        f,
+        [draw(0xC5, b) for b in range(n_cv)],
+        [draw(0xE7A1, b) for b in range(n_eval)],
+        False,
+        base,
+    )
+
+
+def _lenet_workloads(
+    names, k, n_cv, n_eval, seed, dtype, dataset, epochs, data_path, cache_dir, use_cache, progress
+):
+    from ..data import DatasetNotFoundError, load_dataset
+    from ..models import make_model, worker_function
+    from ..training import train_classifier
+
+    note = None
+    try:
+        ds = load_dataset(dataset, data_path)
+    except DatasetNotFoundError as err:
+        note = (
+            f"{dataset} not found ({str(err).splitlines()[0]}); the classifier workloads use "
+            "scikit-learn's 8x8 digits instead"
+        )
+        warnings.warn(note, stacklevel=3)
+        ds = load_dataset("digits")
+    trained = train_classifier(
+        "lenet5",
+        ds,
+        epochs=epochs,
+        seed=seed,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        progress=progress,
+    )
+    need = (n_eval * k, n_cv * k)
+    if need[0] > ds.x_test.shape[0] or need[1] > ds.x_train.shape[0]:
+        raise ValueError(f"{ds.name} has too few images for {n_eval}+{n_cv} batches of K={k}")
+    test_perm = np.random.default_rng((seed, 0xD1A)).permutation(ds.x_test.shape[0])
+    train_perm = np.random.default_rng((seed, 0xC7)).permutation(ds.x_train.shape[0])
+
+    def batches(x_all, y_all, perm, num):
+        return [
+            (
+                jnp.asarray(x_all[perm[b * k : (b + 1) * k]], dtype),
+                jnp.asarray(y_all[perm[b * k : (b + 1) * k]]),
+            )
+            for b in range(num)
+        ]
+
+    cv = batches(ds.x_train, ds.y_train, train_perm, n_cv)  # never the test split
+    ev = batches(ds.x_test, ds.y_test, test_perm, n_eval)
+    model_info = {
+        "name": "lenet5",
+        "dataset": ds.name,
+        "test_accuracy": trained.test_accuracy,
+        "epochs": int(epochs),
+        "seed": int(seed),
+        "from_cache": trained.from_cache,
+        "train_time_s": trained.train_time_s,
+    }
+    out = []
+    for name in names:
+        output = name.split("_", 1)[1]
+        f = worker_function(
+            trained.apply, trained.params, output="probs" if output == "softmax" else "logits"
+        )
+        base_apply = _Softmax(trained.apply) if output == "softmax" else trained.apply
+        base = dict(
+            base_apply=base_apply,
+            base_params=trained.params,
+            parity_apply=_ParityNet(trained.apply, output),
+            init=lambda s, ds=ds: make_model(
+                "lenet5",
+                input_shape=ds.x_train.shape[1:],
+                num_classes=ds.num_classes,
+                key=s,
+            )[1],
+            x_train=ds.x_train,
+            info={
+                "base_model": f"lenet5 on {ds.name}",
+                "base_accuracy": trained.test_accuracy,
+                "base_epochs": int(epochs),
+                "parity_model": "lenet5",
+            },
+        )
+        out.append(_Workload(name, f, cv, ev, True, base))
+    return out, note, model_info
+
+
+def _make_codes(names, k: int, n: int, s: int, lams, parm) -> dict[str, Any]:
+    codes = {}
+    for name in names:
+        if name == "GCC":
+            codes[name] = SplineCode.chebyshev(
+                num_inputs=k, num_workers=n, lam_enc=lams[0], lam_dec=lams[1]
+            )
+        elif name == "BACC":
+            codes[name] = BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+        elif name == "LCC":
+            if n - s >= k:
+                codes[name] = LagrangeCode.chebyshev(num_inputs=k, num_workers=n, degree=1)
+        elif name == "uncoded":
+            codes[name] = UncodedCode(num_inputs=k)
+        elif name == "replication":
+            codes[name] = ReplicationCode(num_inputs=k, num_workers=n)
+        elif name == "ParM" and parm is not None:
+            codes[name] = parm
+    return codes
+
+
+def run_regimes(
+    *,
+    num_inputs: int = 20,
+    ratios: Sequence[float] = _FULL["ratios"],
+    fractions: Sequence[float] = _FULL["fractions"],
+    workloads: Sequence[str] = WORKLOADS,
+    codes: Sequence[str] = CODES,
+    modes: Sequence[str] = MODES,
+    num_trials: int = 20,
+    num_batches: int = 5,
+    num_cv_batches: int = 5,
+    worst_case_batches: int = 2,
+    lam_enc_grid: Sequence[float] = DEFAULT_LAM_ENC_GRID,
+    lam_dec_grid: Sequence[float] = DEFAULT_LAM_DEC_GRID,
+    search: dict | None = None,
+    dataset: str = "fashion_mnist",
+    epochs: int = 10,
+    parm_epochs: int = 10,
+    data_path: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict:
+    """Build the regime map (module docstring); returns the JSON-ready result.
+
+    Args:
+        num_inputs: ``K`` inputs per coded computation.
+        ratios: redundancies ``N/K``; ``N = round(ratio·K)``.
+        fractions: straggler fractions ``p`` (``S`` from :func:`stragglers_for`).
+        workloads: a subset of :data:`WORKLOADS`.
+        codes: a subset of :data:`CODES`.
+        modes: a subset of :data:`MODES`.
+        num_trials: random patterns per batch and cell.
+        num_batches: evaluation input batches.
+        num_cv_batches: held-out batches for GCC's λ cross-validation.
+        worst_case_batches: evaluation batches searched for the worst case (the first ones).
+        lam_enc_grid, lam_dec_grid: GCC's λ candidates.
+        search: worst-case search budget (default :data:`DEFAULT_SEARCH`).
+        dataset: the classifier's data set (digits when it is absent, with a note).
+        epochs: LeNet-5 training epochs (seeded, cached).
+        parm_epochs: parity-model training epochs (cached).
+        data_path, cache_dir, use_cache: data and checkpoint locations.
+        seed: seeds data draws, training, patterns and searches.
+        progress: progress bars.
+
+    Returns:
+        The result dict (module docstring).
+    """
+    from tqdm.auto import tqdm
+
+    t_start = time.perf_counter()
+    k = as_int(num_inputs, "num_inputs", 2)
+    ratios = _check_floats("ratios", ratios, 1.0, 1e6)
+    fractions = _check_floats("fractions", fractions, 0.0, 1.0)
+    trials = as_int(num_trials, "num_trials", 1)
+    n_eval = as_int(num_batches, "num_batches", 1)
+    n_cv = as_int(num_cv_batches, "num_cv_batches", 1)
+    n_wc = min(as_int(worst_case_batches, "worst_case_batches", 1), n_eval)
+    lam_enc_grid = _check_floats("lam_enc_grid", lam_enc_grid, 0.0, np.inf)
+    lam_dec_grid = _check_floats("lam_dec_grid", lam_dec_grid, 0.0, np.inf)
+    for name, given, allowed in (
+        ("workloads", workloads, WORKLOADS),
+        ("codes", codes, CODES),
+        ("modes", modes, MODES),
+    ):
+        bad = [v for v in given if v not in allowed]
+        if bad or not given:
+            raise ValueError(f"`{name}` must be a non-empty subset of {allowed}; got {given!r}")
+    codes = tuple(c for c in CODES if c in codes)
+    modes = tuple(m for m in MODES if m in modes)
+    search = dict(DEFAULT_SEARCH if search is None else search)
+    if not jax.config.jax_enable_x64:
+        warnings.warn(
+            "run_regimes in float32: enable x64 for spline solves with λ > 0", stacklevel=2
+        )
+    dtype = jnp.zeros(()).dtype
+    n_of = {r: int(round(r * k)) for r in ratios}
+    for r, n in n_of.items():
+        if n < k + 1:
+            raise ValueError(f"N/K = {r} with K = {k} gives N = {n} < K + 1; raise K or the ratio")
+
+    # -- workloads ---------------------------------------------------------------------------
+    t0 = time.perf_counter()
+    wls, note, lenet = [], None, None
+    for name in workloads:
+        if name in _SYNTHETIC:
+            wls.append(_synthetic_workload(name, k, n_cv, n_eval, seed, dtype))
+    net_names = [w for w in workloads if w.startswith("lenet_")]
+    if net_names:
+        nets, note, lenet = _lenet_workloads(
+            net_names,
+            k,
+            n_cv,
+            n_eval,
+            seed,
+            dtype,
+            dataset,
+            epochs,
+            data_path,
+            cache_dir,
+            use_cache,
+            progress,
+        )
+        wls += nets
+    t_model = time.perf_counter() - t0
+
+    # -- ParM parity models (one per workload and k) ------------------------------------------
+    t0 = time.perf_counter()
+    parm_codes: dict[tuple[str, float], Any] = {}
+    parm_info = []
+    if "ParM" in codes:
+        for wl in wls:
+            for r in ratios:
+                kk = parm_group_size(k, n_of[r])
+                if kk is None:
+                    continue
+                b = wl.parm_base
+                trained = train_parity_model(
+                    b["base_apply"],
+                    b["base_params"],
+                    b["x_train"],
+                    num_inputs=kk,
+                    init_params=b["init"](seed + kk),
+                    parity_apply=b["parity_apply"],
+                    epochs=parm_epochs,
+                    seed=seed,
+                    cache_dir=cache_dir,
+                    use_cache=use_cache,
+                    progress=progress,
+                )
+                parm_codes[(wl.name, r)] = GroupedParityCode(trained.code, groups=k // kk)
+                parm_info.append(
+                    {
+                        "workload": wl.name,
+                        "k": kk,
+                        "N": n_of[r],
+                        **b["info"],
+                        "epochs": int(parm_epochs),
+                        "encoder": "sum",
+                        "val_recon_accuracy": trained.val_metrics[-1]
+                        if trained.val_metrics
+                        else None,
+                        "train_time_s": trained.train_time_s,
+                        "from_cache": trained.from_cache,
+                    }
+                )
+    t_parm = time.perf_counter() - t0
+
+    key = jax.random.key(seed)
+    k_cv, k_ev, k_wc = jax.random.split(key, 3)
+
+    def masks_for(base_key, ri: int, fi: int, b: int, n: int, s: int) -> np.ndarray:
+        kk = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(base_key, ri), fi), b)
+        return np.asarray(sample_masks(kk, n, num=trials, stragglers=s))
+
+    def labels_of(wl: _Workload, batch) -> Array:
+        return batch[1] if wl.classify else jnp.full((k,), -1, jnp.int32)
+
+    def evaluate(code, f, batch, masks, labels) -> tuple[np.ndarray, ...]:
+        yt, fx = outputs_and_targets(code, f, batch[0])
+        return MaskEvaluator(code, yt, (fx, labels), per_mask=regime_metrics)(masks)
+
+    # -- GCC λ by cross-validation on held-out batches ----------------------------------------
+    t0 = time.perf_counter()
+    lams: dict[tuple[str, float, float], tuple[float, float]] = {}
+    cv_curves = []
+    if "GCC" in codes:
+        total = len(wls) * len(ratios) * len(lam_enc_grid) * n_cv
+        bar = tqdm(total=total, desc="GCC λ cross-validation", disable=not progress, leave=False)
+        with bar:
+            for wl in wls:
+                for ri, r in enumerate(ratios):
+                    n = n_of[r]
+                    table = np.zeros((len(fractions), len(lam_enc_grid), len(lam_dec_grid)))
+                    for e, le in enumerate(lam_enc_grid):
+                        for b, batch in enumerate(wl.cv):
+                            code0 = SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_enc=le)
+                            yt, fx = outputs_and_targets(code0, wl.f, batch[0])
+                            target = (fx, labels_of(wl, batch))
+                            for fi, p in enumerate(fractions):
+                                masks = masks_for(k_cv, ri, fi, b, n, stragglers_for(p, n))
+                                for d, ld in enumerate(lam_dec_grid):
+                                    code = SplineCode.chebyshev(
+                                        num_inputs=k, num_workers=n, lam_enc=le, lam_dec=ld
+                                    )
+                                    rm, _, _, st = MaskEvaluator(
+                                        code, yt, target, per_mask=regime_metrics
+                                    )(masks)
+                                    table[fi, e, d] += np.inf if st.any() else rm.mean() / n_cv
+                            bar.update()
+                    for fi, p in enumerate(fractions):
+                        e, d = np.unravel_index(np.argmin(table[fi]), table[fi].shape)
+                        lams[(wl.name, r, p)] = (lam_enc_grid[e], lam_dec_grid[d])
+                        cv_curves.append(
+                            {
+                                "workload": wl.name,
+                                "ratio": r,
+                                "fraction": p,
+                                "rmse": table[fi].tolist(),
+                                "lam_enc": lam_enc_grid[e],
+                                "lam_dec": lam_dec_grid[d],
+                            }
+                        )
+    t_cv = time.perf_counter() - t0
+
+    # -- evaluation -----------------------------------------------------------------------------
+    t0 = time.perf_counter()
+    t_worst = 0.0
+    cells = []
+    bar = tqdm(
+        total=len(wls) * len(ratios) * len(fractions),
+        desc="regime cells",
+        disable=not progress,
+        leave=False,
+    )
+    with bar:
+        for wl in wls:
+            for ri, r in enumerate(ratios):
+                n = n_of[r]
+                for fi, p in enumerate(fractions):
+                    s = stragglers_for(p, n)
+                    lam = lams.get((wl.name, r, p), (0.0, 0.0))
+                    cell_codes = _make_codes(codes, k, n, s, lam, parm_codes.get((wl.name, r)))
+                    rand = {c: np.full((3, n_eval, trials), np.nan) for c in cell_codes}
+                    worst = {c: np.full((3, n_wc, 1), np.nan) for c in cell_codes}
+                    failed = {c: [0, 0] for c in cell_codes}
+                    wc_info = {c: {"exhaustive": True, "num_evaluated": 0} for c in cell_codes}
+                    for b, batch in enumerate(wl.eval):
+                        labels = labels_of(wl, batch)
+                        masks = masks_for(k_ev, ri, fi, b, n, s)
+                        for c, code in cell_codes.items():
+                            yt, fx = outputs_and_targets(code, wl.f, batch[0])
+                            ev = MaskEvaluator(code, yt, (fx, labels), per_mask=regime_metrics)
+                            if "random" in modes:
+                                m = masks[:, :k] if c == "uncoded" else masks
+                                rm, ms, cor, st = ev(m)
+                                rand[c][:, b] = (rm, ms, cor)
+                                failed[c][0] += int(np.count_nonzero(st))
+                            if "worst" in modes and b < n_wc:
+                                tw = time.perf_counter()
+                                s_eff = (
+                                    min(s, code.num_workers - 2) if c != "uncoded" else min(s, k)
+                                )
+                                if s_eff == 0:
+                                    wmask = np.ones(code.num_workers, bool)
+                                else:
+                                    wc = worst_case_mask(
+                                        code,
+                                        outputs=(yt, fx),
+                                        stragglers=s_eff,
+                                        key=jax.random.fold_in(k_wc, 7919 * ri + 97 * fi + b),
+                                        **search,
+                                    )
+                                    wmask = wc.mask
+                                    wc_info[c]["exhaustive"] &= bool(wc.exhaustive)
+                                    wc_info[c]["num_evaluated"] += int(wc.num_evaluated)
+                                # tiled to the trials' shape: reuses the compiled decode
+                                tiled = np.broadcast_to(wmask, (trials, code.num_workers))
+                                rm, ms, cor, st = (a[:1] for a in ev(tiled))
+                                worst[c][:, b] = (rm, ms, cor)
+                                failed[c][1] += int(np.count_nonzero(st))
+                                t_worst += time.perf_counter() - tw
+                    for mode, tabs, fi_ in (("random", rand, 0), ("worst", worst, 1)):
+                        if mode not in modes:
+                            continue
+                        rows, ok_rmse, ok_acc = {}, {}, {}
+                        for c in CODES:
+                            if c not in cell_codes or failed[c][fi_]:
+                                rows[c] = (
+                                    None
+                                    if c not in cell_codes
+                                    else {"num_failed": failed[c][fi_], "applicable": False}
+                                )
+                                continue
+                            rm, ms, cor = tabs[c]
+                            row = {
+                                "rmse": _stat(rm),
+                                "mse": _stat(ms),
+                                "num_failed": 0,
+                                "applicable": True,
+                                "accuracy": _stat(cor / k) if wl.classify else None,
+                            }
+                            if c == "GCC":
+                                row.update(lam_enc=lam[0], lam_dec=lam[1])
+                            if c == "ParM":
+                                row["k"] = cell_codes[c].parity.num_inputs
+                            if mode == "worst":
+                                row.update(wc_info[c])
+                            rows[c] = row
+                            ok_rmse[c] = rm
+                            if wl.classify:
+                                ok_acc[c] = cor / k
+                        cells.append(
+                            {
+                                "workload": wl.name,
+                                "mode": mode,
+                                "ratio": r,
+                                "N": n,
+                                "K": k,
+                                "fraction": p,
+                                "S": s,
+                                "codes": rows,
+                                "winner": {
+                                    "rmse": pick_winner(ok_rmse),
+                                    "accuracy": pick_winner(ok_acc, higher_is_better=True)
+                                    if wl.classify
+                                    else None,
+                                },
+                            }
+                        )
+                    bar.update()
+    t_eval = time.perf_counter() - t0 - t_worst
+
+    result = {
+        "schema": "gcc_jax.regimes/1",
+        "experiment": "regimes",
+        "config": {
+            "num_inputs": k,
+            "ratios": list(ratios),
+            "num_workers": [n_of[r] for r in ratios],
+            "fractions": list(fractions),
+            "modes": list(modes),
+            "workloads": [w.name for w in wls],
+            "codes": list(codes),
+            "num_trials": trials,
+            "num_batches": n_eval,
+            "num_cv_batches": n_cv,
+            "worst_case_batches": n_wc,
+            "lam_enc_grid": list(lam_enc_grid),
+            "lam_dec_grid": list(lam_dec_grid),
+            "search": search,
+            "dataset": dataset,
+            "epochs": int(epochs),
+            "parm_epochs": int(parm_epochs),
+            "seed": int(seed),
+            "dtype": str(dtype),
+        },
+        "data_note": note,
+        "models": {"lenet5": lenet, "parm": parm_info},
+        "cells": cells,
+        "cv": cv_curves,
+        "timing_s": {
+            "models": t_model,
+            "parm_training": t_parm,
+            "cross_validation": t_cv,
+            "evaluation": t_eval,
+            "worst_case": t_worst,
+            "total": time.perf_counter() - t_start,
+        },
+        "versions": _versions(),
+    }
+    result = _json_clean(result)
+    result["summary"] = summarise(result)
+    return result
+
+
+# -- reporting -----------------------------------------------------------------------------------
+
+_METRIC_WORDS = {"rmse": "RMSE", "accuracy": "accuracy"}
+
+
+def _margin_text(w: dict, metric: str) -> str:
+    if w["runner_up"] is None:
+        return "the only applicable code"
+    if w["tie"]:
+        return "exact tie"
+    unit = "%" if metric == "rmse" else " points"
+    sig = "" if w["significant"] else ", not significant"
+    return f"{w['margin']:.0f}{unit} ahead of {w['runner_up']}{sig}"
+
+
+def _winner_label(w: dict | None) -> str:
+    if w is None:
+        return "—"
+    if not w["tie"]:
+        return w["code"]
+    tied = w.get("tied") or [w["code"], w["runner_up"]]
+    return "=".join(tied) if len(tied) <= 3 else f"{len(tied)}-way tie"
+
+
+def summarise(result: dict) -> list[str]:
+    """Plain-language lines: per workload, straggler model and metric, who wins where.
+
+    For each redundancy the fractions are grouped into runs with the same winner
+    ("at N/K = 1.25: GCC for p ≤ 10% (23-40% ahead of BACC), replication for p ≥ 20% ...");
+    then how many cells each code wins, how often uncoded and replication beat GCC, and how
+    far GCC's RMSE is from the winner's where it loses.
+    """
+    lines = []
+    cfg = result["config"]
+    by = {}
+    for cell in result["cells"]:
+        by.setdefault((cell["workload"], cell["mode"]), []).append(cell)
+    for (wl, mode), cells in by.items():
+        for metric in ("rmse", "accuracy"):
+            if cells[0]["winner"][metric] is None:
+                continue
+            head = f"{wl}, {mode} stragglers, {_METRIC_WORDS[metric]}:"
+            parts = []
+            wins: dict[str, int] = {}
+            beat_gcc = {"uncoded": 0, "replication": 0}
+            n_gcc = 0
+            rel: list[float] = []
+            for r in cfg["ratios"]:
+                row = [c for c in cells if c["ratio"] == r]
+                runs = []
+                for c in row:
+                    w = c["winner"][metric]
+                    label = _winner_label(w)
+                    wins[label] = wins.get(label, 0) + 1
+                    codes = c["codes"]
+                    g = codes.get("GCC")
+                    if g and g.get("applicable"):
+                        n_gcc += 1
+                        if metric == "rmse" and w and w["code"] != "GCC" and w["value"] > 0:
+                            rel.append(g["rmse"]["mean"] / w["value"])
+                        for other in beat_gcc:
+                            o = codes.get(other)
+                            if o and o.get("applicable"):
+                                better = (
+                                    (o[metric]["mean"] < g[metric]["mean"])
+                                    if metric == "rmse"
+                                    else (o[metric]["mean"] > g[metric]["mean"])
+                                )
+                                beat_gcc[other] += int(better)
+                    if runs and runs[-1][0] == label:
+                        runs[-1][1].append(c)
+                    else:
+                        runs.append((label, [c]))
+                texts = []
+                for label, rc in runs:
+                    lo, hi = rc[0]["fraction"], rc[-1]["fraction"]
+                    span = (
+                        f"p = {100 * lo:g}%" if lo == hi else f"{100 * lo:g}% ≤ p ≤ {100 * hi:g}%"
+                    )
+                    ws = [c["winner"][metric] for c in rc]
+                    if any(w is None for w in ws):
+                        texts.append(f"{span}: no applicable code")
+                        continue
+                    detail = "; ".join(
+                        f"S={c['S']} {_margin_text(c['winner'][metric], metric)}" for c in rc
+                    )
+                    texts.append(f"{label} for {span} ({detail})")
+                n = row[0]["N"] if row else "?"
+                parts.append(f"  at N/K = {r:g} (N = {n}): " + ", ".join(texts))
+            always = _uniform_tail(cfg["ratios"], cells, metric)
+            lines.append(head)
+            lines += parts
+            tally = ", ".join(f"{c} {v}" for c, v in sorted(wins.items(), key=lambda t: -t[1]))
+            lines.append(f"  cells won: {tally}.")
+            if always:
+                lines.append(f"  {always}")
+            if n_gcc:
+                lines.append(
+                    f"  uncoded beats GCC in {beat_gcc['uncoded']} of {n_gcc} cells, replication "
+                    f"in {beat_gcc['replication']} of {n_gcc}."
+                )
+            if rel:
+                lines.append(
+                    f"  where another code wins, GCC's RMSE is {min(rel):.3g}-{max(rel):.3g}x "
+                    "the winner's."
+                )
+    return lines
+
+
+def _uniform_tail(ratios: list, cells: list, metric: str) -> str | None:
+    """ "from N/K ≥ r every cell is won by X" for the smallest such r, if any."""
+    winners = {}
+    for r in ratios:
+        labels = {_winner_label(c["winner"][metric]) for c in cells if c["ratio"] == r}
+        winners[r] = labels
+    tail = None
+    for r in sorted(ratios, reverse=True):
+        labels = winners[r]
+        if len(labels) != 1:
+            break
+        (label,) = labels
+        if tail is not None and tail[1] != label:
+            break
+        tail = (r, label)
+    if tail is None:
+        return None
+    return f"from N/K ≥ {tail[0]:g} {tail[1]} wins every straggler fraction."
+
+
+def format_regimes(result: dict) -> str:
+    """Winner tables (rows: straggler fraction, columns: N/K) and the plain-language summary."""
+    cfg = result["config"]
+    lines = [
+        f"regime map: K = {cfg['num_inputs']}, {cfg['num_batches']} batches × "
+        f"{cfg['num_trials']} random patterns per cell (worst case: "
+        f"{cfg['worst_case_batches']} batch(es)); GCC λ by CV on {cfg['num_cv_batches']} "
+        f"held-out batches; {cfg['dtype']}"
+    ]
+    if result.get("data_note"):
+        lines.append(f"NOTE: {result['data_note']}")
+    lenet = result["models"].get("lenet5")
+    if lenet:
+        lines.append(
+            f"LeNet-5 on {lenet['dataset']}: test accuracy {lenet['test_accuracy']:.4f} after "
+            f"{lenet['epochs']} epochs (seed {lenet['seed']})"
+        )
+    for pm in result["models"].get("parm", []):
+        acc = pm["base_accuracy"]
+        lines.append(
+            f"ParM {pm['workload']} k={pm['k']} (N={pm['N']}): parity model {pm['parity_model']}, "
+            f"{pm['epochs']} epochs, held-out degraded-mode argmax agreement "
+            f"{pm['val_recon_accuracy'] if pm['val_recon_accuracy'] is None else round(pm['val_recon_accuracy'], 4)}; "  # noqa: E501
+            f"base {pm['base_model']}"
+            + ("" if acc is None else f" (accuracy {acc:.4f}, {pm['base_epochs']} epochs)")
+        )
+    by = {}
+    for cell in result["cells"]:
+        by.setdefault((cell["workload"], cell["mode"]), []).append(cell)
+    width = 26
+    for (wl, mode), cells in by.items():
+        for metric in ("rmse", "accuracy"):
+            if cells[0]["winner"][metric] is None:
+                continue
+            lines += ["", f"{wl} — {mode} stragglers — winner by {metric} (margin vs runner-up)"]
+            lines.append(
+                f"{'p':<8}" + "".join(f"{'N/K=' + format(r, 'g'):>{width}}" for r in cfg["ratios"])
+            )
+            for p in cfg["fractions"]:
+                row = []
+                for r in cfg["ratios"]:
+                    c = next(c for c in cells if c["ratio"] == r and c["fraction"] == p)
+                    w = c["winner"][metric]
+                    if w is None:
+                        row.append("—")
+                    elif w["tie"] or w["margin"] is None:
+                        row.append(_winner_label(w))
+                    else:
+                        unit = "%" if metric == "rmse" else "pt"
+                        star = "" if w["significant"] else "?"
+                        row.append(f"{w['code']} {w['margin']:.0f}{unit}{star}")
+                lines.append(f"{100 * p:<7g}%" + "".join(f"{v:>{width}}" for v in row))
+    lines += ["", "(? = the 95% CI of the margin includes a tie)", "", "summary:"]
+    lines += result.get("summary", [])
+    return "\n".join(lines)
+
+
+_CODE_COLORS = {
+    "GCC": "C0",
+    "BACC": "C3",
+    "LCC": "C4",
+    "uncoded": "C7",
+    "replication": "C2",
+    "ParM": "C1",
+}
+
+
+def plot_regimes(result: dict, out: str | Path) -> list[Path]:
+    """One heat-map PNG per workload: winner (colour) and margin (text) over N/K × p.
+
+    Panels: rows are the straggler models, columns RMSE, GCC's RMSE relative to the best code
+    (log colour scale; 1 = GCC wins) and, for classifiers, accuracy.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap, LogNorm
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = result["config"]
+    ratios, fractions = cfg["ratios"], cfg["fractions"]
+    paths = []
+    for wl in cfg["workloads"]:
+        cells = [c for c in result["cells"] if c["workload"] == wl]
+        modes = [m for m in cfg["modes"] if any(c["mode"] == m for c in cells)]
+        classify = any(c["winner"]["accuracy"] is not None for c in cells)
+        panels = ["rmse", "gcc_rel"] + (["accuracy"] if classify else [])
+        fig, axes = plt.subplots(
+            len(modes), len(panels), squeeze=False, figsize=(4.6 * len(panels), 3.4 * len(modes))
+        )
+        cmap = ListedColormap([_CODE_COLORS[c] for c in CODES])
+        for i, mode in enumerate(modes):
+            for j, panel in enumerate(panels):
+                ax = axes[i, j]
+                grid = np.full((len(fractions), len(ratios)), np.nan)
+                text = [["" for _ in ratios] for _ in fractions]
+                for c in cells:
+                    if c["mode"] != mode:
+                        continue
+                    y, x = fractions.index(c["fraction"]), ratios.index(c["ratio"])
+                    if panel == "gcc_rel":
+                        w = c["winner"]["rmse"]
+                        g = c["codes"].get("GCC")
+                        if not (w and g and g.get("applicable")):
+                            continue
+                        if w["value"] > 0:
+                            grid[y, x] = g["rmse"]["mean"] / w["value"]
+                            text[y][x] = f"{grid[y, x]:.2g}"
+                        elif g["rmse"]["mean"] > 0:  # an exact code wins; GCC approximates
+                            grid[y, x] = np.inf
+                            text[y][x] = "∞\n(exact\nwinner)"
+                        else:
+                            grid[y, x] = 1.0
+                            text[y][x] = "1"
+                        continue
+                    w = c["winner"][panel]
+                    if w is None:
+                        continue
+                    grid[y, x] = CODES.index(w["code"])
+                    margin = (
+                        ""
+                        if w["margin"] is None
+                        else (
+                            f"\n{w['margin']:.0f}{'%' if panel == 'rmse' else 'pt'}"
+                            + ("" if w["significant"] else "?")
+                        )
+                    )
+                    text[y][x] = ("tie\n" + _winner_label(w)) if w["tie"] else w["code"] + margin
+                if panel == "gcc_rel":
+                    finite = grid[np.isfinite(grid)]
+                    hi = max(float(finite.max()) if finite.size else 2.0, 2.0)
+                    grid = np.where(np.isposinf(grid), hi, grid)
+                    im = ax.imshow(
+                        grid,
+                        origin="lower",
+                        aspect="auto",
+                        cmap="magma_r",
+                        norm=LogNorm(vmin=1.0, vmax=hi),
+                    )
+                    fig.colorbar(im, ax=ax, fraction=0.046)
+                    ax.set_title(f"{mode}: GCC RMSE / best RMSE", fontsize=9)
+                else:
+                    ax.imshow(
+                        grid,
+                        origin="lower",
+                        aspect="auto",
+                        cmap=cmap,
+                        vmin=-0.5,
+                        vmax=len(CODES) - 0.5,
+                    )
+                    ax.set_title(f"{mode}: winner by {panel}", fontsize=9)
+                dark = [[False] * len(ratios) for _ in fractions]
+                if panel == "gcc_rel":
+                    dark = (grid >= np.sqrt(hi)).tolist()
+                for y in range(len(fractions)):
+                    for x in range(len(ratios)):
+                        ax.text(
+                            x,
+                            y,
+                            text[y][x],
+                            ha="center",
+                            va="center",
+                            fontsize=6.5,
+                            color="white" if dark[y][x] else "black",
+                        )
+                ax.set_xticks(range(len(ratios)))
+                ax.set_xticklabels([f"{r:g}" for r in ratios])
+                ax.set_yticks(range(len(fractions)))
+                ax.set_yticklabels([f"{100 * p:g}%" for p in fractions])
+                ax.set_xlabel("N/K")
+                ax.set_ylabel("stragglers p")
+        handles = [plt.Rectangle((0, 0), 1, 1, color=_CODE_COLORS[c]) for c in CODES]
+        fig.legend(handles, CODES, loc="lower center", ncol=len(CODES), fontsize=8)
+        fig.suptitle(
+            f"{wl}: K = {cfg['num_inputs']}; colour = winner, text = margin over the runner-up "
+            "(? = CI includes a tie)",
+            fontsize=10,
+        )
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
+        path = out / f"regimes_{wl}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def save_regimes(result: dict, out: str | Path) -> dict[str, Any]:
+    """Write ``regimes.json``, ``regimes.txt`` and one ``regimes_<workload>.png`` per workload."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Any] = {"json": out / "regimes.json", "table": out / "regimes.txt"}
+    paths["json"].write_text(json.dumps(_json_clean(result), indent=2, allow_nan=False))
+    paths["table"].write_text(format_regimes(result) + "\n")
+    paths["plots"] = plot_regimes(result, out)
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``gcc-jax regimes`` / ``python -m gcc_jax.experiments.regimes``: run, save, print."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="gcc-jax regimes", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="results/regimes")
+    p.add_argument(
+        "--toy",
+        action="store_true",
+        default=bool(os.environ.get("GCC_JAX_TOY")),
+        help="tiny sizes (seconds; also GCC_JAX_TOY=1)",
+    )
+    p.add_argument("--num-inputs", "-K", type=int)
+    p.add_argument("--ratios", type=float, nargs="+")
+    p.add_argument("--fractions", type=float, nargs="+")
+    p.add_argument("--workloads", nargs="+", choices=WORKLOADS)
+    p.add_argument("--codes", nargs="+", choices=CODES)
+    p.add_argument("--modes", nargs="+", choices=MODES)
+    p.add_argument("--trials", type=int, dest="num_trials")
+    p.add_argument("--batches", type=int, dest="num_batches")
+    p.add_argument("--cv-batches", type=int, dest="num_cv_batches")
+    p.add_argument("--worst-batches", type=int, dest="worst_case_batches")
+    p.add_argument("--dataset")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--parm-epochs", type=int)
+    p.add_argument("--data-path")
+    p.add_argument("--cache-dir")
+    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    jax.config.update("jax_enable_x64", True)
+    kwargs = toy_config() if args.toy else {}
+    for name in (
+        "num_inputs",
+        "ratios",
+        "fractions",
+        "workloads",
+        "codes",
+        "modes",
+        "num_trials",
+        "num_batches",
+        "num_cv_batches",
+        "worst_case_batches",
+        "dataset",
+        "epochs",
+        "parm_epochs",
+        "data_path",
+        "cache_dir",
+    ):
+        v = getattr(args, name)
+        if v is not None:
+            kwargs[name] = v
+    result = run_regimes(
+        **kwargs, use_cache=not args.no_cache, seed=args.seed, progress=not args.quiet
+    )
+    paths = save_regimes(result, args.out)
+    print(format_regimes(result))
+    print(
+        f"\nwrote {paths['json']}, {paths['table']} and {len(paths['plots'])} heat map(s) "
+        f"in {args.out} ({result['timing_s']['total']:.0f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,235 @@
+"""The regime map: its pieces against NumPy loops, and one toy run checked end to end."""
+
+import itertools
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gcc_jax as gcc
+from gcc_jax.experiments import regimes
+
+# -- GroupedParityCode against a NumPy loop -------------------------------------------------------
+
+
+def _lin_parity(params, x):
+    return params @ x
+
+
+def _grouped_reference(y, mask, k, groups):
+    """Subtraction decoding per group; ≥ 2 missing → live base outputs, 0 for the missing."""
+    out = []
+    for g in range(groups):
+        yg, mg = y[g * (k + 1) : (g + 1) * (k + 1)], mask[g * (k + 1) : (g + 1) * (k + 1)]
+        missing = np.flatnonzero(~mg)
+        if missing.size <= 1:
+            for j in range(k):
+                if mg[j]:
+                    out.append(yg[j])
+                else:
+                    out.append(yg[k] - sum(yg[i] for i in range(k) if i != j))
+        else:
+            out += [yg[j] if mg[j] else np.zeros_like(yg[j]) for j in range(k)]
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("k,groups", [(2, 3), (4, 2)])
+def test_grouped_parity_matches_loop(k, groups):
+    rng = np.random.default_rng(k)
+    w = rng.normal(size=(3, 2))
+    parity_w = w + 0.1 * rng.normal(size=(3, 2))  # an imperfect parity model
+    code = regimes.GroupedParityCode(
+        gcc.ParityModelCode(jnp.asarray(parity_w), _lin_parity, num_inputs=k), groups=groups
+    )
+    kk, n = k * groups, (k + 1) * groups
+    assert (code.num_inputs, code.num_workers) == (kk, n)
+    x = rng.normal(size=(kk, 2))
+    y = np.asarray(code.worker_outputs(lambda v: jnp.asarray(w) @ v, jnp.asarray(x)))
+    # worker layout: group g = inputs g*k.., its parity last, the parity model on the sum
+    for g in range(groups):
+        xs = x[g * k : (g + 1) * k]
+        np.testing.assert_allclose(y[g * (k + 1) : g * (k + 1) + k], xs @ w.T, rtol=1e-12)
+        np.testing.assert_allclose(y[g * (k + 1) + k], parity_w @ xs.sum(0), rtol=1e-12)
+    masks = np.asarray(gcc.sample_masks(jax.random.key(1), n, num=40, p=0.3))
+    for mask in masks:
+        dec = code.decode_with_status(jnp.asarray(y), jnp.asarray(mask))
+        assert int(dec.status) == 0
+        np.testing.assert_allclose(
+            dec.value, _grouped_reference(y, mask, k, groups), rtol=1e-12, atol=1e-12
+        )
+        avail = np.asarray(code.available(jnp.asarray(mask)))
+        for g in range(groups):
+            mg = mask[g * (k + 1) : (g + 1) * (k + 1)]
+            expect = np.ones(k, bool) if (~mg).sum() <= 1 else mg[:k]
+            np.testing.assert_array_equal(avail[g * k : (g + 1) * k], expect)
+
+
+def test_grouped_parity_nan_from_straggler_is_ignored_and_live_nan_flagged():
+    code = regimes.GroupedParityCode(
+        gcc.ParityModelCode(jnp.eye(2), _lin_parity, num_inputs=2), groups=2
+    )
+    y = jnp.arange(12.0).reshape(6, 2).at[4].set(jnp.nan)
+    mask = jnp.array([True, True, True, True, False, False])  # NaN worker straggled
+    dec = code.decode_with_status(y, mask)
+    assert int(dec.status) == 0 and bool(jnp.all(jnp.isfinite(dec.value)))
+    dec = code.decode_with_status(y, jnp.ones(6, bool))
+    assert int(dec.status) & int(gcc.Status.NONFINITE_DATA)
+
+
+def test_parm_group_size_and_stragglers():
+    assert [regimes.parm_group_size(20, n) for n in (22, 25, 30, 40, 60)] == [10, 4, 2, None, None]
+    assert regimes.parm_group_size(4, 6) == 2 and regimes.parm_group_size(6, 10) is None
+    assert [regimes.stragglers_for(p, 30) for p in (0.0, 0.05, 0.1, 0.2, 0.3)] == [0, 2, 3, 6, 9]
+    assert regimes.stragglers_for(0.9, 10) == 8  # capped at N - 2
+    with pytest.raises(ValueError, match="fraction"):
+        regimes.stragglers_for(1.0, 10)
+
+
+# -- per-pattern metrics through the one evaluator ------------------------------------------------
+
+
+def test_regime_metrics_match_numpy_loop():
+    rng = np.random.default_rng(0)
+    k, n, m = 5, 12, 4
+    code = gcc.ReplicationCode(num_inputs=k, num_workers=n)
+    x = rng.normal(size=(k, m))
+    labels = rng.integers(0, m, size=k)
+    yt, fx = code.worker_outputs(jnp.tanh, jnp.asarray(x)), jnp.tanh(jnp.asarray(x))
+    masks = np.asarray(gcc.sample_masks(jax.random.key(3), n, num=30, stragglers=7))
+    rm, ms, cor, st = gcc.MaskEvaluator(
+        code, yt, (fx, jnp.asarray(labels)), per_mask=regimes.regime_metrics
+    )(masks)
+    assert not st.any()
+    f = np.tanh(x)
+    for i, mask in enumerate(masks):
+        est, have = np.zeros_like(f), np.zeros(k, bool)
+        for j in range(k):
+            live = [w for w in range(n) if w % k == j and mask[w]]
+            if live:
+                est[j], have[j] = f[j], True
+        err = np.linalg.norm(est - f, axis=1)
+        np.testing.assert_allclose(rm[i], err.mean(), rtol=1e-12)
+        np.testing.assert_allclose(ms[i], (err**2).mean(), rtol=1e-12)
+        assert cor[i] == np.sum((np.argmax(f, 1) == labels) & have)
+
+
+def test_pick_winner_against_hand_computation():
+    a = np.array([[1.0, 1.2], [0.9, 1.1], [1.0, 1.0]])
+    b = 2 * a + np.array([[0.1, -0.1], [0.0, 0.2], [0.1, 0.0]])
+    c = np.zeros_like(a)
+    w = regimes.pick_winner({"b": b, "a": a})
+    ratio = a.sum() / b.sum()
+    assert w["code"] == "a" and w["runner_up"] == "b"
+    np.testing.assert_allclose(w["ratio"], ratio, rtol=1e-12)
+    np.testing.assert_allclose(w["margin"], 100 * (1 - ratio), rtol=1e-12)
+    assert w["significant"] and not w["tie"]
+    w = regimes.pick_winner({"a": a, "c": c, "d": c.copy()})
+    assert w["tie"] and {w["code"], w["runner_up"]} == {"c", "d"} and not w["significant"]
+    acc = regimes.pick_winner(
+        {"x": np.array([[0.5, 0.6], [0.7, 0.5]]), "y": np.array([[0.4, 0.6], [0.6, 0.5]])},
+        higher_is_better=True,
+    )
+    assert acc["code"] == "x"
+    np.testing.assert_allclose(acc["margin"], 100 * 0.05, rtol=1e-12)
+    assert acc["ratio"] is None
+    assert regimes.pick_winner({}) is None
+    assert regimes.pick_winner({"a": a})["runner_up"] is None
+
+
+# -- one toy run, end to end ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    result = regimes.run_regimes(
+        num_inputs=4,
+        ratios=(1.5,),  # N = 6: ParM with k = 2 (two groups of 2 + 1)
+        fractions=(0.0, 0.5),  # S = 0 and S = 3
+        workloads=("xsinx",),
+        codes=("GCC", "LCC", "uncoded", "replication", "ParM"),
+        num_trials=4,
+        num_batches=2,
+        num_cv_batches=2,
+        worst_case_batches=1,
+        lam_enc_grid=(0.0, 1e-3),
+        lam_dec_grid=(0.0, 1e-4, 1e-1),
+        search=dict(max_exhaustive=1000),
+        parm_epochs=1,
+        cache_dir=cache,
+        progress=False,
+    )
+    out = tmp_path_factory.mktemp("out")
+    return result, regimes.save_regimes(result, out)
+
+
+def _cell(result, mode, s):
+    return next(c for c in result["cells"] if c["mode"] == mode and c["S"] == s)
+
+
+def _xsinx_batch(seed, b, k=4):
+    """The documented draw of evaluation batch ``b``."""
+    return np.random.default_rng((seed, 0xE7A1, b)).uniform(-3.0, 3.0, (k, 1))
+
+
+def test_toy_worst_case_matches_exhaustive_loop(toy):
+    result, _ = toy
+    x = _xsinx_batch(0, 0)
+    f = (x * np.sin(x))[:, 0]
+    cell = _cell(result, "worst", 3)
+    # uncoded: the adversary kills the three largest |f(x_k)| among its K = 4 workers
+    np.testing.assert_allclose(
+        cell["codes"]["uncoded"]["rmse"]["mean"], np.sort(np.abs(f))[-3:].sum() / 4, rtol=1e-10
+    )
+    # replication on N = 6 (inputs 0, 1 twice, 2, 3 once): max MSE over all C(6, 3) patterns
+    worst = max(
+        itertools.combinations(range(6), 3),
+        key=lambda dead: sum(
+            f[j] ** 2 for j in range(4) if all(w in dead for w in range(6) if w % 4 == j)
+        ),
+    )
+    lost = [j for j in range(4) if all(w in worst for w in range(6) if w % 4 == j)]
+    np.testing.assert_allclose(
+        cell["codes"]["replication"]["rmse"]["mean"], np.abs(f[lost]).sum() / 4, rtol=1e-10
+    )
+    assert cell["codes"]["replication"]["exhaustive"]
+    # LCC needs N - S >= K: it applies at S = 0 only
+    assert cell["codes"]["LCC"] is None and _cell(result, "random", 0)["codes"]["LCC"]["applicable"]
+
+
+def test_toy_cells_winners_and_lambda(toy):
+    result, _ = toy
+    cfg = result["config"]
+    assert cfg["num_workers"] == [6] and {c["mode"] for c in result["cells"]} == {"random", "worst"}
+    for cell in result["cells"]:
+        rows = {c: r for c, r in cell["codes"].items() if r and r["applicable"]}
+        means = {c: r["rmse"]["mean"] for c, r in rows.items()}
+        w = cell["winner"]["rmse"]
+        assert means[w["code"]] == min(means.values())
+        assert cell["winner"]["accuracy"] is None  # not a classifier
+        if cell["S"] == 0:  # copies are exact; uncoded and replication tie at zero
+            assert means["uncoded"] == 0 and means["replication"] == 0 and w["tie"]
+        assert rows["ParM"]["k"] == 2
+        g = rows["GCC"]
+        assert g["lam_enc"] in cfg["lam_enc_grid"] and g["lam_dec"] in cfg["lam_dec_grid"]
+    # λ is the argmin of the saved CV curve (held-out batches), per fraction
+    for cv in result["cv"]:
+        table = np.array(cv["rmse"])
+        e, d = np.unravel_index(np.argmin(table), table.shape)
+        assert (cv["lam_enc"], cv["lam_dec"]) == (cfg["lam_enc_grid"][e], cfg["lam_dec_grid"][d])
+    pm = result["models"]["parm"]
+    assert len(pm) == 1 and pm[0]["k"] == 2 and pm[0]["epochs"] == 1
+
+
+def test_toy_outputs_and_summary(toy):
+    result, paths = toy
+    loaded = json.loads(paths["json"].read_text())
+    assert loaded["schema"] == "gcc_jax.regimes/1" and len(loaded["cells"]) == 4
+    assert [p.name for p in paths["plots"]] == ["regimes_xsinx.png"]
+    assert paths["plots"][0].stat().st_size > 5000
+    text = "\n".join(result["summary"])
+    assert "at N/K = 1.5 (N = 6)" in text and "uncoded beats GCC in" in text
+    table = regimes.format_regimes(result)
+    assert "xsinx — worst stragglers — winner by rmse" in table
