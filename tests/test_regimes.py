@@ -216,7 +216,7 @@ def test_toy_cells_winners_and_lambda(toy):
         assert g["lam_enc"] in cfg["lam_enc_grid"] and g["lam_dec"] in cfg["lam_dec_grid"]
     # λ is the argmin of the saved CV curve (held-out batches), per fraction
     for cv in result["cv"]:
-        table = np.array(cv["rmse"])
+        table = np.array(cv["mse"])
         e, d = np.unravel_index(np.argmin(table), table.shape)
         assert (cv["lam_enc"], cv["lam_dec"]) == (cfg["lam_enc_grid"][e], cfg["lam_dec_grid"][d])
     pm = result["models"]["parm"]

@@ -10,10 +10,11 @@ classifiers) in accuracy.
 Codes, all at the same worker count ``N`` except uncoded:
 
 * ``GCC`` (:class:`gcc_jax.SplineCode`, Chebyshev nodes): ``(λ_enc, λ_dec)`` chosen per cell by
-  cross-validation — the lowest mean RMSE over ``num_cv_batches`` *held-out* input batches (never
-  the evaluation inputs; images from the training split for the classifier) and their own random
-  patterns with the cell's ``S``. The worst-case cells reuse that λ (the operator does not know
-  the adversary).
+  cross-validation with :func:`gcc_jax.tuning.grid_search` — the lowest mean loss
+  ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` over ``num_cv_batches`` *held-out* input batches (never the
+  evaluation inputs; images from the training split for the classifier) and ``num_trials``
+  random patterns of their own with the cell's ``S``; the CV curves are saved. The worst-case
+  cells reuse that λ (the operator does not know the adversary).
 * ``BACC`` (:class:`gcc_jax.BerrutCode`, Chebyshev nodes).
 * ``LCC`` (:class:`gcc_jax.LagrangeCode`, ``degree=1``): polynomial interpolation of degree
   ``K − 1``; it applies where ``N − S ≥ K`` (its recovery threshold for a linear ``f``; none of
@@ -64,6 +65,8 @@ reported as ties.
                                       num_failed, lam_enc, lam_dec (GCC), k (ParM)}},
                 winner: {"rmse": {code, runner_up, margin, ratio, ci95, significant, tie},
                          "accuracy": {...} | null}}],
+     "cv": [{workload, ratio, fraction, mse: [[...]] (λ_enc × λ_dec mean held-out loss),
+             lam_enc, lam_dec}],
      "summary": [str], "timing_s": {...}, "versions": {...}}
 """
 
@@ -101,11 +104,10 @@ from ..codes import (
     UncodedCode,
     train_parity_model,
 )
+from ..tuning import StragglerModel, grid_search
 
 __all__ = [
     "CODES",
-    "DEFAULT_LAM_DEC_GRID",
-    "DEFAULT_LAM_ENC_GRID",
     "GroupedParityCode",
     "MODES",
     "WORKLOADS",
@@ -129,10 +131,6 @@ MODES = ("random", "worst")
 """Straggler models: uniformly random ``S``-subsets and the worst pattern found."""
 WORKLOADS = ("xsinx", "vector_map", "lenet_logits", "lenet_softmax")
 """Worker functions of the map."""
-DEFAULT_LAM_ENC_GRID = (0.0, 1e-8, 1e-6, 1e-4, 1e-2)
-"""GCC encoder λ candidates (0 = interpolating encoder)."""
-DEFAULT_LAM_DEC_GRID = (0.0, 1e-10, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-"""GCC decoder λ candidates, from interpolation (0) to the straight-line fit (λ ≳ 1)."""
 DEFAULT_SEARCH = dict(restarts=4, proposals=64, max_iters=10)
 """Local-search budget of the worst case (:func:`gcc_jax.worst_case_mask`)."""
 
@@ -668,8 +666,8 @@ def run_regimes(
     num_batches: int = 5,
     num_cv_batches: int = 5,
     worst_case_batches: int = 2,
-    lam_enc_grid: Sequence[float] = DEFAULT_LAM_ENC_GRID,
-    lam_dec_grid: Sequence[float] = DEFAULT_LAM_DEC_GRID,
+    lam_enc_grid: Sequence[float] | None = None,
+    lam_dec_grid: Sequence[float] | None = None,
     search: dict | None = None,
     dataset: str = "fashion_mnist",
     epochs: int = 10,
@@ -693,7 +691,9 @@ def run_regimes(
         num_batches: evaluation input batches.
         num_cv_batches: held-out batches for GCC's λ cross-validation.
         worst_case_batches: evaluation batches searched for the worst case (the first ones).
-        lam_enc_grid, lam_dec_grid: GCC's λ candidates.
+        lam_enc_grid, lam_dec_grid: GCC's λ candidates (default: those of
+            :func:`gcc_jax.tuning.grid_search`, ``λ_enc ∈ {0, 10⁻¹⁰, …, 10⁻²}``,
+            ``λ_dec ∈ {0, 10⁻¹⁰, …, 10⁰}`` — from interpolation to the straight-line fit).
         search: worst-case search budget (default :data:`DEFAULT_SEARCH`).
         dataset: the classifier's data set (digits when it is absent, with a note).
         epochs: LeNet-5 training epochs (seeded, cached).
@@ -715,8 +715,6 @@ def run_regimes(
     n_eval = as_int(num_batches, "num_batches", 1)
     n_cv = as_int(num_cv_batches, "num_cv_batches", 1)
     n_wc = min(as_int(worst_case_batches, "worst_case_batches", 1), n_eval)
-    lam_enc_grid = _check_floats("lam_enc_grid", lam_enc_grid, 0.0, np.inf)
-    lam_dec_grid = _check_floats("lam_dec_grid", lam_dec_grid, 0.0, np.inf)
     for name, given, allowed in (
         ("workloads", workloads, WORKLOADS),
         ("codes", codes, CODES),
@@ -819,47 +817,52 @@ def run_regimes(
         yt, fx = outputs_and_targets(code, f, batch[0])
         return MaskEvaluator(code, yt, (fx, labels), per_mask=regime_metrics)(masks)
 
-    # -- GCC λ by cross-validation on held-out batches ----------------------------------------
+    # -- GCC λ by cross-validation on held-out batches (gcc_jax.tuning.grid_search) -----------
     t0 = time.perf_counter()
     lams: dict[tuple[str, float, float], tuple[float, float]] = {}
     cv_curves = []
+    grids: dict[str, list] = {"lam_enc_grid": [], "lam_dec_grid": []}
     if "GCC" in codes:
-        total = len(wls) * len(ratios) * len(lam_enc_grid) * n_cv
-        bar = tqdm(total=total, desc="GCC λ cross-validation", disable=not progress, leave=False)
+        bar = tqdm(
+            total=len(wls) * len(ratios) * len(fractions),
+            desc="GCC λ cross-validation",
+            disable=not progress,
+            leave=False,
+        )
         with bar:
             for wl in wls:
+                xs_cv = jnp.stack([b[0] for b in wl.cv])  # (n_cv, K, ...): held-out jobs
                 for ri, r in enumerate(ratios):
                     n = n_of[r]
-                    table = np.zeros((len(fractions), len(lam_enc_grid), len(lam_dec_grid)))
-                    for e, le in enumerate(lam_enc_grid):
-                        for b, batch in enumerate(wl.cv):
-                            code0 = SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_enc=le)
-                            yt, fx = outputs_and_targets(code0, wl.f, batch[0])
-                            target = (fx, labels_of(wl, batch))
-                            for fi, p in enumerate(fractions):
-                                masks = masks_for(k_cv, ri, fi, b, n, stragglers_for(p, n))
-                                for d, ld in enumerate(lam_dec_grid):
-                                    code = SplineCode.chebyshev(
-                                        num_inputs=k, num_workers=n, lam_enc=le, lam_dec=ld
-                                    )
-                                    rm, _, _, st = MaskEvaluator(
-                                        code, yt, target, per_mask=regime_metrics
-                                    )(masks)
-                                    table[fi, e, d] += np.inf if st.any() else rm.mean() / n_cv
-                            bar.update()
+                    base = SplineCode.chebyshev(num_inputs=k, num_workers=n)
                     for fi, p in enumerate(fractions):
-                        e, d = np.unravel_index(np.argmin(table[fi]), table[fi].shape)
-                        lams[(wl.name, r, p)] = (lam_enc_grid[e], lam_dec_grid[d])
+                        gr = grid_search(
+                            base,
+                            wl.f,
+                            xs_cv,
+                            key=jax.random.fold_in(jax.random.fold_in(k_cv, ri), fi),
+                            straggler_model=StragglerModel.exact(stragglers_for(p, n)),
+                            lam_enc_grid=lam_enc_grid,
+                            lam_dec_grid=lam_dec_grid,
+                            num_masks=trials,
+                            progress=False,
+                        )
+                        lams[(wl.name, r, p)] = (gr.lam_enc, gr.lam_dec)
+                        grids = {
+                            "lam_enc_grid": gr.lam_enc_grid.tolist(),
+                            "lam_dec_grid": gr.lam_dec_grid.tolist(),
+                        }
                         cv_curves.append(
                             {
                                 "workload": wl.name,
                                 "ratio": r,
                                 "fraction": p,
-                                "rmse": table[fi].tolist(),
-                                "lam_enc": lam_enc_grid[e],
-                                "lam_dec": lam_dec_grid[d],
+                                "mse": gr.losses.tolist(),
+                                "lam_enc": gr.lam_enc,
+                                "lam_dec": gr.lam_dec,
                             }
                         )
+                        bar.update()
     t_cv = time.perf_counter() - t0
 
     # -- evaluation -----------------------------------------------------------------------------
@@ -985,8 +988,7 @@ def run_regimes(
             "num_batches": n_eval,
             "num_cv_batches": n_cv,
             "worst_case_batches": n_wc,
-            "lam_enc_grid": list(lam_enc_grid),
-            "lam_dec_grid": list(lam_dec_grid),
+            **grids,
             "search": search,
             "dataset": dataset,
             "epochs": int(epochs),
