@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import gcc_jax as gcc
+from gcc_jax.experiments.regimes import GroupedParityCode
 
 __all__ = ["ALL_CODES", "CodeCase", "random_mask"]
 
@@ -152,6 +153,18 @@ ALL_CODES: list[CodeCase] = [
         max_stragglers=1,
         undecodable=_only(4, [0, 3]),
         flag=gcc.Status.TOO_MANY_ERASURES,
+        tol_all_live=0.0,
+    ),
+    CodeCase(
+        name="grouped-parity",  # two ParM groups of k = 2 (the regime map's ParM at N = K + K/k)
+        build=lambda: GroupedParityCode(
+            gcc.ParityModelCode(jnp.asarray(_W), _matvec, num_inputs=2), groups=2
+        ),
+        f=_linear,
+        x=_X,
+        max_stragglers=1,
+        undecodable=_only(6, [0, 3, 4, 5]),  # group 0 lost workers 1 and 2: input 1 missing
+        flag=None,
         tol_all_live=0.0,
     ),
     CodeCase(

@@ -225,7 +225,7 @@ def test_available_shape_and_agreement_with_decode(case):
 def test_linear_codes_matrix_decoder_equals_decoder(case):
     code, y = _setup(case)
     if not isinstance(code, gcc.AbstractLinearCode):
-        assert case.name in {"uncoded", "replication", "parity-model", "learned"}
+        assert case.name in {"uncoded", "replication", "parity-model", "grouped-parity", "learned"}
         return
     rng = np.random.default_rng(5)
     wide = jnp.asarray(rng.normal(size=(code.num_workers, 3 * code.num_workers)))  # matrix path
