@@ -147,7 +147,7 @@ def test_faults_are_stragglers_and_the_round_waits_for_good_results():
     ex = LocalExecutor(f, num_workers=n, delays=dm, faults=faults, validate=probability_check())
     xt = jax.random.normal(jax.random.key(1), (n, 3))
     res = ex.run_round(xt, wait_for=2, timeout_s=1.0)
-    assert res.answered == (6, 7)  # the bad ones did not count towards the two
+    assert res.answered == (6, 7), res.issues()  # the bad ones did not count towards the two
     expected = {
         0: Outcome.NONFINITE,
         1: Outcome.INVALID,

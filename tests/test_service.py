@@ -88,7 +88,7 @@ def test_uncoded_hang_gives_explicit_errors_and_the_rest_exact():
     for a in answers:
         if a.slot == 2:
             assert not a.ok and a.value is None
-            assert "no copy of this query" in a.error and a.timed_out
+            assert "no estimate of this query" in a.error and a.timed_out
             assert a.worker_issues[2].startswith("late")
         else:
             assert a.ok
@@ -99,12 +99,12 @@ def test_replication_survives_a_nan_copy_and_a_dead_copy():
     code = gcc.ReplicationCode(num_inputs=2, num_workers=4)  # worker n holds input n mod 2
     ex = LocalExecutor(smooth, num_workers=4, faults=[Fault(0, "nan"), Fault(1, "crash")])
     queries = _queries(6, seed=2)
-    with CodedInferenceService(ex, code, max_wait_s=1.0) as svc:
+    with CodedInferenceService(ex, code, max_wait_s=1.0, release="batch") as svc:
         answers = svc.serve(queries)
     for a in answers:
         assert a.ok, a.error
         np.testing.assert_allclose(a.value, np.asarray(smooth(queries[a.query_id])), rtol=1e-12)
-        assert a.workers_answered == (2, 3)
+        assert a.workers_answered == (2, 3) and a.source == "decoder"
         assert a.worker_issues[0].startswith("nonfinite")
         assert a.worker_issues[1].startswith("dead")
 

@@ -11,8 +11,10 @@
     ``ray.wait(num_returns=N − S, timeout=...)``, discards late results, restarts dead actors.
 
 - `Fault`: injected faults (NaN, garbage, wrong shape, exceptions, hangs, crashes).
-- `CodedInferenceService`: a stream of queries, batched ``K`` at a time (with a maximum wait),
-  encoded, dispatched, decoded; every query gets an `Answer` or an explicit error.
+- `CodedInferenceService`: a stream of queries in a bounded queue (`Overloaded` past it),
+  batched ``K`` at a time whenever a round may start, encoded, dispatched, decoded; each query
+  released as soon as its own estimate is ready (or at the round's cut-off, by option), with
+  deadline decoding; every query gets an `Answer` or an explicit error.
 - `poisson_arrivals`, `init_local_ray`, `default_wait_for`, `probability_check`: helpers.
 
 These names live in ``gcc_jax.distributed`` only (not re-exported by ``gcc_jax``), so that
@@ -23,6 +25,7 @@ from ._delays import FAULT_KINDS as FAULT_KINDS
 from ._delays import DelayModel as DelayModel
 from ._delays import Fault as Fault
 from ._executor import Executor as Executor
+from ._executor import OnResult as OnResult
 from ._executor import Outcome as Outcome
 from ._executor import RoundResult as RoundResult
 from ._executor import WaitFor as WaitFor
@@ -31,19 +34,24 @@ from ._executor import probability_check as probability_check
 from ._local import LocalExecutor as LocalExecutor
 from ._ray import RayExecutor as RayExecutor
 from ._ray import init_local_ray as init_local_ray
+from ._service import RELEASES as RELEASES
 from ._service import Answer as Answer
 from ._service import CodedInferenceService as CodedInferenceService
+from ._service import Overloaded as Overloaded
 from ._service import poisson_arrivals as poisson_arrivals
 
 __all__ = [
     "FAULT_KINDS",
+    "RELEASES",
     "Answer",
     "CodedInferenceService",
     "DelayModel",
     "Executor",
     "Fault",
     "LocalExecutor",
+    "OnResult",
     "Outcome",
+    "Overloaded",
     "RayExecutor",
     "RoundResult",
     "WaitFor",

@@ -8,24 +8,25 @@ and, per worker, what happened. Results arriving after the cut-off are discarded
 
 Results are checked *before* decoding: a result that is not finite, has the wrong shape, or
 fails the caller's ``validate`` is treated as a straggler (mask ``False``) and does not count
-towards the wait rule, so the master keeps waiting for a good one.
+towards the wait rule, so the master keeps waiting for a good one. A caller that wants each
+valid result as it arrives (to release a query before the round ends) passes ``on_result``.
 """
-
-from __future__ import annotations
 
 import abc
 import dataclasses
 import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from .._types import Bool, Float, Int
 
 __all__ = [
     "Executor",
+    "OnResult",
     "Outcome",
     "RoundResult",
     "WaitFor",
@@ -35,6 +36,10 @@ __all__ = [
 
 WaitFor = int | Callable[[np.ndarray], bool]
 """How long a round waits: a number of valid results, or a predicate on the boolean mask."""
+
+OnResult = Callable[[int, np.ndarray, float], None]
+"""``on_result(worker, output, latency_s)``: called once per valid result, in arrival order,
+from the thread running the round, as soon as the result is in (before the cut-off)."""
 
 
 class Outcome(enum.IntEnum):
@@ -136,21 +141,30 @@ class _CountRule:
         return f"wait for {self.need}"
 
 
-class _EveryInputCovered:
-    """``True`` once every input has a valid result from at least one of its copies."""
+@jax.jit
+def _available(code, mask):
+    return code.available(mask)
 
-    def __init__(self, assignment: np.ndarray, num_inputs: int):
-        self.assignment = np.asarray(assignment)
-        self.num_inputs = int(num_inputs)
+
+class _EveryInputAvailable:
+    """``True`` once ``code.available(mask)`` holds for every input (the contract's rule).
+
+    Uncoded: every worker; replication: one copy of every input; ParM: ``k`` of ``k + 1``;
+    LCC: its recovery threshold.
+    """
+
+    def __init__(self, code: Any):
+        self.code = code
+        self.num_inputs = int(code.num_inputs)
+        self.num_workers = int(code.num_workers)
 
     def __call__(self, mask: np.ndarray) -> bool:
-        covered = np.bincount(self.assignment[np.asarray(mask)], minlength=self.num_inputs)
-        return bool(np.all(covered > 0))
+        return bool(np.all(np.asarray(_available(self.code, np.asarray(mask, bool)))))
 
     def __repr__(self) -> str:
-        if self.assignment.shape[0] == self.num_inputs:
+        if self.num_workers == self.num_inputs:
             return f"wait for all {self.num_inputs}"
-        return "wait for one copy of every input"
+        return "wait until every input is available"
 
 
 def as_rule(wait_for: WaitFor, num_workers: int) -> tuple[Callable[[np.ndarray], bool], int]:
@@ -168,12 +182,15 @@ def as_rule(wait_for: WaitFor, num_workers: int) -> tuple[Callable[[np.ndarray],
 
 
 def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
-    """The wait rule that matches a code.
+    """The wait rule that matches a code (any :class:`gcc_jax.AbstractCode`).
 
     * ``stragglers=S`` given: wait for ``N − S`` valid results (GCC, BACC, LCC, ParM …).
-    * Otherwise, for codes with ``available`` (``UncodedCode``, ``ReplicationCode``): wait
-      until every input has one valid copy — all ``K`` workers for the uncoded scheme.
-    * Otherwise: wait for all ``N``.
+    * Otherwise, for *exact* codes (which can decode no input from fewer than ``K`` results:
+      uncoded, replication, ParM, LCC, learned codes): wait until ``code.available(mask)``
+      holds for every input — all ``K`` workers for the uncoded scheme, one copy of every input
+      for replication, ``k`` of ``k + 1`` for ParM.
+    * Otherwise (approximate codes, whose ``available`` already holds with ``K − 1`` live
+      workers: GCC, BACC): wait for all ``N``.
 
     Returns:
         An int or a predicate ``mask -> bool`` for :meth:`Executor.run_round`.
@@ -183,6 +200,10 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
         >>> from gcc_jax.distributed import default_wait_for
         >>> default_wait_for(gcc.SplineCode.chebyshev(num_inputs=4, num_workers=8), 2)
         6
+        >>> default_wait_for(gcc.SplineCode.chebyshev(num_inputs=4, num_workers=8))
+        8
+        >>> default_wait_for(gcc.UncodedCode(num_inputs=4))
+        wait for all 4
     """
     n = int(code.num_workers)
     if stragglers is not None:
@@ -191,10 +212,19 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
         if not 0 <= stragglers < n:
             raise ValueError(f"`stragglers` must be in [0, {n - 1}]; got {stragglers}")
         return n - int(stragglers)
-    if hasattr(code, "available"):
-        assignment = getattr(code, "assignment", np.arange(n))
-        return _EveryInputCovered(np.asarray(assignment), int(code.num_inputs))
-    return n
+    return n if is_approximate(code) else _EveryInputAvailable(code)
+
+
+def is_approximate(code: Any) -> bool:
+    """Whether ``code`` estimates all ``K`` inputs from ``K − 1`` live workers (no exact code can).
+
+    GCC and BACC are approximate: they decode something from any 2 (1) live workers; uncoded,
+    replication, ParM, LCC and learned codes are not.
+    """
+    k, n = int(code.num_inputs), int(code.num_workers)
+    mask = np.zeros(n, bool)
+    mask[: max(k - 1, 0)] = True
+    return bool(np.all(np.asarray(_available(code, mask))))
 
 
 def describe_rule(wait_for: WaitFor) -> str:
@@ -280,6 +310,7 @@ class Executor(abc.ABC):
         wait_for: WaitFor,
         timeout_s: float = 10.0,
         round_id: int | None = None,
+        on_result: OnResult | None = None,
     ) -> RoundResult:
         """Send ``xt[n]`` to worker ``n``, wait per ``wait_for`` or ``timeout_s``, collect.
 
@@ -287,13 +318,31 @@ class Executor(abc.ABC):
             xt: the ``N`` coded inputs, one row per worker.
             wait_for: number of valid results to wait for (``N − S``), or a predicate on the
                 boolean mask of valid results so far.
-            timeout_s: the round's deadline in seconds after dispatch (finite).
+            timeout_s: the round's deadline in seconds after dispatch (finite): the round ends
+                then with whatever arrived (deadline decoding).
             round_id: the round's id, which seeds injected delays and faults (default: the next
                 id of this executor's counter).
+            on_result: called with ``(worker, output, latency_s)`` for each valid result as it
+                arrives, before the cut-off (see :data:`OnResult`).
 
         Returns:
             A :class:`RoundResult`.
         """
+
+    def warmup(self, input_shape: Sequence[int], input_dtype: Any) -> jax.ShapeDtypeStruct:
+        """Compile what a round runs for inputs of this shape; return one output's shape.
+
+        The default evaluates nothing and returns ``output_shape``/``output_dtype`` if the
+        executor has them.
+
+        Raises:
+            ValueError: the output shape cannot be known without running a round.
+        """
+        shape = getattr(self, "output_shape", None)
+        if shape is None:
+            raise ValueError(f"{type(self).__name__} cannot tell its output shape in advance")
+        dtype = getattr(self, "output_dtype", np.result_type(input_dtype, np.float32))
+        return jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
 
     def close(self) -> None:
         """Release the workers (no-op by default)."""

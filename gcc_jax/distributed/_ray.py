@@ -4,8 +4,6 @@
 Ray is the optional extra ``gcc_jax[ray]``; it is imported only when used.
 """
 
-from __future__ import annotations
-
 import asyncio
 import os
 import threading
@@ -20,6 +18,7 @@ from .._types import Float
 from ._delays import DelayModel, Fault, check_faults, faults_for_round, garbage_like
 from ._executor import (
     Executor,
+    OnResult,
     Outcome,
     RoundResult,
     WaitFor,
@@ -392,40 +391,54 @@ class RayExecutor(Executor):
         if len(_pool) < num_workers:
             raise ValueError(f"the actor pool has {len(_pool)} actors, fewer than {num_workers}")
         self._pool = _pool
+        self._workers = list(range(num_workers))
         self._rounds = RoundCounter()
 
     @property
     def startup(self) -> list[dict]:
         """Per actor: ``startup_s`` = ``load_s`` (unpickle ``f``, importing what it needs) +
         ``compile_s`` (jit for one input), and its ``pid``; a restarted actor's once ready."""
-        return [dict(info) for info in self._pool.infos()[: self.num_workers] if info is not None]
+        infos = self._pool.infos()
+        return [dict(infos[w]) for w in self._workers if infos[w] is not None]
 
     @property
     def restarts(self) -> list[int]:
         """Restarts so far of each worker (counted over the shared actor pool)."""
-        return list(self._pool.restarts[: self.num_workers])
+        return [self._pool.restarts[w] for w in self._workers]
 
     def view(
         self,
-        num_workers: int,
+        num_workers: int | None = None,
         *,
+        workers: Sequence[int] | None = None,
         delays: DelayModel | None = None,
         faults: Sequence[Fault] = (),
         validate: Callable[[np.ndarray], bool] | None | str = "inherit",
-    ) -> RayExecutor:
-        """An executor on the first ``num_workers`` actors of this pool, with its own injection.
+    ) -> "RayExecutor":
+        """An executor on some actors of this pool, with its own injected delays and faults.
 
-        Views share the actors (and their restarts) and start nothing; closing a view does not
-        stop the actors, closing the original does. ``validate`` defaults to this executor's.
+        ``num_workers=m`` takes the first ``m`` actors; ``workers=[...]`` any distinct ones,
+        in that order (its worker ``i`` is actor ``workers[i]``). Views share the actors (and
+        their restarts) and start nothing; closing a view does not stop the actors, closing
+        the original does. ``validate`` defaults to this executor's.
         """
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int):
-            raise ValueError(f"`num_workers` must be an int; got {num_workers!r}")
-        if not 1 <= num_workers <= len(self._pool):
-            raise ValueError(f"`num_workers` must be in [1, {len(self._pool)}]; got {num_workers}")
+        size = len(self._pool)
+        if workers is None:
+            if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+                raise ValueError(f"`num_workers` must be an int; got {num_workers!r}")
+            if not 1 <= num_workers <= size:
+                raise ValueError(f"`num_workers` must be in [1, {size}]; got {num_workers}")
+            workers = range(num_workers)
+        ids = [int(w) for w in workers]
+        if not ids or len(set(ids)) != len(ids) or not all(0 <= w < size for w in ids):
+            raise ValueError(f"`workers` must be distinct actor indices in [0, {size}); got {ids}")
+        if num_workers is not None and num_workers != len(ids):
+            raise ValueError(f"`num_workers`={num_workers} but {len(ids)} `workers` given")
         new = object.__new__(RayExecutor)
-        new.num_workers = num_workers
-        new.delays = check_delays(delays, num_workers)
-        new.faults = check_faults(faults, num_workers)
+        new.num_workers = len(ids)
+        new._workers = ids
+        new.delays = check_delays(delays, len(ids))
+        new.faults = check_faults(faults, len(ids))
         new.validate = self.validate if isinstance(validate, str) else validate
         new.input_shape, new.input_dtype = self.input_shape, self.input_dtype
         new.output_shape, new.output_dtype = self.output_shape, self.output_dtype
@@ -436,7 +449,7 @@ class RayExecutor(Executor):
 
     def kill_worker(self, worker: int) -> None:
         """Kill worker ``worker``'s actor now, as a crash would (for fault-injection runs)."""
-        self._pool.kill(int(worker))
+        self._pool.kill(self._workers[int(worker)])
 
     def run_round(
         self,
@@ -445,6 +458,7 @@ class RayExecutor(Executor):
         wait_for: WaitFor,
         timeout_s: float = 10.0,
         round_id: int | None = None,
+        on_result: OnResult | None = None,
     ) -> RoundResult:
         """See :meth:`Executor.run_round`; latencies are wall time on the Ray cluster."""
         ray = self._ray
@@ -469,12 +483,13 @@ class RayExecutor(Executor):
         messages: dict[int, str] = {}
         restarted: list[int] = []
         pending: dict[Any, tuple[int, int]] = {}
-        for i in self._pool.reap():  # deaths found among earlier rounds' late tasks
-            if i < n:
-                restarted.append(i)
+        where = {w: i for i, w in enumerate(self._workers)}
+        for w in self._pool.reap():  # deaths found among earlier rounds' late tasks
+            if w in where:
+                restarted.append(where[w])
         t0 = time.time()
         for i in range(n):
-            actor, gen = self._pool.get(i)
+            actor, gen = self._pool.get(self._workers[i])
             if actor is None:
                 outcomes[i] = Outcome.DEAD
                 latencies[i] = 0.0
@@ -492,7 +507,8 @@ class RayExecutor(Executor):
             left = deadline - time.time()
             if left <= 0:
                 break
-            num = max(1, min(need - int(mask.sum()), len(pending)))
+            num = 1 if on_result is not None else need - int(mask.sum())
+            num = max(1, min(num, len(pending)))
             ready, _ = ray.wait(list(pending), num_returns=num, timeout=left)
             now = time.time()
             for ref in ready:
@@ -501,7 +517,7 @@ class RayExecutor(Executor):
                     y, t_done = ray.get(ref)
                 except ray.exceptions.RayActorError as err:
                     outcomes[i], latencies[i] = Outcome.DEAD, now - t0
-                    if self._pool.restart(i, gen):
+                    if self._pool.restart(self._workers[i], gen):
                         restarted.append(i)
                         messages[i] = f"actor died ({type(err).__name__}); restarted"
                     else:
@@ -518,6 +534,8 @@ class RayExecutor(Executor):
                 if outcome is Outcome.OK:
                     outputs[i] = arr
                     mask[i] = True
+                    if on_result is not None:
+                        on_result(int(i), outputs[i], float(latencies[i]))
                 else:
                     messages[i] = msg
             met = rule(mask)
@@ -529,7 +547,8 @@ class RayExecutor(Executor):
                 ray.cancel(ref)
             except Exception:
                 pass
-        self._pool.adopt(pending)  # a late task that ends in a dead actor gets it restarted
+        self._pool.adopt({ref: (self._workers[i], g) for ref, (i, g) in pending.items()})
+        # a late task that ends in a dead actor gets it restarted
         return RoundResult(
             round_id=rid,
             outputs=outputs,

@@ -1,12 +1,10 @@
 """The coded inference service: queries in, batches of K coded over N workers, answers out."""
 
-from __future__ import annotations
-
+import collections
 import concurrent.futures
 import dataclasses
 import functools
 import itertools
-import queue
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -18,9 +16,32 @@ import numpy as np
 
 from .._status import describe_status
 from .._types import Float
-from ._executor import Executor, RoundResult, WaitFor, as_rule, default_wait_for, describe_rule
+from ._executor import Executor, WaitFor, as_rule, default_wait_for, describe_rule
 
-__all__ = ["Answer", "CodedInferenceService", "poisson_arrivals"]
+__all__ = ["RELEASES", "Answer", "CodedInferenceService", "Overloaded", "poisson_arrivals"]
+
+RELEASES = ("query", "batch")
+"""Release policies: ``"query"`` answers each query as soon as its own estimate is ready,
+``"batch"`` answers the whole batch at the round's cut-off."""
+
+_OVERLOAD = ("reject", "block")
+
+
+class Overloaded(RuntimeError):
+    """``submit`` found the service's queue full (``on_overload="reject"``).
+
+    Attributes:
+        queued: queries waiting for a batch when it was rejected.
+        limit: the queue limit (``max_queue``).
+    """
+
+    def __init__(self, queued: int, limit: int):
+        self.queued, self.limit = int(queued), int(limit)
+        super().__init__(
+            f"the service is overloaded: {queued} queries are waiting (max_queue={limit}); "
+            "the query was not accepted: retry later, raise `max_queue`, or build the service "
+            "with on_overload='block'"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +59,14 @@ class Answer:
         workers_answered: workers whose valid result arrived in time.
         worker_issues: ``{worker: what happened}`` for the others (``"late: ..."``,
             ``"nonfinite: ..."``, ``"dead: ...; restarted"`` …).
-        timed_out: the round hit its timeout before its wait rule held.
+        timed_out: the round hit its timeout (or deadline) before its wait rule held.
         latency_s: submission → answer, seconds.
         queue_s: submission → dispatch of its batch (batching and queueing).
-        round_s: dispatch → the round's cut-off.
+        round_s: dispatch → the answer's release (the round's cut-off, or the arrival of the
+            query's own result when it was released early).
+        source: where the value came from: ``"decoder"`` (decoded at the round's cut-off),
+            ``"worker n"`` (worker ``n``'s own result for this query, released on arrival),
+            or ``""`` (no value).
     """
 
     query_id: int
@@ -57,6 +82,7 @@ class Answer:
     latency_s: float = 0.0
     queue_s: float = 0.0
     round_s: float = 0.0
+    source: str = ""
 
     @property
     def ok(self) -> bool:
@@ -79,26 +105,44 @@ class _Query:
     future: concurrent.futures.Future
 
 
-_STOP = object()
-
-
-@functools.partial(jax.jit)
+@jax.jit
 def _encode(code, x):
     return code.encode(x)
 
 
-@functools.partial(jax.jit)
+@jax.jit
 def _decode(code, y, mask):
-    return code.decode_with_status(y, mask)
+    """The decoded batch, its status and which estimates are available (one compiled call)."""
+    dec = code.decode_with_status(y, mask)
+    return dec.value, dec.status, code.available(mask)
 
 
-def _available(code, mask: np.ndarray) -> np.ndarray:
-    """Which inputs have a live copy (codes with ``available``); all ``True`` for coded ones."""
-    k = int(code.num_inputs)
-    if not hasattr(code, "available"):
-        return np.ones(k, bool)
-    assignment = np.asarray(getattr(code, "assignment", np.arange(code.num_workers)))
-    return np.bincount(assignment[mask], minlength=k)[:k] > 0
+def systematic_workers(code: Any, input_shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """For each worker, the input whose own result it computes (``-1``: a coded input).
+
+    Worker ``n`` is a systematic copy of input ``k`` when its coded input *is* ``x_k``: found
+    once per code and query shape by encoding a random probe and comparing rows exactly.
+    Uncoded and replication workers, and ParM's base workers, are; GCC's and BACC's (whose
+    nodes differ from the inputs' nodes) and ParM's parity worker are not. A systematic
+    worker's result is ``f(x_k)`` itself, so the query can be answered when it arrives.
+
+    Example:
+        >>> import gcc_jax as gcc
+        >>> from gcc_jax.distributed._service import systematic_workers
+        >>> systematic_workers(gcc.ReplicationCode(num_inputs=2, num_workers=5), (3,), "float32")
+        array([0, 1, 0, 1, 0])
+    """
+    k, n = int(code.num_inputs), int(code.num_workers)
+    rng = np.random.default_rng(0x5157)
+    probe = rng.standard_normal((k, *tuple(input_shape))).astype(np.dtype(dtype))
+    xt = np.asarray(code.encode(jnp.asarray(probe)))
+    out = np.full(n, -1, np.int64)
+    for i in range(n):
+        for j in range(k):
+            if xt[i].shape == probe[j].shape and np.array_equal(xt[i], probe[j]):
+                out[i] = j
+                break
+    return out
 
 
 def poisson_arrivals(rate: float, num: int, *, seed: int = 0) -> Float[np.ndarray, " q"]:
@@ -120,31 +164,56 @@ def poisson_arrivals(rate: float, num: int, *, seed: int = 0) -> Float[np.ndarra
 
 
 class CodedInferenceService:
-    """Serve a stream of queries with a code over an executor's ``N`` workers.
+    """Serve a stream of queries with any code over an executor's ``N`` workers.
 
     Queries arrive one at a time (:meth:`submit`, thread-safe; or :meth:`serve` to replay a
-    timed stream). A batcher groups them in arrival order into batches of ``K``
-    (``code.num_inputs``), closing a batch early ``max_wait_s`` after its first query arrived,
-    so a lone query is never held for long; the empty slots of a short batch repeat its last
-    query. Each batch is one round, up to ``max_in_flight`` at a time: encode
-    (``X~ = code.encode(X)``), :meth:`Executor.run_round` with the wait rule (default:
-    :func:`default_wait_for`), then ``code.decode_with_status(Y~, mask)`` on the results that
-    arrived valid in time.
+    timed stream) into a bounded queue. A batcher takes them in arrival order, ``K``
+    (``code.num_inputs``) at a time, whenever a round may start (at most ``max_in_flight``
+    run at once): a batch leaves as soon as ``K`` queries are waiting, or ``max_wait_s`` after
+    its first query arrived with what is there (the empty slots repeat its last query). Under
+    load the queue holds ``K`` or more queries whenever a round frees, so every batch is full.
+    Each batch is one round: encode (``X~ = code.encode(X)``), :meth:`Executor.run_round`
+    with the wait rule (default :func:`default_wait_for`) and the round's deadline, then
+    ``code.decode_with_status(Y~, mask)`` on the results that arrived valid in time.
 
-    Every submitted query gets an :class:`Answer`: its decoded value, or an explicit error —
-    the batch could not be decoded (its status says why: too few live workers, …), the query's
-    every copy was lost (uncoded and replication), the query itself was malformed, or the
-    round failed — with which workers answered, what happened to the others, and its latency.
+    **Release.** With ``release="query"`` (default) each query is answered as soon as its own
+    estimate is ready: a query whose own result arrives from a *systematic* worker (one whose
+    coded input is the query itself, :func:`systematic_workers`) is answered with it at once
+    — uncoded when its worker answers, replication at its first replica, ParM at its own base
+    output — and the others when the round's wait rule holds (or its deadline passes), from
+    the decoder: ParM's parity plus the other ``k − 1`` outputs, GCC/BACC/LCC at ``N − S``.
+    With ``release="batch"`` every query of a batch is answered at the round's cut-off.
+
+    **Deadline decoding.** ``deadline_s=T`` ends a round at ``T`` seconds after dispatch if its
+    wait rule has not held by then ("``N − S`` results or ``T``, whichever first"; with
+    ``stragglers=0``, "deadline only": every worker or ``T``) and decodes from whoever
+    answered; a decoder that cannot (a spline needs 2 live workers, ParM ``k`` of ``k + 1``)
+    gives an explicit error with its status.
+
+    **Backpressure.** At most ``max_queue`` queries wait for a batch. Past that, ``submit``
+    raises :class:`Overloaded` at once (``on_overload="reject"``) or blocks until there is room
+    (``"block"``); nothing is dropped silently, and the latency of accepted queries stays
+    bounded by about ``max_queue / throughput`` plus a round.
+
+    Every accepted query gets an :class:`Answer`: its value, or an explicit error — the batch
+    could not be decoded (its status says why), the query's every copy was lost (uncoded,
+    replication), the query itself was malformed, or the round failed — with which workers
+    answered, what happened to the others, and its latency.
 
     Args:
         executor: a `LocalExecutor` or `RayExecutor` with ``code.num_workers`` workers.
-        code: any gcc_jax code (``encode``, ``decode_with_status``; ``available`` for uncoded
-            and replication).
+        code: any :class:`gcc_jax.AbstractCode`.
         wait_for: the wait rule (an int ``N − S`` or a predicate on the mask).
-        stragglers: ``S`` for the default rule ``N − S`` (ignored when ``wait_for`` is given).
+        stragglers: ``S`` for the rule ``N − S`` (ignored when ``wait_for`` is given).
+        deadline_s: decode with whoever answered this long after dispatch (``None``: only
+            the hard ``timeout_s``).
+        release: ``"query"`` or ``"batch"`` (see above).
         max_wait_s: the longest a batch waits for its ``K`` queries.
-        timeout_s: a round's deadline.
+        timeout_s: a round's hard deadline (the effective one is ``min(deadline_s,
+            timeout_s)``).
         max_in_flight: rounds running at once.
+        max_queue: queries that may wait for a batch (``≥ K``).
+        on_overload: ``"reject"`` (raise :class:`Overloaded`) or ``"block"``.
         input_shape: the shape of one query (default: the executor's ``input_shape`` if it has
             one, else the first query's). Queries are cast to the executor's ``input_dtype``
             if it has one, else to the first query's floating dtype.
@@ -156,8 +225,8 @@ class CodedInferenceService:
         >>> with CodedInferenceService(LocalExecutor(jnp.tanh, num_workers=6), code,
         ...                            stragglers=1) as svc:
         ...     answers = svc.serve(jnp.linspace(-1, 1, 4)[:, None])
-        >>> [a.ok for a in answers], len(answers[0].workers_answered)
-        ([True, True, True, True], 5)
+        >>> [a.ok for a in answers], len(answers[0].workers_answered), svc.stats()["rounds"]
+        ([True, True, True, True], 5, 2)
     """
 
     def __init__(
@@ -167,9 +236,13 @@ class CodedInferenceService:
         *,
         wait_for: WaitFor | None = None,
         stragglers: int | None = None,
+        deadline_s: float | None = None,
+        release: str = "query",
         max_wait_s: float = 0.01,
         timeout_s: float = 1.0,
         max_in_flight: int = 2,
+        max_queue: int = 1024,
+        on_overload: str = "reject",
         input_shape: Sequence[int] | None = None,
     ):
         if executor.num_workers != code.num_workers:
@@ -186,33 +259,68 @@ class CodedInferenceService:
             raise ValueError(f"`max_wait_s` must be finite and >= 0; got {max_wait_s}")
         if not (np.isfinite(timeout_s) and timeout_s > 0):
             raise ValueError(f"`timeout_s` must be finite and > 0; got {timeout_s}")
-        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
-            raise ValueError(f"`max_in_flight` must be an int >= 1; got {max_in_flight!r}")
-        if max_in_flight < 1:
-            raise ValueError(f"`max_in_flight` must be an int >= 1; got {max_in_flight}")
-        self.max_wait_s, self.timeout_s, self.max_in_flight = max_wait_s, timeout_s, max_in_flight
+        if deadline_s is not None:
+            deadline_s = float(deadline_s)
+            if not (np.isfinite(deadline_s) and deadline_s > 0):
+                raise ValueError(f"`deadline_s` must be finite and > 0 (or None); got {deadline_s}")
+        if release not in RELEASES:
+            raise ValueError(f"`release` must be one of {RELEASES}; got {release!r}")
+        if on_overload not in _OVERLOAD:
+            raise ValueError(f"`on_overload` must be one of {_OVERLOAD}; got {on_overload!r}")
+        for name, value, lo in (
+            ("max_in_flight", max_in_flight, 1),
+            ("max_queue", max_queue, int(code.num_inputs)),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
+                raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
+        self.max_wait_s, self.timeout_s, self.deadline_s = max_wait_s, timeout_s, deadline_s
+        self.max_in_flight, self.max_queue = int(max_in_flight), int(max_queue)
+        self.release, self.on_overload = release, on_overload
         shape = input_shape if input_shape is not None else getattr(executor, "input_shape", None)
         self.input_shape = None if shape is None else tuple(int(s) for s in shape)
         dtype = getattr(executor, "input_dtype", None)
         self.input_dtype = None if dtype is None else np.dtype(dtype)
+        self._systematic: dict[tuple, np.ndarray] = {}
         self._ids = itertools.count()
         self._batch_ids = itertools.count()
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._waiting: collections.deque = collections.deque()
         self._closed = False
-        self._queue: queue.Queue = queue.Queue()
+        self._counts = dict(submitted=0, rejected=0, malformed=0, rounds=0, batched=0)
+        self._slots = threading.Semaphore(self.max_in_flight)
         self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_in_flight, thread_name_prefix="gcc-round"
+            max_workers=self.max_in_flight, thread_name_prefix="gcc-round"
         )
         self._batcher = threading.Thread(target=self._batch_loop, name="gcc-batcher", daemon=True)
         self._batcher.start()
 
     @property
     def rule(self) -> str:
-        """The wait rule in words."""
-        return describe_rule(self.wait_for)
+        """The wait rule in words (with the deadline, if any)."""
+        text = describe_rule(self.wait_for)
+        if self.deadline_s is not None:
+            text += f" or {self.deadline_s * 1e3:g} ms"
+        return text
+
+    @property
+    def round_timeout_s(self) -> float:
+        """The executor's timeout for a round: ``min(deadline_s, timeout_s)``."""
+        if self.deadline_s is None:
+            return self.timeout_s
+        return min(self.deadline_s, self.timeout_s)
+
+    def stats(self) -> dict:
+        """Counts so far: ``submitted``, ``rejected`` (:class:`Overloaded`), ``malformed``,
+        ``rounds``, ``batched`` (queries sent in rounds), ``mean_batch`` and ``queued``."""
+        with self._cond:
+            out = dict(self._counts)
+            out["queued"] = len(self._waiting)
+        out["mean_batch"] = out["batched"] / out["rounds"] if out["rounds"] else 0.0
+        return out
 
     def warmup(self) -> float:
-        """Compile the encoder and decoder for this code and query shape now (not in batch 0).
+        """Compile everything a round runs now, not in round 0: the encoder, the executor's
+        worker functions (:meth:`Executor.warmup`), the decoder and the wait rule.
 
         Returns:
             The seconds it took.
@@ -226,13 +334,23 @@ class CodedInferenceService:
         k, n = int(self.code.num_inputs), int(self.code.num_workers)
         dtype = self.input_dtype if self.input_dtype is not None else jnp.zeros(()).dtype
         xt = jax.block_until_ready(_encode(self.code, jnp.zeros((k, *self.input_shape), dtype)))
-        out_shape = getattr(self.executor, "output_shape", None)
-        if out_shape is not None:  # the decoder's input shape is known: compile it too
-            out_dtype = getattr(self.executor, "output_dtype", None)
-            out_dtype = jnp.result_type(xt.dtype, jnp.float32) if out_dtype is None else out_dtype
-            y = jnp.zeros((n, *out_shape), out_dtype)
-            jax.block_until_ready(_decode(self.code, y, jnp.ones(n, bool)))
+        self._systematic_map(self.input_shape, dtype)
+        try:
+            out = self.executor.warmup(self.input_shape, xt.dtype)
+        except ValueError:
+            out = None  # an executor that cannot tell its output shape: decoder compiles later
+        if out is not None:
+            y = jnp.zeros((n, *out.shape), out.dtype)
+            for mask in (np.ones(n, bool), np.zeros(n, bool)):
+                jax.block_until_ready(_decode(self.code, y, jnp.asarray(mask)))
+        as_rule(self.wait_for, n)[0](np.zeros(n, bool))
         return time.perf_counter() - t0
+
+    def _systematic_map(self, shape, dtype) -> np.ndarray:
+        key = (tuple(shape), str(np.dtype(dtype)))
+        if key not in self._systematic:
+            self._systematic[key] = systematic_workers(self.code, shape, dtype)
+        return self._systematic[key]
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -243,21 +361,21 @@ class CodedInferenceService:
         every query of its batch) is answered at once with an error and never batched.
 
         Raises:
+            Overloaded: ``max_queue`` queries are waiting and ``on_overload="reject"``.
             RuntimeError: the service is closed.
         """
         t = time.monotonic()
         fut: concurrent.futures.Future = concurrent.futures.Future()
-        with self._lock:
+        problem = None
+        try:
+            arr = np.asarray(x, dtype=float) if not hasattr(x, "dtype") else np.asarray(x)
+            if not np.issubdtype(arr.dtype, np.number):
+                raise TypeError(f"dtype {arr.dtype}")
+        except (TypeError, ValueError) as err:
+            arr, problem = None, f"query is not a numeric array ({err})"
+        with self._cond:
             if self._closed:
                 raise RuntimeError("the service is closed")
-            qid = next(self._ids)
-            problem = None
-            try:
-                arr = np.asarray(x, dtype=float) if not hasattr(x, "dtype") else np.asarray(x)
-                if not np.issubdtype(arr.dtype, np.number):
-                    raise TypeError(f"dtype {arr.dtype}")
-            except (TypeError, ValueError) as err:
-                arr, problem = None, f"query is not a numeric array ({err})"
             if problem is None:
                 if self.input_shape is None:
                     self.input_shape = arr.shape
@@ -268,9 +386,21 @@ class CodedInferenceService:
                 elif not np.all(np.isfinite(arr)):
                     problem = "query contains NaN or Inf"
             if problem is not None:
-                fut.set_result(Answer(query_id=qid, value=None, error=problem))
+                self._counts["malformed"] += 1
+                fut.set_result(Answer(query_id=next(self._ids), value=None, error=problem))
                 return fut
-            self._queue.put(_Query(qid, arr.astype(self.input_dtype, copy=False), t, fut))
+            while len(self._waiting) >= self.max_queue:
+                if self.on_overload == "reject":
+                    self._counts["rejected"] += 1
+                    raise Overloaded(len(self._waiting), self.max_queue)
+                self._cond.wait()
+                if self._closed:
+                    raise RuntimeError("the service is closed")
+            qid = next(self._ids)
+            self._counts["submitted"] += 1
+            x = arr.astype(self.input_dtype, copy=False)
+            self._waiting.append(_Query(qid, x, t, fut))
+            self._cond.notify_all()
         return fut
 
     def serve(
@@ -284,11 +414,14 @@ class CodedInferenceService:
     ) -> list[Answer]:
         """Submit ``queries`` (at ``arrival_times`` seconds from now, if given) and wait.
 
+        A query the service rejects (:class:`Overloaded`) gets an :class:`Answer` whose error
+        starts with ``"overloaded"`` (``query_id`` ``-1``, latency 0).
+
         Args:
             queries: the queries, in arrival order.
             arrival_times: non-decreasing arrival times in seconds (``None``: all at once).
             max_seconds: stop submitting after this long (the rest are not submitted).
-            progress: show a progress bar over submissions.
+            progress: show a progress bar over submissions (stderr).
             desc: the progress bar's label.
 
         Returns:
@@ -320,106 +453,167 @@ class CodedInferenceService:
                     time.sleep(wait)
             if max_seconds is not None and time.monotonic() - t0 > max_seconds:
                 break
-            futures.append(self.submit(queries[i]))
+            try:
+                futures.append(self.submit(queries[i]))
+            except Overloaded as err:
+                done: concurrent.futures.Future = concurrent.futures.Future()
+                done.set_result(Answer(query_id=-1, value=None, error=str(err)))
+                futures.append(done)
         return [f.result() for f in futures]
 
     # -- batching and rounds --------------------------------------------------------------
 
-    def _batch_loop(self) -> None:
+    def _next_batch(self) -> list | None:
+        """Block until a batch can leave; ``None`` once closed and drained."""
         k = int(self.code.num_inputs)
-        stop = False
-        while not stop:
-            item = self._queue.get()
-            if item is _STOP:
-                break
-            batch = [item]
-            deadline = item.t_submit + self.max_wait_s
-            while len(batch) < k:
+        with self._cond:
+            while not self._waiting and not self._closed:
+                self._cond.wait()
+            if not self._waiting:
+                return None
+            deadline = self._waiting[0].t_submit + self.max_wait_s
+            while len(self._waiting) < k and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                try:
-                    nxt = self._queue.get(timeout=left)
-                except queue.Empty:
-                    break
-                if nxt is _STOP:
-                    stop = True
-                    break
-                batch.append(nxt)
+                self._cond.wait(left)
+            batch = [self._waiting.popleft() for _ in range(min(k, len(self._waiting)))]
+            self._counts["rounds"] += 1
+            self._counts["batched"] += len(batch)
+            self._cond.notify_all()  # room for blocked submitters
+        return batch
+
+    def _batch_loop(self) -> None:
+        while True:
+            self._slots.acquire()  # a round may start: only now take queries off the queue
+            batch = self._next_batch()
+            if batch is None:
+                self._slots.release()
+                return
             self._pool.submit(self._run_batch, next(self._batch_ids), batch)
 
     def _run_batch(self, batch_id: int, batch: list[_Query]) -> None:
         t_dispatch = time.monotonic()
         k = int(self.code.num_inputs)
+        lock = threading.Lock()
+        done = [False] * len(batch)
+        arrived: list[int] = []
+
+        def release(i: int, answer_fn) -> None:
+            with lock:
+                if done[i]:
+                    return
+                done[i] = True
+            batch[i].future.set_result(answer_fn())
+
         try:
-            xs = [q.x for q in batch] + [batch[-1].x] * (k - len(batch))
-            xt = np.asarray(_encode(self.code, jnp.asarray(np.stack(xs))))
-            rr = self.executor.run_round(
-                xt, wait_for=self.wait_for, timeout_s=self.timeout_s, round_id=batch_id
-            )
-            dec = _decode(self.code, jnp.asarray(rr.outputs), jnp.asarray(rr.mask))
-            value, status = np.asarray(dec.value), int(dec.status)
-            have = _available(self.code, rr.mask)
-            self._answer_batch(batch, batch_id, t_dispatch, rr, value, status, have)
-        except Exception as err:  # never lose a query: report the failure to each of them
-            msg = f"round failed: {type(err).__name__}: {err}"
-            self._answer_all(batch, batch_id, t_dispatch, msg)
+            try:
+                x = np.stack([q.x for q in batch] + [batch[-1].x] * (k - len(batch)))
+                xt = np.asarray(_encode(self.code, jnp.asarray(x)))
+                on_result = None
+                if self.release == "query":
+                    owner = self._systematic_map(x.shape[1:], x.dtype)
+                    if np.any(owner >= 0):
 
-    def _answer_all(self, batch, batch_id, t_dispatch, msg) -> None:
-        now = time.monotonic()
-        for slot, q in enumerate(batch):
-            if q.future.done():
-                continue
-            q.future.set_result(
-                Answer(
-                    query_id=q.query_id,
-                    value=None,
-                    error=msg,
-                    batch_id=batch_id,
-                    slot=slot,
-                    batch_queries=len(batch),
-                    latency_s=now - q.t_submit,
-                    queue_s=t_dispatch - q.t_submit,
-                )
-            )
+                        def on_result(worker: int, y: np.ndarray, t: float) -> None:
+                            with lock:
+                                arrived.append(worker)
+                                seen = tuple(sorted(arrived))
+                            if owner[worker] < 0:
+                                return
+                            slot = min(int(owner[worker]), len(batch) - 1)  # padding: last
+                            now = time.monotonic()
+                            release(
+                                slot,
+                                lambda: Answer(
+                                    query_id=batch[slot].query_id,
+                                    value=np.array(y),
+                                    error=None,
+                                    batch_id=batch_id,
+                                    slot=slot,
+                                    batch_queries=len(batch),
+                                    workers_answered=seen,
+                                    latency_s=now - batch[slot].t_submit,
+                                    queue_s=t_dispatch - batch[slot].t_submit,
+                                    round_s=now - t_dispatch,
+                                    source=f"worker {worker}",
+                                ),
+                            )
 
-    def _answer_batch(self, batch, batch_id, t_dispatch, rr: RoundResult, value, status, have):
-        issues = rr.issues()
-        now = time.monotonic()
-        for slot, q in enumerate(batch):
-            error = None
-            if status != 0:
-                why = describe_status(status)
-                error = f"the batch could not be decoded: {why} ({rr.summary()})"
-            elif not have[slot]:
-                error = f"no copy of this query returned in time ({rr.summary()})"
-            q.future.set_result(
-                Answer(
-                    query_id=q.query_id,
-                    value=None if error else value[slot],
-                    error=error,
-                    status=status,
-                    batch_id=batch_id,
-                    slot=slot,
-                    batch_queries=len(batch),
-                    workers_answered=rr.answered,
-                    worker_issues=issues,
-                    timed_out=rr.timed_out,
-                    latency_s=now - q.t_submit,
-                    queue_s=t_dispatch - q.t_submit,
-                    round_s=rr.elapsed,
+                rr = self.executor.run_round(
+                    xt,
+                    wait_for=self.wait_for,
+                    timeout_s=self.round_timeout_s,
+                    round_id=batch_id,
+                    **({} if on_result is None else dict(on_result=on_result)),
                 )
-            )
+                value, status, have = _decode(self.code, jnp.asarray(rr.outputs), rr.mask)
+                value, status, have = np.asarray(value), int(status), np.asarray(have)
+            except Exception as err:  # never lose a query: report the failure to each of them
+                msg = f"round failed: {type(err).__name__}: {err}"
+                now = time.monotonic()
+                for i, q in enumerate(batch):
+                    release(
+                        i,
+                        functools.partial(
+                            self._failed, q, i, batch, batch_id, t_dispatch, now, msg
+                        ),
+                    )
+                return
+            issues = rr.issues()
+            now = time.monotonic()
+            for i, q in enumerate(batch):
+                error = None
+                if status != 0:
+                    why = describe_status(status)
+                    error = f"the batch could not be decoded: {why} ({rr.summary()})"
+                elif not have[i]:
+                    error = f"no estimate of this query in time ({rr.summary()})"
+                release(
+                    i,
+                    functools.partial(
+                        Answer,
+                        query_id=q.query_id,
+                        value=None if error else value[i],
+                        error=error,
+                        status=status,
+                        batch_id=batch_id,
+                        slot=i,
+                        batch_queries=len(batch),
+                        workers_answered=rr.answered,
+                        worker_issues=issues,
+                        timed_out=rr.timed_out,
+                        latency_s=now - q.t_submit,
+                        queue_s=t_dispatch - q.t_submit,
+                        round_s=rr.elapsed,
+                        source="" if error else "decoder",
+                    ),
+                )
+        finally:
+            self._slots.release()
+
+    @staticmethod
+    def _failed(q, slot, batch, batch_id, t_dispatch, now, msg) -> Answer:
+        return Answer(
+            query_id=q.query_id,
+            value=None,
+            error=msg,
+            batch_id=batch_id,
+            slot=slot,
+            batch_queries=len(batch),
+            latency_s=now - q.t_submit,
+            queue_s=t_dispatch - q.t_submit,
+        )
 
     # -- shutdown -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop taking queries, answer every queued one, and wait for the rounds in flight."""
-        with self._lock:
+        with self._cond:
             if self._closed:
                 return
             self._closed = True
-            self._queue.put(_STOP)
+            self._cond.notify_all()
         self._batcher.join()
         self._pool.shutdown(wait=True)
 
