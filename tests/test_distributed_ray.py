@@ -310,7 +310,7 @@ def test_parm_scheme_of_serve_bench_decodes_by_subtraction(model_cache):
     parity = np.asarray(code.parity_apply(code.parity_params, x[0] + x[1]))
     faults = [Fault(1, "error", first_round=1, last_round=1)]  # base worker 1 lost in round 1
     ex = LocalExecutor(fns, num_workers=3, faults=faults)
-    with CodedInferenceService(ex, code, stragglers=1, max_wait_s=1.0) as svc:
+    with CodedInferenceService(ex, code, stragglers=1, max_wait_s=1.0, release="batch") as svc:
         answers = svc.serve(np.concatenate([x, x]))  # batches (x0, x1) and (x0, x1)
     assert [a.batch_id for a in answers] == [0, 0, 1, 1] and all(a.ok for a in answers)
     # round 0: both base workers first (ties go by index): exact logits

@@ -1,6 +1,7 @@
 """The coded inference service on the in-process executor: answers against the plain pipeline."""
 
 import concurrent.futures
+import threading
 import time
 
 import jax
@@ -16,8 +17,11 @@ from gcc_jax.distributed import (
     Executor,
     Fault,
     LocalExecutor,
+    Outcome,
+    Overloaded,
     poisson_arrivals,
 )
+from gcc_jax.distributed import _service as _service_mod
 
 
 def smooth(x):
@@ -201,3 +205,245 @@ def test_service_argument_checks():
         CodedInferenceService(ex, code, stragglers=1, max_wait_s=-1.0)
     with pytest.raises(ValueError, match="timeout_s"):
         CodedInferenceService(ex, code, stragglers=1, timeout_s=0.0)
+
+
+# -- batching and backpressure (issue 13's reproducers) -----------------------------------------
+
+
+def _burst_service(**kwargs):
+    ex = LocalExecutor(
+        jnp.tanh, num_workers=12, delays=DelayModel(num_workers=12, shift=0.004), sleep=True
+    )
+    code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=12)
+    return CodedInferenceService(ex, code, stragglers=2, max_wait_s=0.01, **kwargs)
+
+
+def test_a_burst_is_served_in_full_batches():
+    """400 submits at once: 100 rounds of 4 (it was 397 rounds, 396 of one query)."""
+    with _burst_service() as svc:
+        first = svc.submit(np.zeros(1)).result()  # compiles
+        futures = [svc.submit(np.full(1, i / 400)) for i in range(400)]
+        answers = [f.result(timeout=60) for f in futures]
+        stats = svc.stats()
+    assert first.ok and all(a.ok for a in answers)
+    sizes = {a.batch_id: a.batch_queries for a in answers}
+    assert sorted(sizes.values()).count(4) >= 99 and len(sizes) <= 101
+    assert stats["rounds"] == len(sizes) + 1 and stats["batched"] == 401
+    # the burst's queries get their own estimates: f = tanh decoded within GCC's accuracy
+    x = np.arange(400) / 400
+    got = np.array([a.value[0] for a in answers])
+    np.testing.assert_allclose(got, np.tanh(x), atol=5e-3)
+
+
+def test_past_max_queue_submit_fails_fast_with_overloaded_and_nothing_is_lost():
+    with _burst_service(max_queue=8, max_in_flight=1) as svc:
+        svc.submit(np.zeros(1)).result()
+        futures, rejected = [], 0
+        t0 = time.monotonic()
+        for i in range(60):
+            try:
+                futures.append(svc.submit(np.full(1, i / 60)))
+            except Overloaded as err:
+                rejected += 1
+                assert err.limit == 8 and err.queued == 8 and "max_queue=8" in str(err)
+        submit_s = time.monotonic() - t0
+        answers = [f.result(timeout=30) for f in futures]
+        stats = svc.stats()
+    assert submit_s < 0.5  # rejecting never waits for a round
+    assert rejected > 0 and len(futures) + rejected == 60
+    assert stats["rejected"] == rejected and stats["submitted"] == len(futures) + 1
+    assert all(a.ok for a in answers)
+    # an accepted query waits behind at most max_queue/K batches and the round in flight
+    assert max(a.queue_s for a in answers) < (8 / 4 + 2) * 0.004 + 0.2
+
+
+def test_on_overload_block_waits_for_room_and_serve_records_rejections():
+    with _burst_service(max_queue=4, max_in_flight=1, on_overload="block") as svc:
+        answers = svc.serve(np.linspace(0, 1, 40)[:, None])
+        assert svc.stats()["rejected"] == 0
+    assert len(answers) == 40 and all(a.ok for a in answers)
+    with _burst_service(max_queue=4, max_in_flight=1) as svc:
+        answers = svc.serve(np.linspace(0, 1, 40)[:, None])
+        stats = svc.stats()
+    over = [a for a in answers if not a.ok]
+    assert len(answers) == 40 and len(over) == stats["rejected"] > 0
+    assert all(a.error.startswith("the service is overloaded") for a in over)
+
+
+# -- per-worker fault isolation and warm-up -----------------------------------------------------
+
+
+def _raises(x):
+    raise FloatingPointError("worker 1 is broken")
+
+
+def _wrong_shape(x):
+    return jnp.concatenate([smooth(x), x[:1]])
+
+
+def _nan(x):
+    return smooth(x) * jnp.nan
+
+
+def test_local_per_worker_faults_are_stragglers_not_failed_queries():
+    """Worker functions that raise, give the wrong shape or NaN: 0 failed queries (was 200/200)."""
+    n, s = 6, 3
+    code = gcc.SplineCode.chebyshev(num_inputs=2, num_workers=n)
+    fns = [smooth, _raises, _wrong_shape, _nan, smooth, smooth]
+    queries = _queries(12, seed=7)
+    with CodedInferenceService(LocalExecutor(fns, num_workers=n), code, stragglers=s) as svc:
+        answers = svc.serve(queries)
+    assert all(a.ok for a in answers), answers[0].error
+    for group, ref in _reference(code, answers, queries):
+        issues = group[0].worker_issues
+        assert group[0].workers_answered == (0, 4, 5)
+        assert issues[1] == "error: raised FloatingPointError: worker 1 is broken"
+        assert issues[2] == "invalid: returned shape (3,), expected (2,)"
+        assert issues[3].startswith("nonfinite")
+        for a in group:
+            np.testing.assert_allclose(a.value, ref[a.slot], rtol=1e-10, atol=1e-12)
+
+
+def test_a_hanging_worker_function_is_late_for_the_round():
+    gate, hang = threading.Event(), threading.Event()
+
+    def host(v):
+        if hang.is_set():
+            gate.wait(30)
+        return v
+
+    def slow(x):  # hangs at run time once `hang` is set (compiled before)
+        return smooth(jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x))
+
+    ex = LocalExecutor([smooth, smooth, slow, smooth], num_workers=4)
+    xt = _queries(4, seed=8)
+    ex.run_round(xt, wait_for=4)  # compiles; no hang yet
+    hang.set()
+    t0 = time.monotonic()
+    res = ex.run_round(xt, wait_for=3, timeout_s=0.3)
+    took = time.monotonic() - t0
+    gate.set()
+    assert res.answered == (0, 1, 3) and res.workers_with(Outcome.LATE) == (2,)
+    assert "did not return" in res.messages[2] and took < 2.0
+    np.testing.assert_allclose(res.outputs[[0, 1, 3]], np.stack([smooth(v) for v in xt[[0, 1, 3]]]))
+
+
+def test_warmup_compiles_everything_a_round_needs():
+    traces = []
+
+    def f(x):
+        traces.append(x.shape)
+        return smooth(x)
+
+    code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=7)
+    ex = LocalExecutor(f, num_workers=7)
+    svc = CodedInferenceService(ex, code, stragglers=2, input_shape=(3,), max_wait_s=0.0)
+    svc.warmup()
+    assert traces  # f compiled by warmup
+    n_traces = len(traces)
+    sizes = (_service_mod._encode._cache_size(), _service_mod._decode._cache_size())
+    with svc:
+        a = svc.submit(np.full(3, 0.2)).result(timeout=30)
+    assert a.ok and len(traces) == n_traces
+    assert (_service_mod._encode._cache_size(), _service_mod._decode._cache_size()) == sizes
+
+
+# -- per-query release ---------------------------------------------------------------------------
+
+
+def _slow_worker_delays(n, slow, shift=0.005, factor=40.0):
+    slowdown = tuple(factor if i in slow else 1.0 for i in range(n))
+    return DelayModel(num_workers=n, shift=shift, slowdown=slowdown)
+
+
+@pytest.mark.parametrize("release", ["query", "batch"])
+def test_uncoded_releases_each_query_when_its_worker_answers(release):
+    k = 4
+    ex = LocalExecutor(smooth, num_workers=k, delays=_slow_worker_delays(k, {2}), sleep=True)
+    queries = _queries(8, seed=9)
+    code = gcc.UncodedCode(num_inputs=k)
+    with CodedInferenceService(ex, code, release=release, max_wait_s=1.0, input_shape=(3,)) as svc:
+        svc.warmup()
+        answers = svc.serve(queries)
+    for a in answers:
+        np.testing.assert_allclose(a.value, np.asarray(smooth(queries[a.query_id])), rtol=1e-12)
+        early = release == "query" and a.slot != 2  # the slow worker takes 0.2 s
+        assert (a.round_s < 0.1) == early, (a.slot, a.round_s)
+        assert a.source == (f"worker {a.slot}" if release == "query" else "decoder")
+
+
+def test_replication_releases_at_the_first_replica():
+    ex = LocalExecutor(smooth, num_workers=4, delays=_slow_worker_delays(4, {0, 3}), sleep=True)
+    code = gcc.ReplicationCode(num_inputs=2, num_workers=4)  # input 0 on 0, 2; input 1 on 1, 3
+    queries = _queries(4, seed=10)
+    with CodedInferenceService(ex, code, max_wait_s=1.0, input_shape=(3,)) as svc:
+        svc.warmup()
+        answers = svc.serve(queries)
+    for a in answers:
+        assert a.source == ("worker 2" if a.slot == 0 else "worker 1") and a.round_s < 0.1
+        np.testing.assert_allclose(a.value, np.asarray(smooth(queries[a.query_id])), rtol=1e-12)
+
+
+W_LIN = np.array([[1.0, -0.5, 2.0], [0.3, 0.2, -1.0]])
+
+
+def _linear(params, x):
+    return params @ x
+
+
+def test_parm_releases_its_own_output_at_once_and_reconstructs_the_missing_one():
+    """k = 2, base worker 1 slow: query 0 at worker 0's answer, query 1 at parity + worker 0."""
+    code = gcc.ParityModelCode(jnp.asarray(W_LIN), _linear, num_inputs=2)  # exact parity
+    fns = [lambda v: jnp.asarray(W_LIN) @ v] * 2 + [lambda p: _linear(jnp.asarray(W_LIN), p)]
+    delays = DelayModel(num_workers=3, shift=0.005, slowdown=(1.0, 40.0, 2.0))
+    ex = LocalExecutor(fns, num_workers=3, delays=delays, sleep=True)
+    queries = _queries(6, seed=11)
+    with CodedInferenceService(ex, code, stragglers=1, max_wait_s=1.0, input_shape=(3,)) as svc:
+        svc.warmup()
+        answers = svc.serve(queries)
+    for a in answers:
+        np.testing.assert_allclose(a.value, W_LIN @ queries[a.query_id], rtol=1e-12, atol=1e-12)
+        if a.slot == 0:
+            assert a.source == "worker 0" and a.workers_answered == (0,)
+        else:  # decoded from the parity (at 10 ms) and worker 0, not worker 1's 200 ms
+            assert a.source == "decoder" and a.workers_answered == (0, 2)
+            assert a.round_s < 0.1
+
+
+def test_gcc_releases_at_its_wait_rule_and_has_no_systematic_workers():
+    code = gcc.SplineCode.chebyshev(num_inputs=2, num_workers=6)
+    ex = LocalExecutor(smooth, num_workers=6)
+    queries = _queries(4, seed=12)
+    with CodedInferenceService(ex, code, stragglers=1) as svc:
+        answers = svc.serve(queries)
+    assert all(a.source == "decoder" and len(a.workers_answered) == 5 for a in answers)
+
+
+# -- deadline decoding ---------------------------------------------------------------------------
+
+
+def test_deadline_decodes_with_whoever_answered():
+    n, s = 6, 1
+    code = gcc.SplineCode.chebyshev(num_inputs=2, num_workers=n)
+    ex = LocalExecutor(smooth, num_workers=n, delays=_slow_worker_delays(n, {1, 3, 4}), sleep=True)
+    queries = _queries(4, seed=13)
+    with CodedInferenceService(
+        ex, code, stragglers=s, deadline_s=0.05, max_wait_s=1.0, input_shape=(3,)
+    ) as svc:
+        svc.warmup()
+        answers = svc.serve(queries)
+    assert svc.rule == "wait for 5 or 50 ms"
+    for group, ref in _reference(code, answers, queries):
+        assert group[0].workers_answered == (0, 2, 5) and group[0].timed_out
+        for a in group:
+            assert a.ok and a.round_s == pytest.approx(0.05)
+            np.testing.assert_allclose(a.value, ref[a.slot], rtol=1e-10, atol=1e-12)
+
+
+def test_deadline_with_one_live_worker_is_an_explicit_error_for_a_spline():
+    n = 6  # the code shape of the other spline tests: no new compilation
+    code = gcc.SplineCode.chebyshev(num_inputs=2, num_workers=n)
+    ex = LocalExecutor(smooth, num_workers=n, delays=_slow_worker_delays(n, {0, 1, 2, 4, 5}))
+    with CodedInferenceService(ex, code, stragglers=0, deadline_s=0.05) as svc:
+        a = svc.serve(_queries(1))[0]
+    assert not a.ok and a.status == int(gcc.Status.TOO_FEW_LIVE) and a.workers_answered == (3,)

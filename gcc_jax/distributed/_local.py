@@ -171,7 +171,7 @@ class LocalExecutor(Executor):
         Raises:
             ValueError: no worker function gives a valid output for this input shape.
         """
-        xt = jnp.zeros((self.num_workers, *tuple(input_shape)), input_dtype)
+        xt = jnp.asarray(np.zeros((self.num_workers, *tuple(input_shape)), input_dtype))
         results = self._compute(xt, timeout_s=600.0)
         for value in results:
             if isinstance(value, np.ndarray):

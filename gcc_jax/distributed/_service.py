@@ -333,18 +333,23 @@ class CodedInferenceService:
         t0 = time.perf_counter()
         k, n = int(self.code.num_inputs), int(self.code.num_workers)
         dtype = self.input_dtype if self.input_dtype is not None else jnp.zeros(()).dtype
-        xt = jax.block_until_ready(_encode(self.code, jnp.zeros((k, *self.input_shape), dtype)))
+        x = np.zeros((k, *self.input_shape), dtype)
+        xt = np.asarray(_encode(self.code, jnp.asarray(x)))
         self._systematic_map(self.input_shape, dtype)
         try:
             out = self.executor.warmup(self.input_shape, xt.dtype)
         except ValueError:
             out = None  # an executor that cannot tell its output shape: decoder compiles later
-        if out is not None:
-            y = jnp.zeros((n, *out.shape), out.dtype)
+        if out is not None:  # the same calls, on the same argument types, as a round's
+            y = np.zeros((n, *out.shape), out.dtype)
             for mask in (np.ones(n, bool), np.zeros(n, bool)):
-                jax.block_until_ready(_decode(self.code, y, jnp.asarray(mask)))
+                self._decode_round(y, mask)
         as_rule(self.wait_for, n)[0](np.zeros(n, bool))
         return time.perf_counter() - t0
+
+    def _decode_round(self, outputs: np.ndarray, mask: np.ndarray):
+        value, status, have = _decode(self.code, jnp.asarray(outputs), jnp.asarray(mask))
+        return np.asarray(value), int(status), np.asarray(have)
 
     def _systematic_map(self, shape, dtype) -> np.ndarray:
         key = (tuple(shape), str(np.dtype(dtype)))
@@ -547,8 +552,7 @@ class CodedInferenceService:
                     round_id=batch_id,
                     **({} if on_result is None else dict(on_result=on_result)),
                 )
-                value, status, have = _decode(self.code, jnp.asarray(rr.outputs), rr.mask)
-                value, status, have = np.asarray(value), int(status), np.asarray(have)
+                value, status, have = self._decode_round(rr.outputs, rr.mask)
             except Exception as err:  # never lose a query: report the failure to each of them
                 msg = f"round failed: {type(err).__name__}: {err}"
                 now = time.monotonic()
