@@ -3,7 +3,7 @@
 Each point runs in its own subprocess so that its peak memory (max RSS) is its own. For every
 point the script measures, in the same run:
 
-* ours: ``gcc_jax.monte_carlo_loss`` (banded decoder) — masks/s, compile time, peak RSS;
+* ours: ``gcc_jax.monte_carlo_loss`` (Kalman decoder) — masks/s, compile time, peak RSS;
 * the SciPy peer: a Python loop of ``scipy.interpolate.make_smoothing_spline`` per mask on the
   live workers, evaluated at the K points (timed on a subset of masks);
 * the floor: one batched matmul of the same ``M·K·N·m`` multiply-adds
@@ -200,7 +200,7 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     n_arr = np.array([r["N"] for r in nrows], float)
-    ax.loglog(n_arr, [r["seconds_per_mask"] for r in nrows], "o-", label="gcc_jax (banded)")
+    ax.loglog(n_arr, [r["seconds_per_mask"] for r in nrows], "o-", label="gcc_jax (kalman)")
     ax.loglog(n_arr, [1 / r["peer_masks_per_s"] for r in nrows], "s--", label="SciPy peer")
     ax.loglog(n_arr, [1 / r["floor_masks_per_s"] for r in nrows], "^:", label="matmul floor")
     ax.set_xlabel("workers N")

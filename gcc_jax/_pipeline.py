@@ -93,7 +93,7 @@ def monte_carlo_loss(
     inputs and once to the ``K`` true inputs, then decodes all ``M`` masks batched with
     ``jax.vmap`` in chunks of ``chunk_size`` masks, up to 64 chunks per compiled call (the last
     call is padded with all-live masks), so memory is bounded for any ``M`` (O(chunk · N · m) for
-    the banded decoder, O(chunk · N²) for the kernel one) and there is one compilation per
+    the Kalman decoder, O(chunk · N²) for the kernel one) and there is one compilation per
     shape: new masks, new λs or new nodes reuse it.
 
     Args:

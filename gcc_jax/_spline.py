@@ -1,9 +1,9 @@
 """Cubic smoothing splines with 0/1 weights (straggler masks): fit, evaluate, smoother matrix.
 
-The public entry points take ``solver="banded"`` (default, O(n) Kalman smoother:
-:mod:`gcc_jax._banded`) or
-``solver="kernel"`` (the Gram-form reference below, O(n³)); both return a :class:`Spline`
-stored by values and slopes at every node.
+The public entry points take ``solver="kalman"`` (default, O(n) Kalman filter + smoother:
+:mod:`gcc_jax._kalman`; ``"banded"`` is an accepted alias) or ``solver="kernel"`` (the Gram-form
+reference, O(n³): :mod:`gcc_jax._kernel`); both return a :class:`Spline` stored by values and
+slopes at every node.
 
 Binding convention (DESIGN §1). For nodes ``t_1 < … < t_n`` with weights ``w_i ∈ {0, 1}``
 (``w_i = 1``: the point is live) the fit minimises
@@ -15,25 +15,7 @@ live nodes: a cubic between live nodes, **linear outside the hull of the live no
 is the natural interpolating spline. With ``n_live = Σw`` it equals
 ``scipy.interpolate.make_smoothing_spline(t_live, y_live, lam=n_live * λ)`` between the outermost
 live nodes (SciPy extrapolates the end cubic instead of the line).
-
-Representation (reproducing kernel of ``{g : g(a) = g'(a) = 0}`` on ``[a, ∞)``):
-
-    R(s, t) = (u − a)² (3v − u − 2a) / 6,   u = min(s, t), v = max(s, t),
-
-anchored at ``a = t_1`` (the first node; ``a = −1`` for Chebyshev-2 workers, as in DESIGN §1),
-and ``s(x) = d_0 + d_1 x + Σ_i c_i R(x, t_i)``. The coefficients solve the symmetric saddle-point
-system of fixed size ``n + 2``
-
-    [[W Σ W + λ' W + (I − W),  W T],   [c]   [W y]
-     [Tᵀ W,                    0  ]] · [d] = [ 0 ],     Σ_ij = R(t_i, t_j), T = [1, t],
-
-with ``W = diag(w)`` and ``λ' = n_live λ``. A dead row reduces to ``c_i = 0``, so a masked fit
-is exactly the fit on the survivors while every shape stays ``n`` (no retrace per mask). The
-``Tᵀc = 0`` side conditions make ``s`` linear left of the first live knot; the kernel is linear in
-``x`` right of the last one. Cost O(n³) per fit (see ``_banded`` for the O(n) path).
 """
-
-from __future__ import annotations
 
 import dataclasses
 import functools
@@ -41,7 +23,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from ._banded import evaluate, solve_banded
+from ._kalman import evaluate, solve_kalman
+from ._kernel import solve_kernel
 from ._misc import as_float_array, as_lam, as_mask, as_nodes, float_dtype
 from ._status import Status, combine, is_concrete, raise_if_bad
 from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
@@ -51,97 +34,27 @@ __all__ = [
     "fit_smoothing_spline",
     "fit_smoothing_spline_with_status",
     "smoother_matrix",
-    "kernel",
+    "smoother_matrix_with_status",
+    "SOLVERS",
+    "as_solver",
 ]
 
 
-# ------------------------------------------------------------------------------------------------
-# kernel
+SOLVERS = {"kalman": solve_kalman, "kernel": solve_kernel}
+_ALIASES = {"banded": "kalman"}  # the Kalman smoother's former name
 
 
-def kernel(s: Float[Array, "*a"], t: Float[Array, "*a"], anchor) -> Float[Array, "*a"]:
-    """Cubic-spline reproducing kernel ``R(s, t) = (u − a)²(3v − u − 2a)/6`` (broadcasting).
+def as_solver(solver: str) -> str:
+    """The canonical solver name (``"kalman"`` or ``"kernel"``); ``"banded"`` means ``"kalman"``.
 
-    ``u = min(s, t)``, ``v = max(s, t)``, ``a = anchor``. For ``s, t ≥ a`` this is
-    ``∫_a^∞ (s − x)_+ (t − x)_+ dx``; as a function of ``s`` it is a cubic spline with one knot at
-    ``t`` for every real ``s``.
+    Raises:
+        ValueError: an unknown solver name.
     """
-    u = jnp.minimum(s, t) - anchor
-    v = jnp.maximum(s, t) - anchor
-    return u * u * (3.0 * v - u) / 6.0
-
-
-def kernel_ds(s: Array, t: Array, anchor) -> Array:
-    """``∂R(s, t)/∂s = u (2(t − a) − u) / 2`` with ``u = min(s, t) − a``."""
-    u = jnp.minimum(s, t) - anchor
-    return u * (2.0 * (t - anchor) - u) / 2.0
-
-
-def _householder(x: Array) -> Array:
-    """Householder vector ``v`` with ``(I − 2vvᵀ/vᵀv) x = −sign(x_0) ‖x‖ e_0``."""
-    norm = jnp.sqrt(jnp.sum(x * x))
-    sign = jnp.where(x[0] >= 0, 1.0, -1.0).astype(x.dtype)
-    return x.at[0].add(sign * norm)
-
-
-def _reflect(v: Array, m: Array) -> Array:
-    """Apply ``I − 2vvᵀ/vᵀv`` to the rows of ``m`` (shape ``(n, …)``)."""
-    return m - jnp.outer(v, (2.0 / jnp.dot(v, v)) * (v @ m)).reshape(m.shape)
-
-
-def _solve(t: Array, mask: Array, lam: Array, rhs: Array) -> tuple[Array, Array]:
-    """Solve the masked kernel system for ``(c, d)`` with right-hand sides ``rhs`` of shape (n, r).
-
-    The side conditions ``(WT)ᵀ c = 0`` are eliminated with the two Householder reflectors of
-    ``WT = Q [R; 0]``: writing ``c = Q [0; θ]`` leaves the symmetric positive definite system
-    ``(QᵀAQ)₂₂ θ = (Qᵀ W y)₂`` (Cholesky), then ``R d = (Qᵀ W y)₁ − (QᵀAQ)₁₂ θ``. This null-space
-    form is markedly better conditioned than LU on the saddle-point matrix as ``λ → 0``.
-    """
-    w = mask.astype(t.dtype)
-    n_live = jnp.sum(w)
-    gram = kernel(t[:, None], t[None, :], t[0])
-    a = (w[:, None] * w[None, :]) * gram + jnp.diag(w * (n_live * lam) + (1.0 - w))
-    v1 = _householder(w)
-    wt = _reflect(v1, w * t)
-    v2 = _householder(wt[1:])
-    v2 = jnp.concatenate([jnp.zeros((1,), t.dtype), v2])
-    r = jnp.stack(
-        [
-            jnp.stack([-jnp.sqrt(n_live), wt[0]]),
-            jnp.stack([jnp.zeros((), t.dtype), wt[1] - v2[1]]),
-        ]
-    ).astype(t.dtype)
-
-    def qt(m):  # Qᵀ m = H2 H1 m
-        return _reflect(v2, _reflect(v1, m))
-
-    qaq = qt(qt(a).T).T
-    b = qt(rhs * w[:, None])
-    chol = jnp.linalg.cholesky(qaq[2:, 2:])
-    theta = jax.scipy.linalg.cho_solve((chol, True), b[2:])
-    d = jax.scipy.linalg.solve_triangular(r, b[:2] - qaq[:2, 2:] @ theta, lower=False)
-    c = _reflect(v1, _reflect(v2, jnp.concatenate([jnp.zeros((2, rhs.shape[1]), t.dtype), theta])))
-    c = jnp.where(mask[:, None], c, 0.0)
-    return c, d
-
-
-def _solve_kernel(t: Array, mask: Array, lam: Array, y: Array) -> tuple[Array, Array]:
-    """Kernel-form fit; returns the spline's values and slopes at all nodes, each ``(n, r)``."""
-    c, d = _solve(t, mask, lam, y)
-    gram = kernel(t[:, None], t[None, :], t[0])
-    dgram = kernel_ds(t[:, None], t[None, :], t[0])
-    values = gram @ c + d[0][None, :] + t[:, None] * d[1][None, :]
-    slopes = dgram @ c + d[1][None, :]
-    return values, slopes
-
-
-_SOLVERS = {"kernel": _solve_kernel, "banded": solve_banded}
-
-
-def _check_solver(solver: str):
-    if solver not in _SOLVERS:
-        raise ValueError(f"`solver` must be one of {tuple(_SOLVERS)}; got {solver!r}")
-    return _SOLVERS[solver]
+    name = _ALIASES.get(solver, solver) if isinstance(solver, str) else None
+    if name not in SOLVERS:
+        choices = (*SOLVERS, *_ALIASES)
+        raise ValueError(f"`solver` must be one of {choices}; got {solver!r}")
+    return name
 
 
 def _value_status(t: Array, mask: Array, lam: Array, y_flat: Array | None) -> Array:
@@ -222,14 +135,14 @@ def fit_smoothing_spline_with_status(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
-    solver: str = "banded",
+    solver: str = "kalman",
 ) -> Spline:
     """Like :func:`fit_smoothing_spline` but never raises on value problems.
 
     Value problems are reported in ``Spline.status`` (values and slopes are then NaN). Use this
     form under ``jit``/``vmap`` when each straggler pattern must carry its own status.
     """
-    _check_solver(solver)
+    solver = as_solver(solver)
     y = as_float_array(y, "y")
     dtype = float_dtype(t, y)
     t = as_float_array(t, "t")
@@ -263,7 +176,7 @@ def _fit_core(t, mask, lam, y_flat, *, solver):
     t_ok, mask_ok, lam_ok = _safe_inputs(t, mask, lam, status)
     # A straggler's output (even NaN/Inf) never reaches the solve or the gradient.
     y_ok = jnp.where(mask_ok[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-    values, slopes = _SOLVERS[solver](t_ok, mask_ok, lam_ok, y_ok)
+    values, slopes = SOLVERS[solver](t_ok, mask_ok, lam_ok, y_ok)
     finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(slopes))
     status = status | combine((~finite, Status.NONFINITE_RESULT))
     ok = status == 0
@@ -276,7 +189,7 @@ def fit_smoothing_spline(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
-    solver: str = "banded",
+    solver: str = "kalman",
 ) -> Spline:
     """Fit a cubic smoothing spline to ``(t_i, y_i)`` over the live points of ``mask``.
 
@@ -296,10 +209,11 @@ def fit_smoothing_spline(
         y: data, shape ``(n, *tail)``.
         lam: smoothing parameter ``λ ≥ 0`` (scalar).
         mask: boolean ``(n,)``, True where the point is live; ``None`` means all live.
-        solver: ``"banded"`` (default; O(n) state-space smoother, see ``gcc_jax._banded``)
-            or ``"kernel"`` (the Gram-form reference, O(n³)).
+        solver: ``"kalman"`` (default; O(n) Kalman filter + smoother, see ``gcc_jax._kalman``;
+            ``"banded"`` is an alias) or ``"kernel"`` (the Gram-form reference, O(n³), see
+            ``gcc_jax._kernel``).
 
-    Precision (measured, n = 100 Chebyshev nodes, random masks): the banded (Kalman) form
+    Precision (measured, n = 100 Chebyshev nodes, random masks): the Kalman form
     matches SciPy's natural ``CubicSpline`` at ``lam = 0`` and a Reinsch reference for
     ``lam > 0`` to ~1e-12 relative in float64 and ~1e-6 in float32 (n ≤ 1000). The kernel form
     is exact to ~1e-12 at large ``lam`` but loses digits as ``lam → 0`` (~1e-6 at n = 100) and
@@ -337,7 +251,7 @@ def smoother_matrix_with_status(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
-    solver: str = "banded",
+    solver: str = "kalman",
 ) -> tuple[Float[Array, "q n"], Int[Array, ""]]:
     """:func:`smoother_matrix` plus its status, never raising on value problems."""
     t = as_float_array(t, "t")
@@ -360,7 +274,7 @@ def smoother_matrix(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
-    solver: str = "banded",
+    solver: str = "kalman",
 ) -> Float[Array, "q n"]:
     """The linear map ``H`` from data ``y`` to the fitted spline's values at ``tq``.
 

@@ -248,7 +248,7 @@ def _add_rates_parser(subparsers) -> None:
     )
     p.add_argument("--lam-enc", type=float, default=0.0, help="GCC encoder smoothing (0)")
     p.add_argument("--lam-dec", type=float, default=0.0, help="GCC decoder smoothing (0)")
-    p.add_argument("--solver", choices=("auto", "banded", "kernel"), default="auto")
+    p.add_argument("--solver", choices=("auto", "kalman", "banded", "kernel"), default="auto")
     p.add_argument("--restarts", type=int, default=8, help="worst-case search chains (8)")
     p.add_argument("--proposals", type=int, default=128, help="neighbours per step (128)")
     p.add_argument("--max-iters", type=int, default=25, help="local-search steps (25)")

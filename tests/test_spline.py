@@ -13,7 +13,7 @@ from scipy.interpolate import CubicSpline, make_smoothing_spline
 
 import gcc_jax as gcc
 
-SOLVERS = ["banded", "kernel"]
+SOLVERS = ["kalman", "kernel"]
 
 
 def _nodes(n, kind):
@@ -57,12 +57,12 @@ def test_matches_scipy_smoothing_spline(solver, n, lam, pattern, kind):
     assert _rel(s(xq), ref(xq)) < 1e-8
 
 
-@pytest.mark.parametrize("solver, nmax", [("banded", 200), ("kernel", 30)])
+@pytest.mark.parametrize("solver, nmax", [("kalman", 200), ("kernel", 30)])
 @pytest.mark.parametrize("pattern", ["none", "interior", "ends"])
 def test_lam_zero_is_natural_interpolation(solver, nmax, pattern):
     # lam = 0 against SciPy's natural CubicSpline, with and without masks. The kernel (Gram)
     # form is ill-conditioned as lam -> 0 on clustered Chebyshev nodes (about 1e-6 relative at
-    # n = 100), so it is held to 1e-8 only up to n = 30; the banded form to 1e-8 up to n = 200.
+    # n = 100), so it is held to 1e-8 only up to n = 30; the kalman form to 1e-8 up to n = 200.
     for n in (6, 20, nmax):
         t = _nodes(n, "cheb")
         y = np.cos(2 * t) + np.random.default_rng(n).normal(size=n)
@@ -86,14 +86,14 @@ def test_kernel_form_matches_reinsch_at_large_lam(lam):
 
 
 @pytest.mark.parametrize("lam", [1e-6, 1e-2, 1.0])
-def test_banded_matches_reinsch(lam):
-    # the banded (state-space) path at n = 100 Chebyshev nodes: measured ~1e-13 relative
+def test_kalman_matches_reinsch(lam):
+    # the kalman (state-space) path at n = 100 Chebyshev nodes: measured ~1e-13 relative
     n = 100
     t = _nodes(n, "cheb")
     rng = np.random.default_rng(1)
     y = rng.normal(size=n)
     mask = rng.random(n) > 0.3
-    s = gcc.fit_smoothing_spline(t, y, lam, mask, solver="banded")
+    s = gcc.fit_smoothing_spline(t, y, lam, mask, solver="kalman")
     ref = reinsch_values(t[mask], y[mask], mask.sum() * lam)
     assert _rel(s(t[mask]), ref) < 1e-10
 
@@ -133,12 +133,12 @@ def test_straight_line_reproduced_for_every_lam(solver, lam):
 
 # The two paths agree to 1e-9 relative wherever the kernel (reference) form is itself accurate:
 # every n at lam >= 1e-4, and small n as lam -> 0 (its Gram system degrades like ~1e-6 at n = 100
-# for lam = 0, where the banded path is held against CubicSpline instead).
+# for lam = 0, where the kalman path is held against CubicSpline instead).
 @pytest.mark.parametrize(
     "n, lam",
     [(8, 0.0), (16, 0.0), (16, 1e-8), (30, 1e-4), (60, 1e-4), (100, 1e-2), (100, 1.0)],
 )
-def test_banded_agrees_with_kernel(n, lam):
+def test_kalman_agrees_with_kernel(n, lam):
     t = _nodes(n, "cheb")
     rng = np.random.default_rng(n)
     for trial in range(4):
@@ -149,13 +149,13 @@ def test_banded_agrees_with_kernel(n, lam):
         if mask.sum() < 2:
             mask[[1, n - 2]] = True
         xq = np.linspace(-1.2, 1.2, 97)
-        a = gcc.fit_smoothing_spline(t, y, lam, mask, solver="banded")(xq)
+        a = gcc.fit_smoothing_spline(t, y, lam, mask, solver="kalman")(xq)
         b = gcc.fit_smoothing_spline(t, y, lam, mask, solver="kernel")(xq)
         assert _rel(a, b) < 1e-9
 
 
 @pytest.mark.parametrize("n, lam", [(10, 0.0), (40, 1e-3)])
-def test_banded_and_kernel_gradients_agree(n, lam):
+def test_kalman_and_kernel_gradients_agree(n, lam):
     t = jnp.asarray(_nodes(n, "cheb"))
     mask = jnp.asarray(_mask(n, "ends"))
     y = jnp.sin(3 * t)
@@ -168,7 +168,7 @@ def test_banded_and_kernel_gradients_agree(n, lam):
         return jnp.sum(wq * s(xq))
 
     args = (y, jnp.log(max(lam, 1e-30)), t)
-    ga = jax.jit(jax.grad(lambda *a: loss(*a, "banded"), argnums=(0, 1, 2)))(*args)
+    ga = jax.jit(jax.grad(lambda *a: loss(*a, "kalman"), argnums=(0, 1, 2)))(*args)
     gb = jax.jit(jax.grad(lambda *a: loss(*a, "kernel"), argnums=(0, 1, 2)))(*args)
     for a, b in zip(ga, gb, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7 * np.max(np.abs(b)) + 1e-12)
@@ -299,7 +299,7 @@ def test_compiles_once_across_masks_and_lam(solver):
 
 @pytest.mark.parametrize("n", [40, 300, 1000])
 @pytest.mark.parametrize("lam", [0.0, 1e-8, 1e-4, 1.0])
-def test_banded_float32_close_to_float64(n, lam):
+def test_kalman_float32_close_to_float64(n, lam):
     # the state-space recursion works with variances, so float32 keeps ~1e-6 relative accuracy
     # on clustered Chebyshev nodes for every lam (the nodal/kernel systems do not). Worker
     # outputs are smooth in practice; with noisy data at lam = 0 and n = 1000 the end slopes
@@ -415,3 +415,17 @@ def test_value_problems_are_status_under_jit():
     # a NaN in a *dead* worker is not a problem
     value, status = fit(t, y.at[2].set(jnp.nan), 0.1, ok.at[2].set(False))
     assert int(status) == 0
+
+
+def test_banded_is_an_alias_of_kalman():
+    t = np.linspace(0.0, 1.0, 9)
+    y = np.sin(3 * t)
+    a = gcc.fit_smoothing_spline(t, y, 1e-3, solver="banded")
+    b = gcc.fit_smoothing_spline(t, y, 1e-3, solver="kalman")
+    np.testing.assert_array_equal(np.asarray(a.values), np.asarray(b.values))
+    code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=6, solver="banded")
+    assert code.solver == "kalman"
+    with pytest.raises(ValueError, match="solver"):
+        gcc.fit_smoothing_spline(t, y, 1e-3, solver="reinsch")
+    with pytest.raises(ValueError, match="solver"):
+        gcc.SplineCode.chebyshev(num_inputs=3, num_workers=6, solver="qr")

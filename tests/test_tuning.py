@@ -124,7 +124,7 @@ def _only(params, name):
 
 
 @pytest.mark.parametrize("name", LEAVES)
-def test_check_grads_each_group_banded(code, loss, name):
+def test_check_grads_each_group_kalman(code, loss, name):
     p = tuning.params_from_code(code)
     fn = functools.partial(_only(p, name), loss)
     check_grads(fn, (getattr(p, name),), order=1, modes=("rev",), atol=1e-6, rtol=1e-5)

@@ -9,12 +9,10 @@ import numpy as np
 
 from .._misc import as_int, as_lam, as_mask, check_node_leaves, check_outputs, float_dtype
 from .._nodes import chebyshev_nodes
-from .._spline import fit_smoothing_spline_with_status, smoother_matrix_with_status
+from .._spline import as_solver, fit_smoothing_spline_with_status, smoother_matrix_with_status
 from .._status import is_concrete
 from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
 from ._base import AbstractLinearCode, Decoded
-
-_SOLVERS = ("banded", "kernel")
 
 
 @jax.tree_util.register_dataclass
@@ -37,8 +35,9 @@ class SplineCode(AbstractLinearCode):
         beta: ascending worker nodes, shape ``(N,)``.
         lam_enc: encoder smoothing parameter ``≥ 0`` (0 = natural interpolation).
         lam_dec: decoder smoothing parameter ``≥ 0``.
-        solver: ``"banded"`` (default; O(N) per pattern) or ``"kernel"`` (the Gram-form
-            reference, O(N³) per pattern). See :func:`gcc_jax.fit_smoothing_spline`.
+        solver: ``"kalman"`` (default; O(N) per pattern; ``"banded"`` is an alias) or
+            ``"kernel"`` (the Gram-form reference, O(N³) per pattern). See
+            :func:`gcc_jax.fit_smoothing_spline`.
 
     Example:
         >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -54,12 +53,11 @@ class SplineCode(AbstractLinearCode):
     beta: Float[Array, " n"]
     lam_enc: Float[Array, ""]
     lam_dec: Float[Array, ""]
-    solver: str = dataclasses.field(default="banded", metadata=dict(static=True))
+    solver: str = dataclasses.field(default="kalman", metadata=dict(static=True))
 
     def __post_init__(self):
         # Only check real arrays: JAX rebuilds pytrees with tracers and placeholders too.
-        if self.solver not in _SOLVERS:
-            raise ValueError(f"`solver` must be one of {_SOLVERS}; got {self.solver!r}")
+        object.__setattr__(self, "solver", as_solver(self.solver))  # "banded" -> "kalman"
         # λs are array leaves on every path (dataclasses.replace(code, lam_dec=1e-4) included):
         # a Python float leaf would retrace jit on every new value.
         for name in ("lam_enc", "lam_dec"):
@@ -85,7 +83,7 @@ class SplineCode(AbstractLinearCode):
         num_workers: int,
         lam_enc: float | ArrayLike = 0.0,
         lam_dec: float | ArrayLike = 0.0,
-        solver: str = "banded",
+        solver: str = "kalman",
         dtype=None,
     ) -> "SplineCode":
         """The papers' placement: ``alpha`` Chebyshev-1 (K points), ``beta`` Chebyshev-2 (N).

@@ -77,7 +77,7 @@ def run_poly(
             leave at least 2 live workers.
         num_trials: random straggler sets per ``S``.
         lam_enc, lam_dec: GCC's smoothing parameters.
-        solver: SplineCode solver (``"auto"``: banded when available).
+        solver: SplineCode solver (``"auto"``: Kalman when available).
         seed: seeds the polynomial, the inputs and the straggler sets.
         progress: print one line per ``(setting, S)``.
 

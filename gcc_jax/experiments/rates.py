@@ -92,14 +92,14 @@ def _make_code(name: str, k: int, n: int, lam_enc: float, lam_dec: float, solver
 
 
 def _pick_solver(solver: str) -> str:
-    """``"auto"``: the O(N) banded solver when this SplineCode has it, else the kernel form."""
+    """``"auto"``: the O(N) Kalman solver when this SplineCode has it, else the kernel form."""
     if solver != "auto":
         return solver
     try:
-        SplineCode.chebyshev(num_inputs=2, num_workers=4, solver="banded")
+        SplineCode.chebyshev(num_inputs=2, num_workers=4, solver="kalman")
     except (ValueError, TypeError):
         return "kernel"
-    return "banded"
+    return "kalman"
 
 
 def fit_slope(n: Sequence[float], loss: Sequence[float]) -> tuple[float, float]:
@@ -146,7 +146,7 @@ def run_rates(
         num_masks: random patterns ``M`` per ``N`` in the probabilistic regime.
         functions: names from :data:`FUNCTIONS`.
         lam_enc, lam_dec: GCC's smoothing parameters (the λ rule; default 0 and 0).
-        solver: SplineCode solver, ``"auto"`` = banded when available, else ``"kernel"``.
+        solver: SplineCode solver, ``"auto"`` = Kalman when available, else ``"kernel"``.
         search: keyword arguments for :func:`gcc_jax.worst_case_mask` (defaults below).
         seed: seeds the inputs, the random patterns and the search.
         progress: print one line per measurement.

@@ -134,7 +134,7 @@ class SplineParams:
     beta_logits: Float[Array, " b"]
     pin_alpha: bool = dataclasses.field(default=False, metadata=dict(static=True))
     pin_beta: bool = dataclasses.field(default=True, metadata=dict(static=True))
-    solver: str = dataclasses.field(default="banded", metadata=dict(static=True))
+    solver: str = dataclasses.field(default="kalman", metadata=dict(static=True))
 
     @property
     def lam_enc(self) -> Float[Array, ""]:

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._spline import _SOLVERS, _safe_inputs, _value_status, smoother_matrix_with_status
+from .._spline import SOLVERS, _safe_inputs, _value_status, smoother_matrix_with_status
 from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, Int
 from ..codes import SplineCode
@@ -121,9 +121,7 @@ def _cv(beta, solver, y_flat, mask, lam, folds):
         fit_mask = mask & ~out
         status = _value_status(beta, fit_mask, lam, None)
         t_ok, mask_ok, lam_ok = _safe_inputs(beta, fit_mask, lam, status)
-        values, _ = _SOLVERS[solver](
-            t_ok, mask_ok, lam_ok, jnp.where(mask_ok[:, None], safe_y, 0.0)
-        )
+        values, _ = SOLVERS[solver](t_ok, mask_ok, lam_ok, jnp.where(mask_ok[:, None], safe_y, 0.0))
         status = status | combine((~jnp.all(jnp.isfinite(values)), Status.NONFINITE_RESULT))
         err = jnp.where(out[:, None], safe_y - values, 0.0)
         return jnp.sum(err * err), status
@@ -276,7 +274,7 @@ def gcv_lam_dec(
 ) -> LamChoice:
     """``λ_dec`` minimising :func:`gcv_score` for one straggler pattern.
 
-    Closed form per λ (one smoother matrix: O(N²) with the banded solver), minimised over
+    Closed form per λ (one smoother matrix: O(N²) with the Kalman solver), minimised over
     ``grid`` (default :func:`default_lam_grid`) and refined by ``refine`` golden-section steps
     in ``log λ`` between the best grid point's neighbours. Pure and static-shaped:
     ``jax.vmap(lambda y, m: gcv_lam_dec(code, y, m))`` chooses one λ per pattern.

@@ -1,4 +1,4 @@
-"""O(n) smoothing spline: a state-space (Kalman) smoother with 0/1 weights.
+"""O(n) smoothing spline: a state-space Kalman filter + smoother (``solver="kalman"``).
 
 Same objective and convention as :mod:`gcc_jax._spline` (DESIGN §1): minimise
 ``Σ_i w_i (y_i − s(t_i))² + λ' ∫ s''²`` with ``λ' = n_live λ``. The minimiser is a natural cubic
@@ -28,17 +28,15 @@ with variances and stays accurate in float32 (about 1e-6 relative for n ≤ 1000
 Everything is ``lax.scan``: vmappable over masks and differentiable w.r.t. ``y``, ``λ`` and ``t``.
 """
 
-from __future__ import annotations
-
 import jax.numpy as jnp
 from jax import lax
 
 from ._types import Array
 
-__all__ = ["solve_banded", "evaluate"]
+__all__ = ["solve_kalman", "evaluate"]
 
 
-def solve_banded(t: Array, mask: Array, lam: Array, y: Array) -> tuple[Array, Array]:
+def solve_kalman(t: Array, mask: Array, lam: Array, y: Array) -> tuple[Array, Array]:
     """Values and slopes of the fitted spline at all nodes, each of shape ``(n, r)``.
 
     Args:

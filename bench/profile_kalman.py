@@ -1,6 +1,6 @@
-"""Profile of the banded decoder: where the time per straggler pattern goes.
+"""Profile of the Kalman decoder: where the time per straggler pattern goes.
 
-The banded decoder is two ``lax.scan`` passes over the N nodes (Kalman filter forward, state
+The Kalman decoder is two ``lax.scan`` passes over the N nodes (Kalman filter forward, state
 smoother backward) vmapped over a block of masks. Its arithmetic is about 60 flops per node per
 output column, so the question is what bounds it. This script measures, in one run:
 
@@ -11,7 +11,7 @@ output column, so the question is what bounds it. This script measures, in one r
    does no arithmetic at all (the pure loop overhead per step), at the default block size;
 3. the matmul floor per (mask · node) for comparison.
 
-Usage: python bench/profile_banded.py [--quick]
+Usage: python bench/profile_kalman.py [--quick]
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ def main() -> None:
     t = gcc.chebyshev_nodes(n, kind=2)
     y = jax.random.normal(jax.random.key(1), (n, M_OUT))
     masks = gcc.sample_masks(jax.random.key(2), n, num=chunk, stragglers=100)
-    from gcc_jax._banded import solve_banded
+    from gcc_jax._kalman import solve_kalman
 
-    full = jax.jit(jax.vmap(lambda m: solve_banded(t, m, jnp.asarray(1e-6), y)))
+    full = jax.jit(jax.vmap(lambda m: solve_kalman(t, m, jnp.asarray(1e-6), y)))
 
     def filter_only(m):
         w = m.astype(y.dtype)
