@@ -86,8 +86,8 @@ def _spline(solver: str) -> Callable[[], gcc.AbstractCode]:
 
 ALL_CODES: list[CodeCase] = [
     CodeCase(
-        name="spline-banded",
-        build=_spline("banded"),
+        name="spline-kalman",
+        build=_spline("kalman"),
         f=_smooth,
         x=_X,
         max_stragglers=4,
