@@ -4,12 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lint format clean
+.PHONY: run test bench lint format docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,docs]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -25,6 +25,9 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -21,6 +21,10 @@ from ._pipeline import MonteCarloResult as MonteCarloResult
 from ._pipeline import apply_workers as apply_workers
 from ._pipeline import coded_apply as coded_apply
 from ._pipeline import monte_carlo_loss as monte_carlo_loss
+from ._precision import Float32PrecisionWarning as Float32PrecisionWarning
+from ._precision import precision_floor as precision_floor
+from ._smoothing import effective_dof as effective_dof
+from ._smoothing import lam_from_dof as lam_from_dof
 from ._spline import Spline as Spline
 from ._spline import fit_smoothing_spline as fit_smoothing_spline
 from ._spline import fit_smoothing_spline_with_status as fit_smoothing_spline_with_status

@@ -10,6 +10,7 @@ import numpy as np
 
 from ._evaluator import evaluate_masks
 from ._misc import as_masks, check_code, check_inputs
+from ._precision import warn_if_round_off
 from ._status import GCCValueError, describe_status
 from ._types import Array, ArrayLike, Bool, Float, Int
 from .codes import AbstractCode
@@ -146,6 +147,7 @@ def monte_carlo_loss(
     losses, statuses = evaluate_masks(
         code, yt, fx, masks, chunk_size=chunk_size, devices=devices, progress=progress
     )
+    warn_if_round_off(losses, fx, "monte_carlo_loss")
     if return_status:
         return MonteCarloResult(losses, statuses)
     if statuses.any():
