@@ -142,7 +142,8 @@ class _CountRule:
 
 
 @jax.jit
-def _available(code, mask):
+def code_available(code: Any, mask: Any) -> jax.Array:
+    """``code.available(mask)``, jitted (one compilation per code structure)."""
     return code.available(mask)
 
 
@@ -159,7 +160,7 @@ class _EveryInputAvailable:
         self.num_workers = int(code.num_workers)
 
     def __call__(self, mask: np.ndarray) -> bool:
-        return bool(np.all(np.asarray(_available(self.code, np.asarray(mask, bool)))))
+        return bool(np.all(np.asarray(code_available(self.code, np.asarray(mask, bool)))))
 
     def __repr__(self) -> str:
         if self.num_workers == self.num_inputs:
@@ -216,15 +217,61 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
 
 
 def is_approximate(code: Any) -> bool:
-    """Whether ``code`` estimates all ``K`` inputs from ``K − 1`` live workers (no exact code can).
+    """Whether ``code`` is approximate (GCC, BACC) rather than exact (uncoded, ParM, LCC …).
 
-    GCC and BACC are approximate: they decode something from any 2 (1) live workers; uncoded,
-    replication, ParM, LCC and learned codes are not.
+    An exact code cannot decode ``K`` inputs from fewer than ``K`` results: if ``available``
+    holds for every input with ``K − 1`` live workers, the code is approximate. With ``K ≤ 2``
+    that test cannot tell a spline (2 live) from ParM (``k`` of ``k + 1``), so there a code
+    counts as exact only if it has a systematic worker (:func:`systematic_workers`). When in
+    doubt the answer is "approximate", which only makes the service release later.
+
+    Example:
+        >>> import gcc_jax as gcc
+        >>> from gcc_jax.distributed._executor import is_approximate
+        >>> is_approximate(gcc.SplineCode.chebyshev(num_inputs=2, num_workers=3))
+        True
+        >>> is_approximate(gcc.UncodedCode(num_inputs=2))
+        False
     """
     k, n = int(code.num_inputs), int(code.num_workers)
     mask = np.zeros(n, bool)
     mask[: max(k - 1, 0)] = True
-    return bool(np.all(np.asarray(_available(code, mask))))
+    if bool(np.all(np.asarray(code_available(code, mask)))):
+        return True
+    if k >= 3:
+        return False
+    try:
+        return not bool(np.any(systematic_workers(code, (1,), np.float32) >= 0))
+    except Exception:  # an encoder that needs another input shape: assume approximate
+        return True
+
+
+def systematic_workers(code: Any, input_shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """For each worker, the input whose own result it computes (``-1``: a coded input).
+
+    Worker ``n`` is a systematic copy of input ``k`` when its coded input *is* ``x_k``: found
+    once per code and query shape by encoding a random probe and comparing rows exactly.
+    Uncoded and replication workers, and ParM's base workers, are; GCC's and BACC's (whose
+    nodes differ from the inputs' nodes) and ParM's parity worker are not. A systematic
+    worker's result is ``f(x_k)`` itself, so the query can be answered when it arrives.
+
+    Example:
+        >>> import gcc_jax as gcc
+        >>> from gcc_jax.distributed._executor import systematic_workers
+        >>> systematic_workers(gcc.ReplicationCode(num_inputs=2, num_workers=5), (3,), "float32")
+        array([0, 1, 0, 1, 0])
+    """
+    k, n = int(code.num_inputs), int(code.num_workers)
+    rng = np.random.default_rng(0x5157)
+    probe = rng.standard_normal((k, *tuple(input_shape))).astype(np.dtype(dtype))
+    xt = np.asarray(code.encode(jax.numpy.asarray(probe)))
+    out = np.full(n, -1, np.int64)
+    for i in range(n):
+        for j in range(k):
+            if xt[i].shape == probe[j].shape and np.array_equal(xt[i], probe[j]):
+                out[i] = j
+                break
+    return out
 
 
 def describe_rule(wait_for: WaitFor) -> str:

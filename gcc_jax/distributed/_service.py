@@ -16,7 +16,16 @@ import numpy as np
 
 from .._status import describe_status
 from .._types import Float
-from ._executor import Executor, WaitFor, as_rule, default_wait_for, describe_rule
+from ._executor import (
+    Executor,
+    WaitFor,
+    as_rule,
+    code_available,
+    default_wait_for,
+    describe_rule,
+    is_approximate,
+    systematic_workers,
+)
 
 __all__ = ["RELEASES", "Answer", "CodedInferenceService", "Overloaded", "poisson_arrivals"]
 
@@ -117,34 +126,6 @@ def _decode(code, y, mask):
     return dec.value, dec.status, code.available(mask)
 
 
-def systematic_workers(code: Any, input_shape: Sequence[int], dtype: Any) -> np.ndarray:
-    """For each worker, the input whose own result it computes (``-1``: a coded input).
-
-    Worker ``n`` is a systematic copy of input ``k`` when its coded input *is* ``x_k``: found
-    once per code and query shape by encoding a random probe and comparing rows exactly.
-    Uncoded and replication workers, and ParM's base workers, are; GCC's and BACC's (whose
-    nodes differ from the inputs' nodes) and ParM's parity worker are not. A systematic
-    worker's result is ``f(x_k)`` itself, so the query can be answered when it arrives.
-
-    Example:
-        >>> import gcc_jax as gcc
-        >>> from gcc_jax.distributed._service import systematic_workers
-        >>> systematic_workers(gcc.ReplicationCode(num_inputs=2, num_workers=5), (3,), "float32")
-        array([0, 1, 0, 1, 0])
-    """
-    k, n = int(code.num_inputs), int(code.num_workers)
-    rng = np.random.default_rng(0x5157)
-    probe = rng.standard_normal((k, *tuple(input_shape))).astype(np.dtype(dtype))
-    xt = np.asarray(code.encode(jnp.asarray(probe)))
-    out = np.full(n, -1, np.int64)
-    for i in range(n):
-        for j in range(k):
-            if xt[i].shape == probe[j].shape and np.array_equal(xt[i], probe[j]):
-                out[i] = j
-                break
-    return out
-
-
 def poisson_arrivals(rate: float, num: int, *, seed: int = 0) -> Float[np.ndarray, " q"]:
     """Arrival times (seconds from 0) of a Poisson stream: i.i.d. ``Exp(rate)`` gaps, cumulated.
 
@@ -180,8 +161,11 @@ class CodedInferenceService:
     estimate is ready: a query whose own result arrives from a *systematic* worker (one whose
     coded input is the query itself, :func:`systematic_workers`) is answered with it at once
     — uncoded when its worker answers, replication at its first replica, ParM at its own base
-    output — and the others when the round's wait rule holds (or its deadline passes), from
-    the decoder: ParM's parity plus the other ``k − 1`` outputs, GCC/BACC/LCC at ``N − S``.
+    output; for *exact* codes (:func:`is_approximate` false), as soon as ``code.available``
+    says the results so far decode it — ParM at its parity plus the other ``k − 1`` outputs,
+    LCC at its recovery threshold; the others when the round's wait rule holds (or its
+    deadline passes) — GCC and BACC, approximate codes, at ``N − S``. Nothing here is
+    special-cased per code: any :class:`gcc_jax.AbstractCode` works.
     With ``release="batch"`` every query of a batch is answered at the round's cut-off.
 
     **Deadline decoding.** ``deadline_s=T`` ends a round at ``T`` seconds after dispatch if its
@@ -281,6 +265,7 @@ class CodedInferenceService:
         dtype = getattr(executor, "input_dtype", None)
         self.input_dtype = None if dtype is None else np.dtype(dtype)
         self._systematic: dict[tuple, np.ndarray] = {}
+        self._approximate = is_approximate(code)
         self._ids = itertools.count()
         self._batch_ids = itertools.count()
         self._cond = threading.Condition()
@@ -345,6 +330,7 @@ class CodedInferenceService:
             for mask in (np.ones(n, bool), np.zeros(n, bool)):
                 self._decode_round(y, mask)
         as_rule(self.wait_for, n)[0](np.zeros(n, bool))
+        np.asarray(code_available(self.code, np.zeros(n, bool)))
         return time.perf_counter() - t0
 
     def _decode_round(self, outputs: np.ndarray, mask: np.ndarray):
@@ -502,7 +488,7 @@ class CodedInferenceService:
         k = int(self.code.num_inputs)
         lock = threading.Lock()
         done = [False] * len(batch)
-        arrived: list[int] = []
+        state = dict(lock=lock, done=done, y=None, mask=np.zeros(int(self.code.num_workers), bool))
 
         def release(i: int, answer_fn) -> None:
             with lock:
@@ -518,33 +504,10 @@ class CodedInferenceService:
                 on_result = None
                 if self.release == "query":
                     owner = self._systematic_map(x.shape[1:], x.dtype)
-                    if np.any(owner >= 0):
-
-                        def on_result(worker: int, y: np.ndarray, t: float) -> None:
-                            with lock:
-                                arrived.append(worker)
-                                seen = tuple(sorted(arrived))
-                            if owner[worker] < 0:
-                                return
-                            slot = min(int(owner[worker]), len(batch) - 1)  # padding: last
-                            now = time.monotonic()
-                            release(
-                                slot,
-                                lambda: Answer(
-                                    query_id=batch[slot].query_id,
-                                    value=np.array(y),
-                                    error=None,
-                                    batch_id=batch_id,
-                                    slot=slot,
-                                    batch_queries=len(batch),
-                                    workers_answered=seen,
-                                    latency_s=now - batch[slot].t_submit,
-                                    queue_s=t_dispatch - batch[slot].t_submit,
-                                    round_s=now - t_dispatch,
-                                    source=f"worker {worker}",
-                                ),
-                            )
-
+                    if np.any(owner >= 0) or not self._approximate:
+                        on_result = functools.partial(
+                            self._on_result, batch, batch_id, t_dispatch, owner, state, release
+                        )
                 rr = self.executor.run_round(
                     xt,
                     wait_for=self.wait_for,
@@ -595,6 +558,55 @@ class CodedInferenceService:
                 )
         finally:
             self._slots.release()
+
+    def _on_result(self, batch, batch_id, t_dispatch, owner, state, release, worker, y, t):
+        """A valid result arrived: release every query whose own estimate is now ready.
+
+        Its own output if ``worker`` is a systematic copy of it; for exact codes (not
+        :func:`is_approximate`), the decoded estimate of every query ``code.available`` says is
+        decodable from the results so far (ParM: the parity plus the other ``k − 1``).
+        """
+        now = time.monotonic()
+        with state["lock"]:
+            if state["y"] is None:
+                y0 = np.asarray(y)
+                state["y"] = np.zeros((len(state["mask"]), *y0.shape), y0.dtype)
+            state["y"][worker] = y
+            state["mask"][worker] = True
+            ys, mask = state["y"].copy(), state["mask"].copy()
+            pending = [i for i in range(len(batch)) if not state["done"][i]]
+        if not pending:
+            return
+        ready: dict[int, tuple[np.ndarray, str]] = {}
+        if owner[worker] >= 0:
+            ready[min(int(owner[worker]), len(batch) - 1)] = (np.array(y), f"worker {worker}")
+        if not self._approximate:
+            avail = np.asarray(code_available(self.code, mask))
+            more = [i for i in pending if avail[i] and i not in ready]
+            if more:
+                value, status, have = self._decode_round(ys, mask)
+                if status == 0:
+                    ready.update({i: (value[i], "decoder") for i in more if have[i]})
+        seen = tuple(int(i) for i in np.flatnonzero(mask))
+        for slot, (value, source) in ready.items():
+            q = batch[slot]
+            release(
+                slot,
+                functools.partial(
+                    Answer,
+                    query_id=q.query_id,
+                    value=value,
+                    error=None,
+                    batch_id=batch_id,
+                    slot=slot,
+                    batch_queries=len(batch),
+                    workers_answered=seen,
+                    latency_s=now - q.t_submit,
+                    queue_s=t_dispatch - q.t_submit,
+                    round_s=now - t_dispatch,
+                    source=source,
+                ),
+            )
 
     @staticmethod
     def _failed(q, slot, batch, batch_id, t_dispatch, now, msg) -> Answer:
