@@ -1,7 +1,8 @@
 """When a low-precision run's losses are round-off rather than approximation error.
 
 Measured (``SplineCode`` with Chebyshev nodes, ``f(x) = x·sin x`` on ``[−2, 2]³``, K = 10,
-S = N/10 random stragglers, banded solver; the same inputs decoded in float32 and float64):
+S = N/10 random stragglers, default (Kalman) solver; the same inputs decoded in float32 and
+float64):
 float32 agrees with float64 to 1% or better while the float64 loss is above ~1e-11
 (N ≤ 1000 at any λ), but float32 has a loss *floor* of about ``25 · eps32² · mean_k ‖f(x_k)‖²``
 (~8e-13 here): at N = 1000, λ = 0 the float32 loss is 1.24× the float64 one (3.6e-12); at

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._misc import as_float_array, as_lam, as_mask, as_nodes, float_dtype
-from ._spline import fit_smoothing_spline_with_status
+from ._spline import as_solver, fit_smoothing_spline_with_status
 from ._status import is_concrete
 from ._types import Array, ArrayLike, Bool, Float
 
@@ -29,12 +29,6 @@ __all__ = ["effective_dof", "lam_from_dof"]
 _BLOCK = 256  # hat-matrix columns per fit when computing the trace (memory O(_BLOCK · n))
 _LOG10_RANGE = (-40.0, 12.0)  # search range of log10(λ / width³) for lam_from_dof
 _BISECTIONS = 80  # 52 decades / 2^80: far below float64 resolution
-
-
-def _check_solver(solver: str) -> str:
-    if solver not in ("banded", "kernel"):
-        raise ValueError(f"`solver` must be 'banded' or 'kernel'; got {solver!r}")
-    return solver
 
 
 def _trace(t: Array, lam: Array, mask: Array, solver: str) -> Array:
@@ -62,14 +56,14 @@ def effective_dof(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
-    solver: str = "banded",
+    solver: str = "kalman",
 ) -> Float[Array, ""]:
     """Effective degrees of freedom ``tr H(λ)`` of the smoothing spline on nodes ``t``.
 
     ``H(λ)`` is the hat matrix of :func:`gcc_jax.fit_smoothing_spline` at its own nodes
     (``smoother_matrix(t, t, lam, mask)``): the live fitted values are ``H y``. The trace
     decreases strictly from ``n_live = Σ mask`` at ``λ = 0`` to ``2`` as ``λ → ∞``. Dead nodes
-    contribute nothing. Cost: ``n`` spline fits' worth of work (``O(n²)`` time with the banded
+    contribute nothing. Cost: ``n`` spline fits' worth of work (``O(n²)`` time with the default
     solver), in blocks of 256 columns (``O(256 · n)`` memory). Jittable; differentiable in
     ``lam``.
 
@@ -78,7 +72,8 @@ def effective_dof(
         lam: smoothing parameter ``λ ≥ 0``, in the convention of
             :func:`gcc_jax.fit_smoothing_spline` (mean data term).
         mask: live nodes (default: all).
-        solver: ``"banded"`` (default) or ``"kernel"``.
+        solver: ``"kalman"`` (default; O(n) per fit) or ``"kernel"``; see
+            :func:`gcc_jax.fit_smoothing_spline`.
 
     Returns:
         The scalar ``tr H(λ)``, in ``[2, n_live]``.
@@ -91,7 +86,7 @@ def effective_dof(
         >>> 2.0 < float(gcc.effective_dof(beta, 1e-6)) < 50.0
         True
     """
-    solver = _check_solver(solver)
+    solver = as_solver(solver)
     t = as_float_array(t, "t")
     dtype = float_dtype(t)
     t = as_nodes(t, "t", dtype) if is_concrete(t) else t.astype(dtype)
@@ -105,7 +100,7 @@ def lam_from_dof(
     dof: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
-    solver: str = "banded",
+    solver: str = "kalman",
 ) -> Float[Array, ""]:
     """The smoothing parameter ``λ`` whose spline on nodes ``t`` has ``dof`` degrees of freedom.
 
@@ -123,7 +118,8 @@ def lam_from_dof(
         t: strictly increasing nodes ``(n,)``.
         dof: target degrees of freedom, ``2 < dof ≤ n_live``.
         mask: live nodes (default: all).
-        solver: ``"banded"`` (default) or ``"kernel"``.
+        solver: ``"kalman"`` (default; O(n) per fit) or ``"kernel"``; see
+            :func:`gcc_jax.fit_smoothing_spline`.
 
     Returns:
         ``λ ≥ 0`` (scalar, dtype of ``t``).
@@ -140,7 +136,7 @@ def lam_from_dof(
         0.9
         >>> code = gcc.SplineCode.chebyshev(num_inputs=20, num_workers=N, lam_dec=lam)
     """
-    solver = _check_solver(solver)
+    solver = as_solver(solver)
     t = as_float_array(t, "t")
     dtype = float_dtype(t)
     t = as_nodes(t, "t", dtype) if is_concrete(t) else t.astype(dtype)

@@ -31,7 +31,7 @@ def scipy_dof(t, lam, mask=None):
 
 
 @pytest.mark.parametrize("lam", [1e-7, 1e-5, 1e-3])
-@pytest.mark.parametrize("solver", ["banded", "kernel"])
+@pytest.mark.parametrize("solver", ["kalman", "kernel"])
 def test_effective_dof_matches_scipy_hat_matrix(lam, solver):
     t = gcc.chebyshev_nodes(30, kind=2)
     mask = np.ones(30, bool)
