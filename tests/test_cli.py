@@ -37,7 +37,8 @@ def test_demo_writes_json_matching_a_loop(tmp_path, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     result = json.loads((tmp_path / "demo.json").read_text())
-    assert [r["stragglers"] for r in result["rows"]] == [0, 3]
+    assert result["experiment"] == "demo" and result["seeds"] == {"seed": 3}
+    assert [r["stragglers"] for r in result["results"]["rows"]] == [0, 3]
     # recompute S = 3 independently: same seed schedule, a Python loop over masks
     key = jax.random.key(3)
     kx, km = jax.random.split(key)
@@ -48,7 +49,7 @@ def test_demo_writes_json_matching_a_loop(tmp_path, capsys):
     losses = [
         np.sum((np.asarray(gcc.coded_apply(code, smooth_map, x, m)) - fx) ** 2) / 4 for m in masks
     ]
-    row = result["rows"][1]
+    row = result["results"]["rows"][1]
     np.testing.assert_allclose(row["mean_loss"], np.mean(losses), rtol=1e-8)
     np.testing.assert_allclose(row["worst_loss"], np.max(losses), rtol=1e-8)
     assert f"{row['mean_loss']:.3e}" in out
@@ -92,7 +93,8 @@ def test_run_writes_what_run_dnn_computes(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["config"]["stragglers"] == [0, 2] and saved["config"]["num_cv_batches"] == 2
-    assert list(saved["results"]) == ["GCC", "uncoded"] and not saved["config"]["worst_case"]
+    assert list(saved["results"]["results"]) == ["GCC", "uncoded"]
+    assert not saved["config"]["worst_case"]
     for name in ("results.txt", "results.png", "cv.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     # the same configuration through the library, on the model the CLI cached
@@ -102,7 +104,8 @@ def test_run_writes_what_run_dnn_computes(tmp_path, capsys, monkeypatch):
     ref = run_dnn(
         **cfg, codes=("gcc", "uncoded"), worst_case=False, trained=trained, progress=False
     )
-    assert saved["results"] == ref["results"] and saved["cv"] == ref["cv"]
+    assert saved["results"]["results"] == ref.results["results"]
+    assert saved["results"]["cv"] == ref.results["cv"]
     assert format_dnn_table(ref) in out
 
 

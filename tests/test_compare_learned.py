@@ -27,7 +27,9 @@ def toy(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GCC_JAX_CACHE", str(cache))
         assert main(["compare-learned", "--out", str(out), "--no-progress"]) == 0
-    result = json.loads((out / "compare_learned.json").read_text())
+    rec = json.loads((out / "compare_learned.json").read_text())
+    assert rec["schema_version"] == 1 and rec["experiment"] == "compare_learned"
+    result = {"config": {**rec["config"], **rec["seeds"]}, **rec["results"]}
     return cache, out, result
 
 
@@ -63,7 +65,6 @@ def _row(result, method, k=2, model="mlp"):
 
 def test_outputs_and_structure(toy):
     _, out, result = toy
-    assert result["schema"] == "gcc_jax.compare_learned/1"
     for name in ("compare_learned.json", "compare_learned.txt", "compare_learned.png"):
         assert (out / name).stat().st_size > 0
     assert result["config"]["dataset"] == "digits"  # the toy config (GCC_JAX_TOY=1)

@@ -27,9 +27,15 @@ def trained(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def toy(trained):
-    cfg = dnn.toy_config()
-    return cfg, dnn.run_dnn(**cfg, trained=trained, progress=False)
+def toy_result(trained):
+    return dnn.run_dnn(**dnn.toy_config(), trained=trained, progress=False)
+
+
+@pytest.fixture(scope="module")
+def toy(toy_result):
+    """The toy configuration and the result as one dict (config with its seed, and results)."""
+    r = toy_result
+    return dnn.toy_config(), {"config": {**r.config, **r.seeds}, **r.results}
 
 
 def _softmax_np(z):
@@ -216,14 +222,15 @@ def test_gcc_vs_bacc_is_the_paired_ratio(trained, toy):
         np.testing.assert_allclose(g["rmse_gain_percent"], 100 * (1 - ratio), rtol=1e-7)
 
 
-def test_save_writes_strict_json_table_and_plots(toy, tmp_path):
+def test_save_writes_strict_json_table_and_plots(toy, toy_result, tmp_path):
     _, result = toy
-    paths = dnn.save_dnn(result, tmp_path)
+    paths = dnn.save_dnn(toy_result, tmp_path)
     text = paths["json"].read_text()
     back = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
-    assert back["schema"] == "gcc_jax.dnn/1"
-    assert list(back["results"]) == ["GCC", "BACC", "uncoded", "replication"]
-    for rows in back["results"].values():
+    assert back["schema_version"] == 1 and back["experiment"] == "dnn"
+    assert set(back["metrics"]) >= set(dnn.METRICS)
+    assert list(back["results"]["results"]) == ["GCC", "BACC", "uncoded", "replication"]
+    for rows in back["results"]["results"].values():
         for row in rows:
             assert set(dnn.METRICS) <= set(row)
             assert all(set(row[m]) == {"mean", "ci95"} for m in dnn.METRICS)

@@ -38,7 +38,8 @@ def toy_rates():
 
 
 def test_run_rates_toy(toy_rates, tmp_path):
-    r = toy_rates
+    result = toy_rates
+    r = result.results
     assert len(r["rows"]) == 2 * 2 * 2  # N × codes × regimes
     assert all(np.isfinite(row["loss"]) and row["loss"] >= 0 for row in r["rows"])
     worst = [row for row in r["rows"] if row["regime"] == "worst"]
@@ -46,9 +47,9 @@ def test_run_rates_toy(toy_rates, tmp_path):
     assert all(row["exhaustive"] for row in worst)  # C(24, 2) = 276 is small
     assert r["search_check"]["cases"] == 4 and r["search_check"]["equal"] == 4
     assert len(r["fits"]) == 2 * 2 and len(r["ratios"]) == 2
-    table = rates.format_rates_table(r)
+    table = rates.format_rates_table(result)
     assert "slope" in table and "GCC/BACC" in table
-    paths = rates.save_rates(r, tmp_path)
+    paths = rates.save_rates(result, tmp_path)
     assert json.loads(paths["json"].read_text())["experiment"] == "rates"
     assert paths["plot"].stat().st_size > 1000
     with pytest.raises(ValueError, match="unknown function"):
@@ -57,11 +58,12 @@ def test_run_rates_toy(toy_rates, tmp_path):
 
 def test_run_poly_toy(tmp_path):
     r = poly.run_poly(settings=((3, 5, 20),), stragglers=(0, 7, 9), num_trials=3, progress=False)
-    lcc = {row["S"]: row for row in r["rows"] if row["code"] == "LCC"}
+    rows = r.results["rows"]
+    lcc = {row["S"]: row for row in rows if row["code"] == "LCC"}
     assert lcc[7]["exact"] and not lcc[9]["exact"]
     assert lcc[0]["mean"] < 1e-20 and lcc[7]["mean"] < 1e-16  # exact up to round-off
-    gcc_rows = [row for row in r["rows"] if row["code"] == "GCC"]
-    bacc_rows = [row for row in r["rows"] if row["code"] == "BACC"]
+    gcc_rows = [row for row in rows if row["code"] == "GCC"]
+    bacc_rows = [row for row in rows if row["code"] == "BACC"]
     assert all(g["mean"] < b["mean"] for g, b in zip(gcc_rows, bacc_rows, strict=True))
     assert "LCC threshold 13" in poly.format_poly_table(r)
     paths = poly.save_poly(r, tmp_path)

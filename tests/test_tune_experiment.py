@@ -12,8 +12,14 @@ from gcc_jax.experiments import tune as exp
 
 
 @pytest.fixture(scope="module")
-def toy():
+def toy_result():
     return exp.run_tune(workloads=("xsinx",), toy=True, progress=False)
+
+
+@pytest.fixture(scope="module")
+def toy(toy_result):
+    """Configuration, seeds and results of the toy run as one dict."""
+    return {**toy_result.config, **toy_result.seeds, **toy_result.results}
 
 
 def _row(result, regime, method):
@@ -21,7 +27,7 @@ def _row(result, regime, method):
     return row
 
 
-def test_toy_run_structure_and_outputs(toy, tmp_path):
+def test_toy_run_structure_and_outputs(toy, toy_result, tmp_path):
     assert toy["toy"] and toy["regimes"] == ["worst", "iid"]
     assert len(toy["rows"]) == 2 * len(exp.METHODS)
     assert all(np.isfinite(r["loss"]) and r["loss"] > 0 for r in toy["rows"])
@@ -35,9 +41,9 @@ def test_toy_run_structure_and_outputs(toy, tmp_path):
     nodes = _row(toy, "iid", "tuned λ")
     assert nodes["beta"] == pytest.approx(np.asarray(gcc.chebyshev_nodes(16, kind=2)).tolist())
     assert len(toy["summary"]) == 4
-    table = exp.format_tune_table(toy)
+    table = exp.format_tune_table(toy_result)
     assert "grid-CV" in table and "tuned λ+nodes" in table and "ratio" in table
-    paths = exp.save_tune(toy, tmp_path)
+    paths = exp.save_tune(toy_result, tmp_path)
     assert json.loads(paths["json"].read_text())["experiment"] == "tune"
     assert paths["plot"].stat().st_size > 1000
 

@@ -1,5 +1,18 @@
-"""Paper-style experiments used by the `gcc-jax` command line."""
+"""Paper-style experiments and the `gcc-jax` command line's subcommands.
 
+Each experiment module has a ``run_*`` function returning an :class:`ExperimentResult`, report
+functions (a plain-text table, figures), a ``save_*`` function writing them with
+:func:`save_result` (one JSON schema for all), its own toy sizes, and a :class:`Command`
+registered in :data:`COMMANDS` (what ``gcc-jax`` lists).
+"""
+
+from . import _serve_command, demo, dnn, learned, poly, rates, tune
+from ._command import Command as Command
+from ._io import SCHEMA_VERSION as SCHEMA_VERSION
+from ._io import ExperimentResult as ExperimentResult
+from ._io import load_result as load_result
+from ._io import save_figure as save_figure
+from ._io import save_result as save_result
 from .dnn import CODES as CODES
 from .dnn import PatternMetrics as PatternMetrics
 from .dnn import evaluate_patterns as evaluate_patterns
@@ -17,3 +30,14 @@ from .rates import format_rates_table as format_rates_table
 from .rates import plot_rates as plot_rates
 from .rates import run_rates as run_rates
 from .rates import save_rates as save_rates
+
+COMMANDS: tuple[Command, ...] = (
+    dnn.COMMAND,
+    demo.COMMAND,
+    rates.COMMAND,
+    poly.COMMAND,
+    _serve_command.COMMAND,
+    learned.COMMAND,
+    tune.COMMAND,
+)
+"""The ``gcc-jax`` subcommands, in ``--help`` order."""

@@ -1,8 +1,10 @@
-"""Synthetic demo: GCC on a smooth vector-valued function, loss versus number of stragglers."""
+"""Synthetic demo: GCC on a smooth vector-valued function, loss versus the number of stragglers.
 
-from __future__ import annotations
+``results["rows"]``: one row per ``S`` with ``stragglers``, ``mean_loss``, ``median_loss``,
+``worst_loss`` (over the random straggler sets) and ``seconds``.
+"""
 
-import json
+import argparse
 import time
 from pathlib import Path
 
@@ -10,12 +12,32 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._misc import as_int
 from .._pipeline import monte_carlo_loss
 from .._stragglers import sample_masks
+from .._types import Array, Float
 from ..codes import SplineCode
+from ._command import Command, int_list, merge_config
+from ._io import ExperimentResult, save_result
+
+__all__ = ["COMMAND", "DEFAULTS", "TOY", "format_demo_table", "run_demo", "save_demo", "smooth_map"]
+
+DEFAULTS = dict(
+    num_inputs=20, num_workers=100, stragglers=(0, 5, 10, 20, 30, 40), num_masks=1000, dim=4
+)
+"""Full-size keyword arguments of :func:`run_demo`."""
+TOY = dict(num_inputs=4, num_workers=16, stragglers=(0, 3), num_masks=20, dim=2)
+"""Toy sizes (``--toy``)."""
+
+METRICS = {
+    "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² for one straggler set (f^ the GCC estimate)",
+    "mean_loss": "mean of the loss over the random straggler sets with exactly S stragglers",
+    "median_loss": "median of the loss over those straggler sets",
+    "worst_loss": "largest loss over those straggler sets (not the adversarial worst case)",
+}
 
 
-def smooth_map(x: jax.Array) -> jax.Array:
+def smooth_map(x: Float[Array, " d"]) -> Float[Array, " d+2"]:
     """A smooth map ℝ^d → ℝ^(d+2): ``[x·sin(x), tanh(x), mean(cos x), ‖x‖²/d]``."""
     return jnp.concatenate(
         [x * jnp.sin(x), jnp.tanh(x), jnp.mean(jnp.cos(x))[None], (jnp.sum(x * x) / x.size)[None]]
@@ -33,57 +55,76 @@ def run_demo(
     lam_dec: float = 0.0,
     seed: int = 0,
     progress: bool = True,
-) -> dict:
-    """Mean and worst loss of GCC versus ``S`` over random straggler sets (exactly S per set).
+) -> ExperimentResult:
+    """Mean, median and worst loss of GCC versus ``S`` over random straggler sets.
 
-    Inputs ``x_k ∈ [−2, 2]^dim`` are drawn once from the seed; the worker function is
-    :func:`smooth_map`. Returns a JSON-ready dict.
+    Inputs ``x_k ∈ [−2, 2]^dim`` are drawn from ``split(key(seed))[0]``; the masks for the
+    ``i``-th ``S`` from ``fold_in(split(key(seed))[1], i)``, exactly ``S`` stragglers each; the
+    worker function is :func:`smooth_map`.
+
+    Example:
+        >>> r = run_demo(num_inputs=3, num_workers=8, stragglers=(0, 2), num_masks=4, dim=1,
+        ...              progress=False)
+        >>> [row["stragglers"] for row in r.results["rows"]]
+        [0, 2]
     """
-    if any(s < 0 or s > num_workers - 2 for s in stragglers):
-        raise ValueError(f"every S must be in [0, N-2] = [0, {num_workers - 2}]; got {stragglers}")
+    k = as_int(num_inputs, "num_inputs", 2)
+    n = as_int(num_workers, "num_workers", 2)
+    num_masks = as_int(num_masks, "num_masks", 1)
+    dim = as_int(dim, "dim", 1)
+    stragglers = tuple(as_int(s, "stragglers", 0) for s in stragglers)
+    if any(s > n - 2 for s in stragglers):
+        raise ValueError(f"every S must be in [0, N-2] = [0, {n - 2}]; got {stragglers}")
+    t_start = time.perf_counter()
     key = jax.random.key(seed)
     kx, km = jax.random.split(key)
-    x = jax.random.uniform(kx, (num_inputs, dim), minval=-2.0, maxval=2.0)
-    code = SplineCode.chebyshev(
-        num_inputs=num_inputs, num_workers=num_workers, lam_enc=lam_enc, lam_dec=lam_dec
-    )
+    x = jax.random.uniform(kx, (k, dim), minval=-2.0, maxval=2.0)
+    code = SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_enc=lam_enc, lam_dec=lam_dec)
     rows = []
     for i, s in enumerate(stragglers):
-        masks = sample_masks(jax.random.fold_in(km, i), num_workers, num=num_masks, stragglers=s)
+        masks = sample_masks(jax.random.fold_in(km, i), n, num=num_masks, stragglers=s)
         t0 = time.perf_counter()
         loss = monte_carlo_loss(code, smooth_map, x, masks, progress=progress)
         rows.append(
             dict(
                 stragglers=int(s),
                 mean_loss=float(np.mean(loss)),
-                worst_loss=float(np.max(loss)),
                 median_loss=float(np.median(loss)),
+                worst_loss=float(np.max(loss)),
                 seconds=time.perf_counter() - t0,
             )
         )
-    return dict(
-        experiment="demo",
-        num_inputs=num_inputs,
-        num_workers=num_workers,
+    config = dict(
+        num_inputs=k,
+        num_workers=n,
+        stragglers=list(stragglers),
         num_masks=num_masks,
         dim=dim,
-        lam_enc=lam_enc,
-        lam_dec=lam_dec,
-        seed=seed,
+        lam_enc=float(lam_enc),
+        lam_dec=float(lam_dec),
+        function="smooth_map",
         dtype=str(code.beta.dtype),
-        rows=rows,
+    )
+    return ExperimentResult(
+        "demo",
+        config,
+        {"seed": int(seed)},
+        METRICS,
+        {"rows": rows},
+        {"total": time.perf_counter() - t_start},
     )
 
 
-def format_table(result: dict) -> str:
+def format_demo_table(result: ExperimentResult) -> str:
     """A plain-text table of a :func:`run_demo` result."""
+    cfg = result.config
     head = (
-        f"GCC demo: K={result['num_inputs']} inputs, N={result['num_workers']} workers, "
-        f"{result['num_masks']} random straggler sets per S, lam_enc={result['lam_enc']:g}, "
-        f"lam_dec={result['lam_dec']:g}, {result['dtype']}"
+        f"GCC demo: K={cfg['num_inputs']} inputs, N={cfg['num_workers']} workers, "
+        f"{cfg['num_masks']} random straggler sets per S, lam_enc={cfg['lam_enc']:g}, "
+        f"lam_dec={cfg['lam_dec']:g}, {cfg['dtype']}"
     )
     lines = [head, f"{'S':>5} {'mean loss':>12} {'median':>12} {'worst':>12} {'time':>8}"]
-    for r in result["rows"]:
+    for r in result.results["rows"]:
         lines.append(
             f"{r['stragglers']:>5} {r['mean_loss']:>12.3e} {r['median_loss']:>12.3e} "
             f"{r['worst_loss']:>12.3e} {r['seconds']:>7.2f}s"
@@ -91,9 +132,45 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def save(result: dict, out: str | Path) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "demo.json"
-    path.write_text(json.dumps(result, indent=2))
-    return path
+def save_demo(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
+    """Write ``demo.json`` and ``demo.txt`` into the folder ``out``."""
+    return save_result(result, out, summary=format_demo_table(result))
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--num-inputs", "-K", type=int, help="K (default 20)")
+    p.add_argument("--num-workers", "-N", type=int, help="N (default 100)")
+    p.add_argument(
+        "--stragglers", "-S", type=int_list, help="comma-separated S values (default 0,5,...,40)"
+    )
+    p.add_argument("--masks", "-M", type=int, help="straggler sets per S (default 1000)")
+    p.add_argument("--dim", type=int, help="input dimension d (default 4)")
+    p.add_argument("--lam-enc", type=float, default=0.0, help="encoder smoothing (default 0)")
+    p.add_argument("--lam-dec", type=float, default=0.0, help="decoder smoothing (default 0)")
+
+
+def _config(args: argparse.Namespace, toy: bool) -> dict:
+    flags = dict(
+        num_inputs=args.num_inputs,
+        num_workers=args.num_workers,
+        stragglers=args.stragglers,
+        num_masks=args.masks,
+        dim=args.dim,
+    )
+    return merge_config(DEFAULTS, TOY if toy else None, flags) | dict(
+        lam_enc=args.lam_enc, lam_dec=args.lam_dec
+    )
+
+
+COMMAND = Command(
+    name="demo",
+    help="synthetic GCC demo: loss versus S on a smooth vector-valued function",
+    description="GCC on a smooth vector-valued function: mean and worst loss versus the "
+    "number of stragglers S over random straggler sets. Writes demo.json and demo.txt.",
+    add_arguments=_add_arguments,
+    config=_config,
+    run=run_demo,
+    report=format_demo_table,
+    save=save_demo,
+    float32_flag=True,
+)

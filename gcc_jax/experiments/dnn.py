@@ -40,13 +40,14 @@ Every value comes with a 95% confidence half-width (``ci95``) from :func:`gcc_ja
 :func:`gcc_jax.ratio_ci`, treating batches as clusters of trials (Student t, ``batches − 1``
 degrees of freedom).
 
-``results.json`` schema (``"schema": "gcc_jax.dnn/1"``; NaN is written as ``null``)::
+``run_dnn`` returns an :class:`~gcc_jax.experiments.ExperimentResult`, written by
+:func:`save_dnn` as ``results.json`` in the common schema of :mod:`gcc_jax.experiments._io`
+(``config`` = the run's settings, ``seeds`` = ``{"seed"}``, NaN written as ``null``), with::
 
-    {
-      "schema": "gcc_jax.dnn/1", "experiment": "dnn",
-      "config": {dataset, model, num_workers, num_inputs, stragglers: [S...], num_trials,
-                 num_batches, num_cv_batches, codes: [...], lam_enc_grid, lam_dec_grid,
-                 worst_case, worst_case_batches, search: {...}, training: {...}, seed, dtype},
+    "config": {dataset, model, num_workers, num_inputs, stragglers: [S...], num_trials,
+               num_batches, num_cv_batches, codes: [...], lam_enc_grid, lam_dec_grid,
+               worst_case, worst_case_batches, search: {...}, training: {...}, dtype},
+    "results": {
       "model": {name, dataset, test_accuracy, num_params, from_cache, train_time_s},
       "base": {accuracy, num_images},          # base model on the evaluation images
       "images": {"cv": [[i...]...], "eval": [[i...]...]},   # test-split indices per batch
@@ -62,48 +63,50 @@ degrees of freedom).
       "gcc_vs_bacc": [{"S", "rmse_ratio": {"mean", "ci95"}, "rmse_gain_percent"}],
       "cv": {"stragglers": [S...], "lam_enc_grid", "lam_dec_grid",
              "rmse": [[[...]]]}                 # [S][enc][dec] mean CV RMSE
-      "timing_s": {training, cross_validation, evaluation, worst_case, total},
-      "versions": {gcc_jax, jax, flax, optax}
-    }
+    },
+    "timing_s": {training, cross_validation, evaluation, worst_case, total}
 
 ``CODE`` is one of ``"GCC"``, ``"BACC"``, ``"uncoded"``, ``"replication"``.
 """
 
-from __future__ import annotations
-
-import dataclasses
+import argparse
 import functools
-import json
-import math
 import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from .._evaluator import MaskEvaluator
 from .._metrics import mean_ci, mse, ratio_ci, rmse
+from .._misc import check_code, check_inputs
+from .._pipeline import apply_workers
 from .._status import describe_status
 from .._stragglers import sample_masks
 from .._types import Array, ArrayLike, Bool, Float, Int
 from .._worst_case import worst_case_mask
-from ..codes import BerrutCode, ReplicationCode, SplineCode, UncodedCode
+from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode
 from ..data import Dataset, load_dataset
 from ..models import count_params
 from ..training import TrainedModel, train_classifier
+from ._command import Command, float_list, int_list, json_dict, merge_config, str_list
+from ._io import ExperimentResult, json_clean, new_figure, save_result
 
 __all__ = [
+    "COMMAND",
     "CODES",
     "DEFAULT_LAM_DEC_GRID",
     "DEFAULT_LAM_ENC_GRID",
     "METRICS",
     "PatternMetrics",
     "evaluate_patterns",
+    "pattern_metrics",
     "format_dnn_table",
     "plot_dnn",
     "run_dnn",
@@ -155,91 +158,49 @@ class PatternMetrics(NamedTuple):
     status: Int[np.ndarray, " p"]
 
 
-@jax.jit
-def _pattern_metrics(code, yt, fx, labels, masks):
-    """Decode every mask; per-pattern rmse, mse, correct and agreeing predictions, status."""
+def pattern_metrics(
+    code: AbstractCode,
+    yt: Float[Array, "n c"],
+    targets: tuple[Float[Array, "k c"], Int[Array, " k"]],
+    mask: Bool[Array, " n"],
+) -> tuple[Array, Array, Array, Array, Array]:
+    """Metrics of one straggler pattern: ``(rmse, mse, correct, agree, status)``.
+
+    The ``per_mask`` function of :class:`gcc_jax.MaskEvaluator` for classifiers: ``targets`` is
+    the pytree ``(f(x), labels)``. ``rmse``/``mse`` as :func:`gcc_jax.rmse`/:func:`gcc_jax.mse`
+    of the decoded estimates against ``f(x)``; ``correct``/``agree`` count the inputs whose
+    ``argmax`` estimate equals the label / the base model's ``argmax f(x_k)``, a missing
+    (``code.available(mask)`` False) or non-finite estimate counting as wrong.
+    """
+    fx, labels = targets
+    dec = code.decode_with_status(yt, mask)
     base = jnp.argmax(fx, axis=-1)
-    labels = labels.astype(base.dtype)
-    k = fx.shape[0]
-
-    def one(mask):
-        dec = code.decode_with_status(yt, mask)
-        avail = code.available(mask) if hasattr(code, "available") else jnp.ones(k, bool)
-        ok = avail & jnp.all(jnp.isfinite(dec.value), axis=-1)
-        pred = jnp.argmax(dec.value, axis=-1)
-        return (
-            rmse(dec.value, fx),
-            mse(dec.value, fx),
-            jnp.sum((pred == labels) & ok),
-            jnp.sum((pred == base) & ok),
-            dec.status,
-        )
-
-    return jax.vmap(one)(masks)
+    ok = code.available(mask) & jnp.all(jnp.isfinite(dec.value), axis=-1)
+    pred = jnp.argmax(dec.value, axis=-1)
+    return (
+        rmse(dec.value, fx),
+        mse(dec.value, fx),
+        jnp.sum((pred == labels.astype(base.dtype)) & ok),
+        jnp.sum((pred == base) & ok),
+        dec.status,
+    )
 
 
 @functools.partial(jax.jit, static_argnames="f")
-def _apply_coded(code, f, x):
-    """``(f(x~_n))_n`` and ``(f(x_k))_k`` for a single-input ``f``."""
-    return jax.vmap(f)(code.encode(x)), jax.vmap(f)(x)
+def _targets(f: Callable, x: Array) -> Array:
+    """``vmap(f)(x)``: the uncoded outputs ``f(x_k)`` of a batch (one compile per shape)."""
+    return jax.vmap(f)(x)
 
 
-@functools.partial(jax.jit, static_argnames="apply")
-def _forward(apply, params, x):
-    """Softmax outputs ``softmax(apply(params, x))`` of a batch (one compile per shape)."""
-    return jax.nn.softmax(apply(params, x), -1)
-
-
-@jax.jit
-def _encode(code, x):
-    return code.encode(x)
-
-
-def _worker_outputs(name: str, code, apply, params, x: Array, fx: Array) -> Array:
-    """The ``N`` workers' softmax outputs on the coded batch.
-
-    Uncoded and replicated workers evaluate ``f`` on exact copies of the inputs, so their
-    outputs are the copies ``encode(f(x))`` of the base outputs — bit-identical to ``f(x_k)``
-    (a batched forward pass of a different batch size may differ in the last bits).
-    """
-    if name in ("uncoded", "replication"):
-        return _encode(code, fx)
-    return _forward(apply, params, _encode(code, x))
-
-
-def _identity(v):
-    return v
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class _KnownOutputs:
-    """A code whose workers' outputs are already computed: ``encode`` returns them.
-
-    With ``f`` the identity and ``x = f(x_k)``, :func:`gcc_jax.worst_case_mask` then searches the
-    straggler patterns of ``code`` without running (or compiling) the model again.
-    """
-
-    code: Any
-    outputs: Array
-
-    @property
-    def num_workers(self) -> int:
-        return self.code.num_workers
-
-    def encode(self, x):
-        return self.outputs
-
-    def decode_with_status(self, y, mask):
-        return self.code.decode_with_status(y, mask)
-
-
-def _to_numpy(out) -> tuple[np.ndarray, ...]:
-    return tuple(np.asarray(v) for v in out)
+def _metrics(code: AbstractCode, yt: Array, fx: Array, labels: Array, masks) -> tuple:
+    """:func:`pattern_metrics` of every row of ``masks`` (NumPy), one evaluator call."""
+    num = np.shape(masks)[0]
+    ev = MaskEvaluator(code, yt, (fx, labels), per_mask=pattern_metrics, chunk_size=num)
+    return ev(masks)
 
 
 def evaluate_patterns(
-    code: Any,
+    code: AbstractCode,
     f: Callable[[Array], Array],
     x: Float[ArrayLike, "k *d"],
     labels: Int[ArrayLike, " k"],
@@ -247,16 +208,14 @@ def evaluate_patterns(
 ) -> PatternMetrics:
     """Metrics of one coded batch for every straggler pattern in ``masks``.
 
-    Encodes ``x``, applies the single-input worker function ``f`` to the ``N`` coded inputs and
-    to the ``K`` true inputs, decodes each pattern (jit + vmap, one compilation per code type
-    and shape) and scores the estimates ``ŷ`` against ``f(x)`` and the true labels with the
-    definitions of :func:`gcc_jax.rmse`, :func:`gcc_jax.mse` and :func:`gcc_jax.rel_acc` (a
-    missing estimate — ``code.available(mask)`` False — or a non-finite one is a wrong
-    prediction).
+    The workers' outputs come from ``code.worker_outputs(f, x)``, the targets are ``f(x_k)``;
+    every pattern is decoded by :class:`gcc_jax.MaskEvaluator` with :func:`pattern_metrics`
+    and scored against ``f(x)`` and the true labels with the definitions of
+    :func:`gcc_jax.rmse`, :func:`gcc_jax.mse` and :func:`gcc_jax.rel_acc` (a missing estimate —
+    ``code.available(mask)`` False — or a non-finite one is a wrong prediction).
 
     Args:
-        code: any gcc_jax code; codes with ``available(mask)`` (uncoded, replication) report
-            missing results through it.
+        code: any :class:`gcc_jax.AbstractCode`.
         f: worker function, one input of shape ``x.shape[1:]`` → class scores ``(c,)``.
         x: the batch, shape ``(K, ...)``.
         labels: true integer labels ``(K,)``.
@@ -276,20 +235,16 @@ def evaluate_patterns(
         >>> pm.correct.tolist(), pm.agree.tolist(), pm.base_correct
         ([1], [1], 2)
     """
-    x = jnp.asarray(x)
+    code = check_code(code)
+    x = check_inputs(x, code.num_inputs)
     labels = jnp.asarray(labels)
     if labels.shape != (x.shape[0],) or not jnp.issubdtype(labels.dtype, jnp.integer):
         raise ValueError(f"`labels` must be integers of shape ({x.shape[0]},); got {labels.shape}")
-    masks = jnp.asarray(masks)
-    if masks.dtype != jnp.bool_ or masks.ndim != 2 or masks.shape[1] != code.num_workers:
-        raise ValueError(
-            f"`masks` must be boolean of shape (p, {code.num_workers}); got {masks.dtype} "
-            f"{masks.shape}"
-        )
-    yt, fx = _apply_coded(code, f, x)
-    out = _to_numpy(_pattern_metrics(code, yt, fx, labels, masks))
+    _, yt = apply_workers(code, f, x)
+    fx = _targets(f, x)
+    r, q, cor, agr, st = _metrics(code, yt, fx, labels, masks)
     base_correct = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(labels)))
-    return PatternMetrics(out[0], out[1], out[2], out[3], base_correct, out[4])
+    return PatternMetrics(r, q, cor, agr, base_correct, st)
 
 
 # -- helpers of run_dnn ---------------------------------------------------------------------------
@@ -340,33 +295,6 @@ def _summarise(
     }
 
 
-def _json_clean(obj):
-    """NaN/Inf → None and NumPy scalars → Python, recursively (strict JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): _json_clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_clean(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def _versions() -> dict:
-    import flax
-    import optax
-
-    from .. import __version__
-
-    return {
-        "gcc_jax": __version__,
-        "jax": jax.__version__,
-        "flax": flax.__version__,
-        "optax": optax.__version__,
-    }
-
-
 def toy_config() -> dict:
     """Tiny keyword arguments for :func:`run_dnn` (seconds; what ``GCC_JAX_TOY=1`` runs)."""
     return {k: (dict(v) if isinstance(v, dict) else v) for k, v in _TOY.items()}
@@ -398,8 +326,8 @@ def run_dnn(
     use_cache: bool = True,
     seed: int = 0,
     progress: bool = True,
-) -> dict:
-    """Run the LeTCC coded-inference experiment; returns the JSON-ready result (module docstring).
+) -> ExperimentResult:
+    """Run the LeTCC coded-inference experiment (module docstring: protocol and result layout).
 
     Trains (or loads from the cache) ``model`` on ``dataset`` unless ``trained`` is given,
     chooses GCC's ``(λ_enc, λ_dec)`` per ``S`` by grid cross-validation on held-out batches,
@@ -434,7 +362,7 @@ def run_dnn(
         progress: progress bars (training, cross-validation, evaluation, worst case).
 
     Returns:
-        The result dict described in the module docstring.
+        The :class:`~gcc_jax.experiments.ExperimentResult` of the module docstring.
 
     Raises:
         ValueError: bad sizes, unknown codes, or too few test images for the batches.
@@ -503,7 +431,8 @@ def run_dnn(
 
     cv_batches = [batch(i) for i in range(n_cv)]
     ev_batches = [batch(n_cv + i) for i in range(n_batches)]
-    apply, params = trained.apply, trained.params
+    params = trained.params
+    f = trained.worker_fn()  # one function object: the compiled workers are reused
     key = jax.random.key(seed)
     k_cv, k_ev, k_wc = jax.random.split(key, 3)
 
@@ -521,7 +450,7 @@ def run_dnn(
     lams: dict[int, tuple[float, float]] = {}
     if "GCC" in codes:
         sums = np.zeros_like(cv_table)
-        cv_outputs = [_forward(apply, params, x) for x, _ in cv_batches]
+        cv_outputs = [_targets(f, x) for x, _ in cv_batches]
         bar = tqdm(
             total=len(lam_enc_grid) * n_cv,
             desc="GCC λ cross-validation",
@@ -531,13 +460,12 @@ def run_dnn(
         with bar:
             for e, le in enumerate(lam_enc_grid):
                 for b, (x, y) in enumerate(cv_batches):
-                    yt = _forward(apply, params, _encode(spline(le, 0.0), x))
+                    _, yt = apply_workers(spline(le, 0.0), f, x)
                     for i, s in enumerate(s_list):
                         masks = masks_for(k_cv, s, b)
                         for d, ld in enumerate(lam_dec_grid):
                             # λ is an array leaf: one compiled decode for the whole grid
-                            out = _pattern_metrics(spline(le, ld), yt, cv_outputs[b], y, masks)
-                            rm, st = np.asarray(out[0]), np.asarray(out[4])
+                            rm, *_, st = _metrics(spline(le, ld), yt, cv_outputs[b], y, masks)
                             sums[i, e, d] += np.inf if st.any() else rm.mean()
                     bar.update()
         cv_table = sums / n_cv
@@ -561,7 +489,7 @@ def run_dnn(
     tab = {m: np.zeros(shape) for m in ("rmse", "mse", "correct", "agree")}
     failed = np.zeros(shape[:2], int)
     base_correct = np.zeros(n_batches, int)
-    ev_outputs = [_forward(apply, params, x) for x, _ in ev_batches]
+    ev_outputs = [_targets(f, x) for x, _ in ev_batches]
     bar = tqdm(
         total=n_batches * len(s_list), desc="evaluate codes", disable=not progress, leave=False
     )
@@ -576,10 +504,9 @@ def run_dnn(
                     code = make_code(name, s)
                     ck = (name, lams[s][0] if name == "GCC" else 0.0)
                     if ck not in worker_outputs:
-                        worker_outputs[ck] = _worker_outputs(name, code, apply, params, x, fx)
+                        worker_outputs[ck] = apply_workers(code, f, x)[1]
                     m = masks[:, :k] if name == "uncoded" else masks
-                    out = _pattern_metrics(code, worker_outputs[ck], fx, y, m)
-                    r, q, cor, agr, st = _to_numpy(out)
+                    r, q, cor, agr, st = _metrics(code, worker_outputs[ck], fx, y, m)
                     for key_, v in (("rmse", r), ("mse", q), ("correct", cor), ("agree", agr)):
                         tab[key_][c, i, b] = v
                     failed[c, i] += int(np.count_nonzero(st))
@@ -613,22 +540,21 @@ def run_dnn(
                     for b in range(nb):
                         x, y = ev_batches[b]
                         fx = ev_outputs[b]
-                        yt = _worker_outputs(name, code, apply, params, x, fx)
+                        _, yt = apply_workers(code, f, x)
                         if s_eff == 0:  # one pattern: nothing to search
                             wc_mask, wc_exh, wc_num = np.ones(code.num_workers, bool), True, 1
                         else:
                             wc = worst_case_mask(
-                                _KnownOutputs(code, yt),
-                                _identity,
-                                fx,
+                                code,
+                                outputs=(yt, fx),
                                 stragglers=s_eff,
                                 key=jax.random.fold_in(k_wc, 1000 * s + b),
                                 **search,
                             )
                             wc_mask, wc_exh, wc_num = wc.mask, wc.exhaustive, wc.num_evaluated
                         # the pattern repeated to the trials' shape: reuses the compiled decode
-                        tiled = jnp.broadcast_to(jnp.asarray(wc_mask), (trials, code.num_workers))
-                        rows.append(_to_numpy(_pattern_metrics(code, yt, fx, y, tiled)))
+                        tiled = np.broadcast_to(np.asarray(wc_mask), (trials, code.num_workers))
+                        rows.append(_metrics(code, yt, fx, y, tiled))
                         exhaustive &= bool(wc_exh)
                         evaluated += int(wc_num)
                         bar.update()
@@ -670,28 +596,25 @@ def run_dnn(
             comparison.append(
                 {"S": s, "rmse_ratio": _stat(ratio, ci), "rmse_gain_percent": 100 * (1 - ratio)}
             )
-    result = {
-        "schema": "gcc_jax.dnn/1",
-        "experiment": "dnn",
-        "config": {
-            "dataset": ds.name,
-            "model": trained.model_name,
-            "num_workers": n,
-            "num_inputs": k,
-            "stragglers": list(s_list),
-            "num_trials": trials,
-            "num_batches": n_batches,
-            "num_cv_batches": n_cv,
-            "codes": list(codes),
-            "lam_enc_grid": list(lam_enc_grid),
-            "lam_dec_grid": list(lam_dec_grid),
-            "worst_case": bool(worst_case),
-            "worst_case_batches": min(wc_batches, n_batches) if worst_case else 0,
-            "search": search,
-            "training": dict(trained.config),
-            "seed": int(seed),
-            "dtype": str(dtype),
-        },
+    config = {
+        "dataset": ds.name,
+        "model": trained.model_name,
+        "num_workers": n,
+        "num_inputs": k,
+        "stragglers": list(s_list),
+        "num_trials": trials,
+        "num_batches": n_batches,
+        "num_cv_batches": n_cv,
+        "codes": list(codes),
+        "lam_enc_grid": list(lam_enc_grid),
+        "lam_dec_grid": list(lam_dec_grid),
+        "worst_case": bool(worst_case),
+        "worst_case_batches": min(wc_batches, n_batches) if worst_case else 0,
+        "search": search,
+        "training": dict(trained.config),
+        "dtype": str(dtype),
+    }
+    payload = {
         "model": {
             "name": trained.model_name,
             "dataset": trained.dataset_name,
@@ -716,16 +639,22 @@ def run_dnn(
             "lam_dec_grid": list(lam_dec_grid),
             "rmse": cv_table.tolist() if "GCC" in codes else [],
         },
-        "timing_s": {
-            "training": t_train,
-            "cross_validation": t_cv,
-            "evaluation": t_eval,
-            "worst_case": t_worst,
-            "total": time.perf_counter() - t_start,
-        },
-        "versions": _versions(),
     }
-    return _json_clean(result)
+    timing = {
+        "training": t_train,
+        "cross_validation": t_cv,
+        "evaluation": t_eval,
+        "worst_case": t_worst,
+        "total": time.perf_counter() - t_start,
+    }
+    return ExperimentResult(
+        "dnn",
+        json_clean(config),
+        {"seed": int(seed)},
+        METRIC_DEFINITIONS,
+        json_clean(payload),
+        timing,
+    )
 
 
 # -- reporting ---------------------------------------------------------------------------------
@@ -739,6 +668,26 @@ _TITLES = {
 }
 
 
+METRIC_DEFINITIONS = {
+    "rmse": "(1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂ per trial (the paper's RMSE), f = softmax output",
+    "mse": "(1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂² per trial",
+    "accuracy": "fraction of argmax f^(x_k) equal to the true label (missing result = wrong)",
+    "rel_acc_labels": "decoded accuracy / base-model accuracy on the same images, pooled over "
+    "trials",
+    "rel_acc_base": "fraction of argmax f^(x_k) equal to the base model's argmax f(x_k)",
+    "ci95": "95% half-width, batches as clusters of trials (Student t, batches − 1 dof)",
+    "worst_case": "the metrics at the pattern of S stragglers with the largest MSE found by "
+    "gcc_jax.worst_case_mask, averaged over the searched batches (exact when exhaustive, else a "
+    "lower bound)",
+    "rmse_ratio": "GCC RMSE / BACC RMSE, paired over the same trials (ratio of sums)",
+}
+
+
+def _view(result: ExperimentResult) -> dict:
+    """Configuration and results in one dict (what the report functions read)."""
+    return {"config": result.config, **result.results}
+
+
 def _fmt(stat: dict | None, metric: str) -> str:
     if stat is None or stat.get("mean") is None:
         return "—"
@@ -749,12 +698,13 @@ def _fmt(stat: dict | None, metric: str) -> str:
     return num + (f"±{ci:.1e}" if metric == "mse" else f"±{ci:.4f}")
 
 
-def format_dnn_table(result: dict, metrics: Sequence[str] = METRICS) -> str:
+def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS) -> str:
     """Plain-text tables of a :func:`run_dnn` result: rows codes, columns ``S``, mean ± 95% CI.
 
     One table per metric, then the worst-case RMSE and RelAcc, GCC's RMSE gain over BACC and
     the cross-validated λs.
     """
+    result = _view(result)
     cfg, model = result["config"], result["model"]
     s_list = cfg["stragglers"]
     codes = list(result["results"])
@@ -823,19 +773,15 @@ def format_dnn_table(result: dict, metrics: Sequence[str] = METRICS) -> str:
 _COLORS = {"GCC": "C0", "BACC": "C3", "uncoded": "C7", "replication": "C2"}
 
 
-def plot_dnn(result: dict, path: str | Path) -> Path:
+def plot_dnn(result: ExperimentResult):
     """Four panels versus ``S``: RMSE and MSE (log), RelAcc vs labels and vs base argmax.
 
     Error bars are 95% CIs; dashed lines with crosses are the worst case (where searched). On
     the log axes, values below ``1e-9`` times the panel's largest value (exact zeros and
     round-off, e.g. replication with every copy alive) are left out.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    result = _view(result)
+    fig, axes = new_figure(2, 2, figsize=(11, 8))
     panels = (("rmse", True), ("mse", True), ("rel_acc_labels", False), ("rel_acc_base", False))
 
     def value(stat) -> float:
@@ -876,24 +822,15 @@ def plot_dnn(result: dict, path: str | Path) -> Path:
         f"K={cfg['num_inputs']}, {cfg['num_batches']}×{cfg['num_trials']} trials per S"
     )
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def plot_cv(result: dict, path: str | Path) -> Path:
+def plot_cv(result: ExperimentResult):
     """Heat maps of the cross-validation RMSE over ``(λ_enc, λ_dec)`` for up to four ``S``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cv = result["cv"]
+    cv = result.results["cv"]
     s_all = cv["stragglers"]
     pick = sorted(set(np.linspace(0, len(s_all) - 1, min(4, len(s_all))).round().astype(int)))
-    fig, axes = plt.subplots(1, len(pick), figsize=(4.2 * len(pick), 3.6), squeeze=False)
+    fig, axes = new_figure(1, len(pick), figsize=(4.2 * len(pick), 3.6), squeeze=False)
     for ax, i in zip(axes[0], pick, strict=True):
         table = np.array(cv["rmse"][i], float)
         im = ax.imshow(table, origin="lower", aspect="auto", cmap="viridis")
@@ -908,25 +845,114 @@ def plot_cv(result: dict, path: str | Path) -> Path:
         ax.set_title(f"CV RMSE, S={s_all[i]}", fontsize=10)
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def save_dnn(result: dict, out: str | Path) -> dict[str, Path]:
+def save_dnn(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``results.json``, ``results.txt`` and ``results.png`` (+ ``cv.png``) into ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "json": out / "results.json",
-        "table": out / "results.txt",
-        "plot": out / "results.png",
-    }
-    paths["json"].write_text(json.dumps(_json_clean(result), indent=2, allow_nan=False))
-    paths["table"].write_text(format_dnn_table(result) + "\n")
-    plot_dnn(result, paths["plot"])
-    if result["cv"]["stragglers"]:
-        paths["cv_plot"] = plot_cv(result, out / "cv.png")
+    figures = {"results": plot_dnn(result)}
+    if result.results["cv"]["stragglers"]:
+        figures["cv"] = plot_cv(result)
+    paths = save_result(
+        result, out, name="results", summary=format_dnn_table(result), figures=figures
+    )
+    paths["plot"] = paths.pop("results")
+    if "cv" in paths:
+        paths["cv_plot"] = paths.pop("cv")
     return paths
+
+
+#: `gcc-jax run` flag (argparse dest) -> `run_dnn` keyword, for the sizing flags that --toy sets
+_SIZES = {
+    "num_workers": "num_workers",
+    "num_inputs": "num_inputs",
+    "stragglers": "stragglers",
+    "trials": "num_trials",
+    "batches": "num_batches",
+    "cv_batches": "num_cv_batches",
+    "lam_enc_grid": "lam_enc_grid",
+    "lam_dec_grid": "lam_dec_grid",
+    "epochs": "epochs",
+}
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dataset", default="digits", help="digits (default), fashion_mnist, mnist, cifar10"
+    )
+    p.add_argument("--data-path", default=None, help="directory of the data files")
+    p.add_argument("--model", default="lenet5", help="lenet5 (default), mlp, cnn, vit")
+    p.add_argument(
+        "--model-kwargs",
+        type=json_dict,
+        default=None,
+        help="architecture options as JSON, e.g. '{\"dim\": 32}' for the ViT",
+    )
+    p.add_argument("--num-workers", "-N", type=int, help="N (default 40)")
+    p.add_argument("--num-inputs", "-K", type=int, help="K images per batch (default 20)")
+    p.add_argument(
+        "--stragglers", "-S", type=int_list, help="comma-separated S values (default 0,2,...,10)"
+    )
+    p.add_argument("--trials", type=int, help="straggler sets per batch and S (default 20)")
+    p.add_argument("--batches", type=int, help="evaluation batches (default 10)")
+    p.add_argument("--cv-batches", type=int, help="held-out batches for the λ CV (default 2)")
+    p.add_argument(
+        "--codes",
+        type=str_list,
+        default=("gcc", "bacc", "uncoded", "replication"),
+        help="comma-separated codes (default gcc,bacc,uncoded,replication)",
+    )
+    p.add_argument(
+        "--lam-enc-grid", type=float_list, help="GCC encoder λ candidates (default 0,1e-11..1e-6)"
+    )
+    p.add_argument(
+        "--lam-dec-grid", type=float_list, help="GCC decoder λ candidates (default 0,1e-13..1e-7)"
+    )
+    p.add_argument("--no-worst-case", action="store_true", help="skip the worst-case search")
+    p.add_argument("--worst-case-batches", type=int, default=3, help="batches searched (3)")
+    p.add_argument("--restarts", type=int, help="worst-case search chains (default 8)")
+    p.add_argument("--proposals", type=int, help="neighbours per search step (default 128)")
+    p.add_argument("--max-iters", type=int, help="local-search steps (default 25)")
+    p.add_argument("--epochs", type=int, help="training epochs (default 20)")
+    p.add_argument("--batch-size", type=int, default=64, help="training batch size (64)")
+    p.add_argument("--lr", type=float, default=1e-3, help="learning rate (1e-3)")
+    p.add_argument("--no-cache", action="store_true", help="always train; write no checkpoint")
+
+
+def _config(args: argparse.Namespace, toy: bool) -> dict:
+    config = merge_config(
+        {}, toy_config() if toy else None, {kw: getattr(args, a) for a, kw in _SIZES.items()}
+    )
+    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
+    config["search"] = merge_config(config.get("search", DEFAULT_SEARCH), None, search)
+    return config | dict(
+        dataset=args.dataset,
+        model=args.model,
+        model_kwargs=args.model_kwargs,
+        data_path=args.data_path,
+        codes=args.codes,
+        worst_case=not args.no_worst_case,
+        worst_case_batches=args.worst_case_batches,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        use_cache=not args.no_cache,
+    )
+
+
+COMMAND = Command(
+    name="run",
+    help="the main job: coded inference of a trained classifier, GCC vs BACC vs uncoded",
+    description="Trains (or loads from the cache) a classifier, then measures coded "
+    "inference as in LeTCC §5: K test images per coded batch over N workers, random "
+    "straggler sets per S (and the worst case), GCC with (lam_enc, lam_dec) chosen by grid "
+    "cross-validation on held-out batches, BACC, uncoded and replication. Prints tables "
+    "(rows: codes, columns: S) of RMSE, MSE, accuracy and RelAcc with 95% CIs and writes "
+    "results.json (schema: gcc_jax.experiments.dnn), results.txt, results.png and cv.png "
+    "into --out. Defaults: LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10 (under a "
+    "minute on 2 CPU cores). --toy switches to tiny sizes; explicit flags still win.",
+    add_arguments=_add_arguments,
+    config=_config,
+    run=run_dnn,
+    report=format_dnn_table,
+    save=save_dnn,
+)

@@ -13,9 +13,7 @@ The polynomial is ``f(x) = Σ_j c_j x^j`` with ``c_j ~ N(0, 1)`` drawn once from
 the inputs are ``x_k ~ U(−1, 1)``. GCC uses ``λ_enc = λ_dec = 0`` unless overridden.
 """
 
-from __future__ import annotations
-
-import json
+import argparse
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -28,13 +26,35 @@ import numpy as np
 from .._pipeline import monte_carlo_loss
 from .._stragglers import sample_masks
 from ..codes import BerrutCode, LagrangeCode, SplineCode
-from .rates import _pick_solver
+from ._command import Command, merge_config
+from ._io import ExperimentResult, new_figure, save_result
+from .rates import pick_solver
 
-__all__ = ["polynomial", "run_poly", "format_poly_table", "plot_poly", "save_poly"]
+__all__ = [
+    "COMMAND",
+    "DEFAULTS",
+    "TOY",
+    "polynomial",
+    "run_poly",
+    "format_poly_table",
+    "plot_poly",
+    "save_poly",
+]
 
 #: the paper's settings as (deg f, K, N); N is not given in the paper (see the module docstring)
 SETTINGS = ((3, 5, 20), (15, 10, 40))
 CODES = ("GCC", "BACC", "LCC")
+DEFAULTS = dict(settings=SETTINGS, stragglers=None, num_trials=20)
+"""Full-size keyword arguments of :func:`run_poly` (the command line's defaults)."""
+TOY = dict(settings=((3, 5, 20),), stragglers=(0, 7, 9), num_trials=3)
+"""Toy sizes (``--toy``)."""
+METRICS = {
+    "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² for one straggler set",
+    "mean": "mean loss over the num_trials random sets of exactly S stragglers (sets a code "
+    "cannot decode are left out and counted in `failed`)",
+    "ci95": "1.96 · std / √(decoded sets), half-width of a normal 95% interval of the mean",
+    "exact": "LCC only: S ≤ N − ((K − 1) deg f + 1), LCC's recovery threshold",
+}
 
 
 def polynomial(degree: int, *, seed: int = 0) -> tuple[Callable, np.ndarray]:
@@ -66,7 +86,7 @@ def run_poly(
     solver: str = "auto",
     seed: int = 0,
     progress: bool = True,
-) -> dict:
+) -> ExperimentResult:
     """Loss versus ``S`` for GCC, BACC and LCC on polynomial ``f``.
 
     Args:
@@ -82,10 +102,11 @@ def run_poly(
         progress: print one line per ``(setting, S)``.
 
     Returns:
-        A JSON-ready dict with ``rows`` (one per setting, ``S`` and code: ``mean``, ``ci95``,
-        ``failed``, and for LCC ``exact`` = ``S ≤ N − threshold``).
+        An :class:`ExperimentResult` whose ``results["rows"]`` has one row per setting, ``S``
+        and code (``mean``, ``ci95``, ``failed``, and for LCC ``exact`` = ``S ≤ N − threshold``).
     """
-    solver = _pick_solver(solver)
+    t_start = time.perf_counter()
+    solver = pick_solver(solver)
     key = jax.random.key(seed)
     rows = []
     for si, (deg, k, n) in enumerate(settings):
@@ -132,36 +153,42 @@ def run_poly(
                 line.append(f"{name} {mean:.2e}")
             if progress:
                 print(f"deg={deg:>2} K={k:>2} N={n:>3} S={s:>3}: " + "  ".join(line), flush=True)
-    return dict(
-        experiment="poly",
+    config = dict(
         settings=[dict(degree=d, K=k, N=n) for d, k, n in settings],
+        stragglers=None if stragglers is None else [int(s) for s in stragglers],
         num_trials=num_trials,
         lam_enc=lam_enc,
         lam_dec=lam_dec,
         solver=solver,
-        seed=seed,
         dtype=str(jnp.zeros(()).dtype),
-        jax_version=jax.__version__,
-        rows=rows,
+    )
+    return ExperimentResult(
+        "poly",
+        config,
+        {"seed": int(seed), "polynomial_seeds": [seed + i for i in range(len(settings))]},
+        METRICS,
+        {"rows": rows},
+        {"total": time.perf_counter() - t_start},
     )
 
 
-def _rows(result: dict, setting: dict, code: str) -> list[dict]:
+def _rows(result: ExperimentResult, setting: dict, code: str) -> list[dict]:
     rows = [
         r
-        for r in result["rows"]
+        for r in result.results["rows"]
         if r["code"] == code and (r["degree"], r["K"], r["N"]) == tuple(setting.values())
     ]
     return sorted(rows, key=lambda r: r["S"])
 
 
-def format_poly_table(result: dict) -> str:
+def format_poly_table(result: ExperimentResult) -> str:
     """Plain-text table of a :func:`run_poly` result (mean loss per ``S``; ``*`` = LCC exact)."""
+    cfg = result.config
     lines = [
-        f"Polynomial f: GCC vs BACC vs LCC, {result['num_trials']} random straggler sets per S, "
-        f"{result['dtype']}  (* = S within LCC's recovery threshold)"
+        f"Polynomial f: GCC vs BACC vs LCC, {cfg['num_trials']} random straggler sets per S, "
+        f"{cfg['dtype']}  (* = S within LCC's recovery threshold)"
     ]
-    for st in result["settings"]:
+    for st in cfg["settings"]:
         thr = (st["K"] - 1) * st["degree"] + 1
         exact = f"exact for S <= {st['N'] - thr}" if st["N"] >= thr else "never exact at this N"
         lines.append(
@@ -179,15 +206,10 @@ def format_poly_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_poly(result: dict, path: str | Path) -> Path:
+def plot_poly(result: ExperimentResult):
     """Loss versus ``S`` (log scale, 95% CI bars), one panel per setting; LCC's limit dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    settings = result["settings"]
-    fig, axes = plt.subplots(1, len(settings), figsize=(5.5 * len(settings), 4), squeeze=False)
+    settings = result.config["settings"]
+    fig, axes = new_figure(1, len(settings), figsize=(5.5 * len(settings), 4), squeeze=False)
     colors = dict(GCC="C0", BACC="C3", LCC="C2")
     tiny = 1e-32  # exact zeros cannot be drawn on a log axis
     for ax, st in zip(axes[0], settings, strict=True):
@@ -207,19 +229,42 @@ def plot_poly(result: dict, path: str | Path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def save_poly(result: dict, out: str | Path) -> dict[str, Path]:
+def save_poly(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``poly.json``, ``poly.txt`` and ``poly.png`` into the folder ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = dict(json=out / "poly.json", table=out / "poly.txt", plot=out / "poly.png")
-    paths["json"].write_text(json.dumps(result, indent=2))
-    paths["table"].write_text(format_poly_table(result) + "\n")
-    plot_poly(result, paths["plot"])
+    paths = save_result(
+        result, out, summary=format_poly_table(result), figures={"poly": plot_poly(result)}
+    )
+    paths["plot"] = paths.pop("poly")
     return paths
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trials", type=int, help="straggler sets per S (20)")
+    p.add_argument("--n-low", type=int, help="N for deg 3, K=5 (default 20)")
+    p.add_argument("--n-high", type=int, help="N for deg 15, K=10 (default 40)")
+
+
+def _config(args: argparse.Namespace, toy: bool) -> dict:
+    config = merge_config(DEFAULTS, TOY if toy else None, dict(num_trials=args.trials))
+    if args.n_low is not None or args.n_high is not None:
+        n_low = 20 if args.n_low is None else args.n_low
+        n_high = 40 if args.n_high is None else args.n_high
+        config["settings"] = ((3, 5, n_low), (15, 10, n_high))
+    return config
+
+
+COMMAND = Command(
+    name="poly",
+    help="GCC vs BACC vs LCC on polynomial f (loss versus S)",
+    description="LeTCC App. D: polynomial worker functions (deg 3 with K=5, deg 15 with "
+    "K=10), loss versus the number of stragglers S for GCC, BACC and LCC over random "
+    "straggler sets. Writes poly.json, poly.txt and poly.png.",
+    add_arguments=_add_arguments,
+    config=_config,
+    run=run_poly,
+    report=format_poly_table,
+    save=save_poly,
+)

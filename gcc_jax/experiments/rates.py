@@ -23,9 +23,7 @@ Functions: the papers' ``x·sin(x)`` (scalar inputs ``x_k ~ U(−3, 3)``) and a 
 ℝ² → ℝ³ (:func:`vector_map`, inputs ``x_k ~ U(−1, 1)²``), inputs drawn once from the seed.
 """
 
-from __future__ import annotations
-
-import json
+import argparse
 import math
 import time
 import warnings
@@ -42,8 +40,13 @@ from .._stragglers import sample_masks
 from .._types import Array, Float
 from .._worst_case import search_worst_case
 from ..codes import BerrutCode, SplineCode
+from ._command import Command, int_list, merge_config, str_list
+from ._io import ExperimentResult, new_figure, save_result
 
 __all__ = [
+    "COMMAND",
+    "DEFAULTS",
+    "TOY",
     "FUNCTIONS",
     "xsinx",
     "vector_map",
@@ -83,6 +86,35 @@ THEORY = {
 }
 
 
+DEFAULTS = dict(
+    workers=(20, 40, 80, 160, 320, 640),
+    num_inputs=10,
+    stragglers=3,
+    num_masks=200,
+    search=dict(restarts=8, proposals=128, max_iters=25),
+)
+"""Full-size keyword arguments of :func:`run_rates` (the command line's defaults)."""
+TOY = dict(
+    workers=(12, 24),
+    num_inputs=4,
+    stragglers=2,
+    num_masks=16,
+    search=dict(restarts=2, proposals=16, max_iters=3),
+)
+"""Toy sizes (``--toy``)."""
+
+METRICS = {
+    "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² for one straggler pattern",
+    "worst": "loss of the worst pattern of S stragglers found by gcc_jax.worst_case_mask "
+    "(exact when exhaustive, else a lower bound from local search)",
+    "iid": "mean loss over M patterns, each worker straggling independently with probability p "
+    "(patterns a code cannot decode are left out and counted in `failed`); ci95 = 1.96 std/√M",
+    "slope": "least-squares slope b of log L = a + b log N over all N (slope_upper_half: over "
+    "the upper half of the log-range of N)",
+    "ratio": "GCC loss / BACC loss at the largest N",
+}
+
+
 def _make_code(name: str, k: int, n: int, lam_enc: float, lam_dec: float, solver: str):
     if name == "BACC":
         return BerrutCode.chebyshev(num_inputs=k, num_workers=n)
@@ -91,7 +123,7 @@ def _make_code(name: str, k: int, n: int, lam_enc: float, lam_dec: float, solver
     )
 
 
-def _pick_solver(solver: str) -> str:
+def pick_solver(solver: str) -> str:
     """``"auto"``: the O(N) Kalman solver when this SplineCode has it, else the kernel form."""
     if solver != "auto":
         return solver
@@ -135,7 +167,7 @@ def run_rates(
     search: dict | None = None,
     seed: int = 0,
     progress: bool = True,
-) -> dict:
+) -> ExperimentResult:
     """Measure GCC and BACC losses versus ``N`` (worst case at fixed ``S``, and iid ``p``).
 
     Args:
@@ -152,10 +184,11 @@ def run_rates(
         progress: print one line per measurement.
 
     Returns:
-        A JSON-ready dict: the configuration, ``rows`` (one per function, regime, code and
-        ``N``), ``fits`` (slope per function, regime and code) and ``ratios`` (GCC/BACC at the
-        largest ``N``).
+        An :class:`ExperimentResult` whose ``results`` hold ``rows`` (one per function, regime,
+        code and ``N``), ``fits`` (slope per function, regime and code), ``ratios`` (GCC/BACC at
+        the largest ``N``) and ``search_check`` (heuristic vs exhaustive worst case).
     """
+    t_start = time.perf_counter()
     workers = tuple(int(n) for n in workers)
     if len(workers) < 2 or any(n < stragglers + 2 for n in workers):
         raise ValueError(f"`workers` needs >= 2 values, each >= S + 2 = {stragglers + 2}")
@@ -170,7 +203,7 @@ def run_rates(
             '(jax.config.update("jax_enable_x64", True)) for the rates',
             stacklevel=2,
         )
-    solver = _pick_solver(solver)
+    solver = pick_solver(solver)
     search = dict(
         max_exhaustive=10_000, restarts=8, proposals=128, max_iters=25, patience=3
     ) | dict(search or {})
@@ -240,8 +273,7 @@ def run_rates(
                         f"{worst_seconds:.1f}s]  iid(p={p}) {mean:.3e} [{iid_seconds:.1f}s]",
                         flush=True,
                     )
-    result = dict(
-        experiment="rates",
+    config = dict(
         num_inputs=num_inputs,
         workers=list(workers),
         stragglers=stragglers,
@@ -252,38 +284,40 @@ def run_rates(
         lam_dec=lam_dec,
         solver=solver,
         search=search,
-        seed=seed,
         dtype=str(jnp.zeros(()).dtype),
-        jax_version=jax.__version__,
-        rows=rows,
     )
-    result["fits"], result["ratios"] = _summarise(result)
+    fits, ratios = _summarise(rows, config["functions"])
     checked = [r for r in rows if "heuristic_ratio" in r]
-    ratios = [r["heuristic_ratio"] for r in checked]
-    result["search_check"] = dict(
+    heuristic = [r["heuristic_ratio"] for r in checked]
+    search_check = dict(
         cases=len(checked),
-        equal=int(sum(q >= 1.0 - 1e-9 for q in ratios)),
-        min_ratio=float(min(ratios)) if ratios else float("nan"),
+        equal=int(sum(q >= 1.0 - 1e-9 for q in heuristic)),
+        min_ratio=float(min(heuristic)) if heuristic else float("nan"),
     )
-    return result
+    return ExperimentResult(
+        "rates",
+        config,
+        {"seed": int(seed)},
+        METRICS,
+        dict(rows=rows, fits=fits, ratios=ratios, search_check=search_check),
+        {"total": time.perf_counter() - t_start},
+    )
 
 
-def _series(result: dict, fname: str, regime: str, code: str) -> tuple[np.ndarray, np.ndarray]:
+def _series(rows: list[dict], fname: str, regime: str, code: str) -> tuple[np.ndarray, np.ndarray]:
     rows = [
-        r
-        for r in result["rows"]
-        if r["function"] == fname and r["regime"] == regime and r["code"] == code
+        r for r in rows if r["function"] == fname and r["regime"] == regime and r["code"] == code
     ]
     rows.sort(key=lambda r: r["N"])
     return np.array([r["N"] for r in rows], float), np.array([r["loss"] for r in rows], float)
 
 
-def _summarise(result: dict) -> tuple[list[dict], list[dict]]:
+def _summarise(rows: list[dict], functions: Sequence[str]) -> tuple[list[dict], list[dict]]:
     fits, ratios = [], []
-    for fname in result["functions"]:
+    for fname in functions:
         for regime in ("worst", "iid"):
             for code in CODES:
-                n, loss = _series(result, fname, regime, code)
+                n, loss = _series(rows, fname, regime, code)
                 slope, _ = fit_slope(n, loss)
                 half = n >= np.sqrt(n.min() * n.max())  # the upper half of the log-range
                 tail, _ = fit_slope(n[half], loss[half])
@@ -297,8 +331,8 @@ def _summarise(result: dict) -> tuple[list[dict], list[dict]]:
                         theory_slope=THEORY[(code, regime)][0],
                     )
                 )
-            n, gcc_loss = _series(result, fname, regime, "GCC")
-            _, bacc_loss = _series(result, fname, regime, "BACC")
+            n, gcc_loss = _series(rows, fname, regime, "GCC")
+            _, bacc_loss = _series(rows, fname, regime, "BACC")
             ratios.append(
                 dict(
                     function=fname,
@@ -312,40 +346,42 @@ def _summarise(result: dict) -> tuple[list[dict], list[dict]]:
     return fits, ratios
 
 
-def format_rates_table(result: dict) -> str:
+def format_rates_table(result: ExperimentResult) -> str:
     """Plain-text tables of a :func:`run_rates` result: losses per ``N``, slopes and ratios."""
-    s, p = result["stragglers"], result["p"]
+    cfg, res = result.config, result.results
+    rows = res["rows"]
+    s, p = cfg["stragglers"], cfg["p"]
     lines = [
-        f"Rates: K={result['num_inputs']}, worst case S={s}, iid p={p} "
-        f"({result['num_masks']} patterns), GCC lam_enc={result['lam_enc']:g} "
-        f"lam_dec={result['lam_dec']:g} ({result['solver']}), {result['dtype']}"
+        f"Rates: K={cfg['num_inputs']}, worst case S={s}, iid p={p} "
+        f"({cfg['num_masks']} patterns), GCC lam_enc={cfg['lam_enc']:g} "
+        f"lam_dec={cfg['lam_dec']:g} ({cfg['solver']}), {cfg['dtype']}"
     ]
-    for fname in result["functions"]:
+    for fname in cfg["functions"]:
         lines.append(f"\n{fname}")
         lines.append(
             f"{'N':>6} {'GCC worst':>11} {'BACC worst':>11} {'GCC iid':>11} {'BACC iid':>11}"
         )
         cols = [
-            _series(result, fname, regime, code)[1] for regime in ("worst", "iid") for code in CODES
+            _series(rows, fname, regime, code)[1] for regime in ("worst", "iid") for code in CODES
         ]
-        n, _ = _series(result, fname, "worst", "GCC")
+        n, _ = _series(rows, fname, "worst", "GCC")
         for i, ni in enumerate(n):
             lines.append(f"{int(ni):>6} " + " ".join(f"{c[i]:>11.3e}" for c in cols))
     lines.append("\nfitted log-log slopes in N (all N / upper half of the range; theory)")
-    for fit in result["fits"]:
+    for fit in res["fits"]:
         lines.append(
             f"  {fit['function']:>10} {fit['regime']:>5} {fit['code']:>4}: "
             f"{fit['slope']:6.2f} / {fit['slope_upper_half']:6.2f}  "
             f"(theory {fit['theory_slope']:g})"
         )
-    chk = result.get("search_check", {})
+    chk = res.get("search_check", {})
     if chk.get("cases"):
         lines.append(
             f"worst-case search vs exhaustive (where C(N,S) is small): {chk['equal']} of "
             f"{chk['cases']} equal, worst ratio {chk['min_ratio']:.4g}"
         )
     lines.append("GCC/BACC loss ratio at the largest N")
-    for r in result["ratios"]:
+    for r in res["ratios"]:
         lines.append(
             f"  {r['function']:>10} {r['regime']:>5} N={r['N']}: {r['ratio']:.3g} "
             f"({r['gcc']:.3e} vs {r['bacc']:.3e})"
@@ -353,32 +389,29 @@ def format_rates_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_rates(result: dict, path: str | Path) -> Path:
-    """Log-log plot of loss versus ``N`` with the theory lines; one panel per function and regime.
+def plot_rates(result: ExperimentResult):
+    """Log-log figure of loss versus ``N`` with the theory lines; one panel per function and regime.
 
     Theory lines: GCC ``S³N⁻³`` (worst) and ``log³_{1/p}(N) N⁻³`` (iid), BACC ``S⁴N⁻²`` and
     ``log⁴_{1/p}(N) N⁻²``, each anchored at the code's loss at the smallest ``N``: only their
     *slopes* are theory (a measured curve falling below its line decays faster than the bound).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    funcs = result["functions"]
-    fig, axes = plt.subplots(len(funcs), 2, figsize=(10, 4 * len(funcs)), squeeze=False)
+    cfg, rows = result.config, result.results["rows"]
+    funcs = cfg["functions"]
+    fig, axes = new_figure(len(funcs), 2, figsize=(10, 4 * len(funcs)), squeeze=False)
     colors = {"GCC": "C0", "BACC": "C3"}
     for i, fname in enumerate(funcs):
         for j, regime in enumerate(("worst", "iid")):
             ax = axes[i, j]
             for code in CODES:
-                n, loss = _series(result, fname, regime, code)
+                n, loss = _series(rows, fname, regime, code)
+                loss = np.array([np.nan if v is None else v for v in loss], float)
                 ok = np.isfinite(loss) & (loss > 0)
                 slope, _ = fit_slope(n, loss)
                 ax.loglog(
                     n[ok], loss[ok], "o-", color=colors[code], label=f"{code} (slope {slope:.2f})"
                 )
-                shape = _theory_curve(code, regime, n, result["stragglers"], result["p"])
+                shape = _theory_curve(code, regime, n, cfg["stragglers"], cfg["p"])
                 if ok.any():
                     first = np.flatnonzero(ok)[0]
                     c = loss[first] / shape[first]  # anchored at the smallest N
@@ -395,9 +428,7 @@ def plot_rates(result: dict, path: str | Path) -> Path:
             ax.set_xticks(n, [str(int(v)) for v in n])
             ax.minorticks_off()
             title = (
-                f"worst case, S={result['stragglers']}"
-                if regime == "worst"
-                else f"iid p={result['p']}"
+                f"worst case, S={cfg['stragglers']}" if regime == "worst" else f"iid p={cfg['p']}"
             )
             ax.set_title(f"{fname}: {title}")
             ax.set_xlabel("N (workers)")
@@ -405,19 +436,70 @@ def plot_rates(result: dict, path: str | Path) -> Path:
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def save_rates(result: dict, out: str | Path) -> dict[str, Path]:
+def save_rates(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``rates.json``, ``rates.txt`` and ``rates.png`` into the folder ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = dict(json=out / "rates.json", table=out / "rates.txt", plot=out / "rates.png")
-    paths["json"].write_text(json.dumps(result, indent=2))
-    paths["table"].write_text(format_rates_table(result) + "\n")
-    plot_rates(result, paths["plot"])
+    paths = save_result(
+        result, out, summary=format_rates_table(result), figures={"rates": plot_rates(result)}
+    )
+    paths["plot"] = paths.pop("rates")
     return paths
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workers", "-N", type=int_list, help="comma-separated N values (default 20,40,...,640)"
+    )
+    p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
+    p.add_argument("--stragglers", "-S", type=int, help="worst-case S (default 3)")
+    p.add_argument("--p", type=float, default=0.1, help="iid straggling probability (0.1)")
+    p.add_argument("--masks", "-M", type=int, help="iid patterns per N (200)")
+    p.add_argument(
+        "--functions",
+        type=str_list,
+        default=("xsinx", "vector_map"),
+        help="comma-separated worker functions (default xsinx,vector_map)",
+    )
+    p.add_argument("--lam-enc", type=float, default=0.0, help="GCC encoder smoothing (0)")
+    p.add_argument("--lam-dec", type=float, default=0.0, help="GCC decoder smoothing (0)")
+    p.add_argument("--solver", choices=("auto", "kalman", "banded", "kernel"), default="auto")
+    p.add_argument("--restarts", type=int, help="worst-case search chains (8)")
+    p.add_argument("--proposals", type=int, help="neighbours per step (128)")
+    p.add_argument("--max-iters", type=int, help="local-search steps (25)")
+
+
+def _config(args: argparse.Namespace, toy: bool) -> dict:
+    flags = dict(
+        workers=args.workers,
+        num_inputs=args.num_inputs,
+        stragglers=args.stragglers,
+        num_masks=args.masks,
+    )
+    config = merge_config(DEFAULTS, TOY if toy else None, flags)
+    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
+    config["search"] = merge_config(config["search"], None, search)
+    return config | dict(
+        p=args.p,
+        functions=args.functions,
+        lam_enc=args.lam_enc,
+        lam_dec=args.lam_dec,
+        solver=args.solver,
+    )
+
+
+COMMAND = Command(
+    name="rates",
+    help="convergence rates of GCC vs BACC in N (worst case and iid stragglers)",
+    description="Loss of GCC and BACC versus the number of workers N (log-spaced), for "
+    "x·sin(x) and a smooth map R²→R³: worst case at fixed S (exhaustive or local search) "
+    "and iid stragglers with probability p. Prints a table with fitted log-log slopes and "
+    "writes rates.json, rates.txt and rates.png (with the theory lines).",
+    add_arguments=_add_arguments,
+    config=_config,
+    run=run_rates,
+    report=format_rates_table,
+    save=save_rates,
+    float32_flag=True,
+)

@@ -32,11 +32,9 @@ of training images for tuning, of test images for evaluation; the code acts on t
 images). Everything runs in float64.
 """
 
-from __future__ import annotations
-
+import argparse
 import dataclasses
 import functools
-import json
 import os
 import time
 import warnings
@@ -57,9 +55,12 @@ from ..tuning import (
     grid_search,
     tune,
 )
+from ._command import Command, str_list
+from ._io import ExperimentResult, new_figure, save_result
 from .rates import vector_map, xsinx
 
 __all__ = [
+    "COMMAND",
     "METHODS",
     "WORKLOADS",
     "Workload",
@@ -110,6 +111,16 @@ TOY_GRID = dict(lam_enc_grid=(0.0, 1e-8, 1e-6, 1e-4), lam_dec_grid=(0.0, 1e-8, 1
 #: evaluation settings: random patterns per held-out evaluation; the light search of the rules
 FULL_EVAL = dict(num_masks=512, rule_search=dict(restarts=2, proposals=32, max_iters=5))
 TOY_EVAL = dict(num_masks=64, rule_search=dict(restarts=2, proposals=16, max_iters=2))
+
+
+METRICS = {
+    "loss": "held-out loss (1/K) Σ_k ‖f^(x_k) − f(x_k)‖², mean over the held-out jobs; iid: "
+    "also the mean over held-out random patterns; worst: the largest over the patterns of "
+    "exactly S stragglers searched (exact when exhaustive, else a lower bound)",
+    "ci95": "iid only: 95% half-width of the mean over held-out patterns",
+    "ratio": "summary: tuned loss / grid-CV loss on held-out data (< 1: tuning helped)",
+    "ratio_ci95": "paired 95% half-width of that ratio over the held-out patterns (iid only)",
+}
 
 
 def toy_config() -> bool:
@@ -171,7 +182,7 @@ def run_tune(
     steps: int | None = None,
     seed: int = 0,
     progress: bool = True,
-) -> dict:
+) -> ExperimentResult:
     """Compare the six methods of the module docstring on held-out jobs and patterns.
 
     Args:
@@ -183,11 +194,14 @@ def run_tune(
         progress: progress bars and one line per method.
 
     Returns:
-        A JSON-ready dict: configuration, ``rows`` (one per workload, regime and method, with the
-        held-out loss, the chosen λs and the seconds spent) and ``summary`` (the tuned codes'
-        held-out loss relative to grid-CV).
+        An :class:`ExperimentResult`; its ``results`` hold ``rows`` (one per workload, regime
+        and method, with the held-out loss, the chosen λs and the seconds spent) and
+        ``summary`` (the tuned codes' held-out loss relative to grid-CV).
     """
+    t_start = time.perf_counter()
     toy = toy_config() if toy is None else bool(toy)
+    if steps is not None and steps < 0:
+        raise ValueError(f"`steps` must be >= 0; got {steps}")
     for name in workloads:
         if name not in WORKLOADS:
             raise ValueError(f"unknown workload {name!r}; choose from {WORKLOADS}")
@@ -349,8 +363,7 @@ def run_tune(
                         f"{name:>10} {regime:>5} {method:>14}: held-out loss {ev.loss:.4e}",
                         flush=True,
                     )
-    result = dict(
-        experiment="tune",
+    config = dict(
         toy=toy,
         workloads=infos,
         regimes=list(regimes),
@@ -363,13 +376,23 @@ def run_tune(
         ),
         gcv_grid=[float(GCV_GRID[0]), float(GCV_GRID[-1]), len(GCV_GRID)],
         cv_grid=[float(CV_GRID[0]), float(CV_GRID[-1]), len(CV_GRID)],
-        seed=seed,
         dtype=str(jnp.zeros(()).dtype),
-        jax_version=jax.__version__,
-        rows=rows,
     )
-    result["summary"] = _summary(result)
-    return result
+    payload = dict(rows=rows)
+    payload["summary"] = _summary(config | payload)
+    return ExperimentResult(
+        "tune",
+        config,
+        {"seed": int(seed)},
+        METRICS,
+        payload,
+        {"total": time.perf_counter() - t_start},
+    )
+
+
+def _view(result: ExperimentResult) -> dict:
+    """Configuration and results in one dict (what the report functions read)."""
+    return {**result.config, **result.results}
 
 
 def _find(result: dict, workload: str, regime: str, method: str) -> dict | None:
@@ -409,8 +432,9 @@ def _summary(result: dict) -> list[dict]:
     return out
 
 
-def format_tune_table(result: dict) -> str:
+def format_tune_table(result: ExperimentResult) -> str:
     """The table of held-out losses (rows: workload and regime; columns: methods)."""
+    result = _view(result)
     width = 13
     head = f"{'workload':>10} {'stragglers':>11} " + " ".join(f"{m:>{width}}" for m in METHODS)
     lines = [
@@ -440,17 +464,13 @@ def format_tune_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_tune(result: dict, path: str | Path) -> Path:
+def plot_tune(result: ExperimentResult):
     """Held-out loss per method (log scale, 95% intervals for the random regime), one panel per
     workload and regime; the dashed line is grid-CV, the papers' procedure."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    result = _view(result)
     names = list(result["workloads"])
     regimes = result["regimes"]
-    fig, axes = plt.subplots(
+    fig, axes = new_figure(
         len(names), len(regimes), figsize=(5.5 * len(regimes), 3.6 * len(names)), squeeze=False
     )
     colors = ["0.45", "C0", "C2", "C4", "C1", "C3"]
@@ -486,19 +506,44 @@ def plot_tune(result: dict, path: str | Path) -> Path:
             if np.isfinite(grid):
                 ax.axhline(grid, color="C0", lw=0.8, ls="--")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def save_tune(result: dict, out: str | Path) -> dict[str, Path]:
+def save_tune(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``tune.json``, ``tune.txt`` and ``tune.png`` into the folder ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = dict(json=out / "tune.json", table=out / "tune.txt", plot=out / "tune.png")
-    paths["json"].write_text(json.dumps(result, indent=2))
-    paths["table"].write_text(format_tune_table(result) + "\n")
-    plot_tune(result, paths["plot"])
+    paths = save_result(
+        result, out, summary=format_tune_table(result), figures={"tune": plot_tune(result)}
+    )
+    paths["plot"] = paths.pop("tune")
     return paths
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workloads",
+        type=str_list,
+        default=WORKLOADS,
+        help="comma-separated workloads (default xsinx,vector_map,lenet5)",
+    )
+    p.add_argument("--regimes", type=str_list, default=REGIMES, help="worst,iid (default both)")
+    p.add_argument("--steps", type=int, default=None, help="maximum tuning steps (500)")
+
+
+def _config(args: argparse.Namespace, toy: bool) -> dict:
+    return dict(workloads=args.workloads, regimes=args.regimes, toy=toy, steps=args.steps)
+
+
+COMMAND = Command(
+    name="tune",
+    help="choose GCC's λs and nodes: defaults vs grid CV vs GCV vs gradient tuning",
+    description="For x·sin(x), a smooth map R²→R³ and LeNet-5 on the digits, and for "
+    "worst-case and iid stragglers: held-out loss of GCC with default λs, grid-CV λs, "
+    "per-pattern GCV and CV choices of λ_dec, Adam-tuned λs and Adam-tuned λs and nodes "
+    "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
+    "patterns. Writes tune.json, tune.txt and tune.png into --out.",
+    add_arguments=_add_arguments,
+    config=_config,
+    run=run_tune,
+    report=format_tune_table,
+    save=save_tune,
+)

@@ -1,0 +1,117 @@
+"""The shape of a ``gcc-jax`` subcommand: what an experiment registers with the command line.
+
+An experiment module defines one :class:`Command`; :mod:`gcc_jax.cli` only lists them. Every
+subcommand gets the common flags ``--toy`` (also ``GCC_JAX_TOY=1``), ``--seed``, ``--out`` and
+``--no-progress``; the command adds its own (:attr:`Command.add_arguments`, defaults ``None`` so
+an explicit flag can be told apart), and :attr:`Command.config` turns the flags into the keyword
+arguments of its run function: the full-size defaults, then the toy sizes when ``--toy``, then
+every flag given explicitly (explicit flags always win).
+"""
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Command",
+    "float_list",
+    "int_list",
+    "json_dict",
+    "merge_config",
+    "str_list",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One ``gcc-jax`` subcommand.
+
+    Attributes:
+        name: the subcommand (``"rates"``).
+        help: one line for ``gcc-jax --help``.
+        description: the paragraph of ``gcc-jax NAME --help``.
+        add_arguments: ``add_arguments(parser)`` adds the command's own flags.
+        config: ``config(args, toy) -> kwargs`` for ``run`` (without ``seed``/``progress``).
+        run: ``run(**kwargs, seed=, progress=) -> result``.
+        report: ``report(result) -> str``, the plain-text summary printed (and saved).
+        save: ``save(result, out) -> {name: path}``, writes JSON, text and figures to ``out``.
+        x64: enable float64 before running (``None``: leave JAX's setting alone); with
+            ``float32_flag`` the command also gets ``--float32`` which turns it off.
+        float32_flag: add a ``--float32`` flag.
+        errors: exception types reported as ``error: <message>`` with exit code 2.
+    """
+
+    name: str
+    help: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    config: Callable[[argparse.Namespace, bool], dict[str, Any]]
+    run: Callable[..., Any]
+    report: Callable[[Any], str]
+    save: Callable[[Any, Path], Mapping[str, Path]]
+    x64: bool | None = True
+    float32_flag: bool = False
+    errors: tuple[type[BaseException], ...] = (ValueError, TypeError)
+
+
+def merge_config(
+    defaults: Mapping[str, Any],
+    toy: Mapping[str, Any] | None,
+    explicit: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``defaults``, overridden by ``toy`` (when given), overridden by the non-``None`` flags.
+
+    Example:
+        >>> merge_config({"n": 40, "k": 20}, {"n": 10, "k": 4}, {"n": 12, "k": None})
+        {'n': 12, 'k': 4}
+    """
+    out = dict(defaults)
+    out.update(toy or {})
+    out.update({k: v for k, v in explicit.items() if v is not None})
+    return out
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """Parse ``"0,2,4"`` (argparse type)."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers; got {text!r}"
+        ) from err
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def str_list(text: str) -> tuple[str, ...]:
+    """Parse ``"gcc,bacc"`` (argparse type)."""
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one name")
+    return values
+
+
+def float_list(text: str) -> tuple[float, ...]:
+    """Parse ``"0,1e-6"`` (argparse type)."""
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers; got {text!r}") from err
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
+def json_dict(text: str) -> dict:
+    """Parse a JSON object (argparse type)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"expected a JSON object; got {text!r}") from err
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object; got {text!r}")
+    return value

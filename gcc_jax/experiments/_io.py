@@ -1,0 +1,258 @@
+"""One output format for every experiment: a typed result, its JSON record, a text summary, figures.
+
+Every ``run_*`` function of :mod:`gcc_jax.experiments` returns an :class:`ExperimentResult`, and
+:func:`save_result` writes it as ``<name>.json`` with one schema (:data:`SCHEMA_VERSION`)::
+
+    {
+      "schema_version": 1,
+      "experiment": "rates",                 # which experiment produced it
+      "timestamp": "2026-12-01T13:45:00+00:00",  # UTC, ISO 8601, when the file was written
+      "command": ["gcc-jax", "rates", ...],  # sys.argv of the process that wrote it
+      "versions": {"gcc_jax", "jax", "jaxlib", "flax", "optax", "numpy"},
+      "backend": "cpu", "devices": ["TFRT_CPU_0", ...], "x64": true,
+      "git_commit": "<sha of HEAD of the package's checkout>" | null,
+      "seeds": {"seed": 0, ...},             # every seed the run used
+      "config": {...},                       # every setting the run used (sizes, grids, ...)
+      "metrics": {"loss": "plain-language definition", ...},
+      "timing_s": {...},                     # wall-clock seconds per phase
+      "results": {...}                       # the experiment's numbers (see its module)
+    }
+
+NaN and ±Inf are written as ``null`` (strict JSON); tuples become lists, NumPy values Python
+ones. Next to it: ``<name>.txt`` (the plain-text summary the command prints) and one PNG per
+figure (:func:`save_figure`).
+"""
+
+import dataclasses
+import datetime
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ExperimentResult",
+    "environment",
+    "git_commit",
+    "json_clean",
+    "load_result",
+    "new_figure",
+    "record",
+    "save_figure",
+    "save_result",
+    "versions",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the JSON schema written by :func:`save_result`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentResult:
+    """What a ``run_*`` experiment function returns (and :func:`save_result` writes).
+
+    Attributes:
+        experiment: the experiment's name (``"rates"``, ``"dnn"``, ...).
+        config: every setting of the run (sizes, grids, λs, dtype, ...), JSON-ready.
+        seeds: every seed the run used, by name.
+        metrics: each reported metric's name → its definition in plain language.
+        results: the experiment's numbers (JSON-ready; layout documented by its module).
+        timing_s: wall-clock seconds per phase.
+    """
+
+    experiment: str
+    config: dict[str, Any]
+    seeds: dict[str, int]
+    metrics: dict[str, str]
+    results: dict[str, Any]
+    timing_s: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.experiment, str) or not self.experiment:
+            raise ValueError(f"`experiment` must be a non-empty name; got {self.experiment!r}")
+        for name in ("config", "seeds", "metrics", "results", "timing_s"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise TypeError(f"`{name}` must be a dict; got {type(getattr(self, name))}")
+        for name, text in self.metrics.items():
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"metric {name!r} needs a plain-language definition")
+
+
+def json_clean(obj: Any) -> Any:
+    """``obj`` as strict JSON data: NaN/±Inf → ``None``, NumPy → Python, tuples → lists.
+
+    Example:
+        >>> import numpy as np
+        >>> json_clean({"a": (np.float64(1.5), float("nan")), 2: np.arange(2)})
+        {'a': [1.5, None], '2': [0, 1]}
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_clean(v) for v in obj]
+    if isinstance(obj, np.ndarray | jax.Array):
+        return json_clean(np.asarray(obj).tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def versions() -> dict[str, str]:
+    """Versions of gcc_jax and the packages its numbers depend on."""
+    import flax
+    import jaxlib
+    import optax
+
+    from .. import __version__
+
+    return {
+        "gcc_jax": __version__,
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "flax": flax.__version__,
+        "optax": optax.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def git_commit() -> str | None:
+    """``git rev-parse HEAD`` of the checkout holding the package, or ``None`` (not a checkout)."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and len(sha) == 40 else None
+
+
+def environment() -> dict[str, Any]:
+    """Where a result was computed: versions, backend, devices, x64 flag, git commit, argv."""
+    return {
+        "command": list(sys.argv),
+        "versions": versions(),
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "x64": bool(jax.config.jax_enable_x64),
+        "git_commit": git_commit(),
+    }
+
+
+def record(result: ExperimentResult) -> dict[str, Any]:
+    """The JSON record of ``result`` (the schema of the module docstring), as strict JSON data."""
+    if not isinstance(result, ExperimentResult):
+        raise TypeError(f"`result` must be an ExperimentResult; got {type(result).__name__}")
+    return json_clean(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "experiment": result.experiment,
+            "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            **environment(),
+            "seeds": result.seeds,
+            "config": result.config,
+            "metrics": result.metrics,
+            "timing_s": result.timing_s,
+            "results": result.results,
+        }
+    )
+
+
+def new_figure(*args, **kwargs):
+    """``matplotlib.pyplot.subplots(*args, **kwargs)`` on the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def save_figure(fig, path: str | Path, *, dpi: int = 120) -> Path:
+    """Write a Matplotlib figure to ``path`` (folders created) and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def save_result(
+    result: ExperimentResult,
+    out: str | Path,
+    *,
+    name: str | None = None,
+    summary: str | None = None,
+    figures: Mapping[str, Any] | None = None,
+) -> dict[str, Path]:
+    """Write ``result`` into the folder ``out``: ``<name>.json``, ``<name>.txt``, figures.
+
+    Args:
+        result: an :class:`ExperimentResult`.
+        out: output folder (created).
+        name: file stem (default ``result.experiment``).
+        summary: the plain-text summary written to ``<name>.txt`` (skipped when ``None``).
+        figures: file stem → Matplotlib figure, each written as ``<stem>.png`` and closed.
+
+    Returns:
+        ``{"json": path, "table": path, <stem>: path, ...}`` for what was written.
+
+    Example:
+        >>> import json, tempfile
+        >>> r = ExperimentResult("demo", {"n": 3}, {"seed": 0}, {"loss": "mean squared error"},
+        ...                      {"loss": float("nan")})
+        >>> paths = save_result(r, tempfile.mkdtemp(), summary="loss: nan")
+        >>> rec = json.loads(paths["json"].read_text())
+        >>> rec["schema_version"], rec["results"], paths["table"].read_text()
+        (1, {'loss': None}, 'loss: nan\\n')
+    """
+    rec = record(result)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = result.experiment if name is None else str(name)
+    paths = {"json": out / f"{stem}.json"}
+    paths["json"].write_text(json.dumps(rec, indent=2, allow_nan=False) + "\n")
+    if summary is not None:
+        paths["table"] = out / f"{stem}.txt"
+        paths["table"].write_text(summary.rstrip("\n") + "\n")
+    for fig_name, fig in (figures or {}).items():
+        paths[fig_name] = save_figure(fig, out / f"{fig_name}.png")
+    return paths
+
+
+def load_result(path: str | Path) -> ExperimentResult:
+    """Read back a JSON file written by :func:`save_result` (NaNs come back as ``None``)."""
+    rec = json.loads(Path(path).read_text())
+    if rec.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: schema_version {rec.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+        )
+    return ExperimentResult(
+        rec["experiment"],
+        rec["config"],
+        rec["seeds"],
+        rec["metrics"],
+        rec["results"],
+        rec.get("timing_s", {}),
+    )

@@ -1,0 +1,113 @@
+"""`gcc_jax.experiments._io`: the one JSON schema of every experiment, and the CLI registry."""
+
+import datetime
+import json
+import subprocess
+import sys
+
+import flax
+import jax
+import jaxlib
+import numpy as np
+import optax
+import pytest
+
+import gcc_jax
+from gcc_jax.cli import build_parser
+from gcc_jax.experiments import COMMANDS, ExperimentResult, load_result, save_result
+from gcc_jax.experiments._command import merge_config
+from gcc_jax.experiments._io import git_commit, json_clean
+
+
+def _result():
+    return ExperimentResult(
+        "toy",
+        config={"sizes": (3, 4), "lam": np.float64(0.5)},
+        seeds={"seed": 7},
+        metrics={"loss": "mean squared error over patterns"},
+        results={"loss": [np.float32(0.25), float("nan"), float("inf")], "n": np.int64(3)},
+        timing_s={"total": 1.5},
+    )
+
+
+def test_save_result_writes_the_schema(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["gcc-jax", "toy", "--seed", "7"])
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    paths = save_result(_result(), tmp_path / "out", summary="a table\n")
+    after = datetime.datetime.now(datetime.UTC)
+    text = paths["json"].read_text()
+    rec = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert paths["json"].name == "toy.json" and paths["table"].read_text() == "a table\n"
+    assert rec["schema_version"] == 1 and rec["experiment"] == "toy"
+    stamp = datetime.datetime.fromisoformat(rec["timestamp"])
+    assert stamp.utcoffset() == datetime.timedelta(0) and before <= stamp <= after
+    assert rec["command"] == ["gcc-jax", "toy", "--seed", "7"]
+    assert rec["versions"] == {
+        "gcc_jax": gcc_jax.__version__,
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "flax": flax.__version__,
+        "optax": optax.__version__,
+        "numpy": np.__version__,
+    }
+    assert rec["backend"] == jax.default_backend()
+    assert rec["devices"] == [str(d) for d in jax.devices()]
+    assert rec["x64"] is bool(jax.config.jax_enable_x64)
+    assert rec["seeds"] == {"seed": 7}
+    assert rec["config"] == {"sizes": [3, 4], "lam": 0.5}
+    assert rec["metrics"] == {"loss": "mean squared error over patterns"}
+    assert rec["results"] == {"loss": [0.25, None, None], "n": 3}  # NaN/Inf -> null
+    assert rec["timing_s"] == {"total": 1.5}
+    back = load_result(paths["json"])
+    assert back.config == rec["config"] and back.results == rec["results"]
+
+
+def test_git_commit_is_head_of_the_checkout():
+    here = gcc_jax.__path__[0]
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True)
+    expected = proc.stdout.strip() if proc.returncode == 0 else None
+    assert git_commit() == expected
+
+
+def test_figures_are_written_as_png(tmp_path):
+    from gcc_jax.experiments._io import new_figure
+
+    fig, ax = new_figure()
+    ax.plot([0, 1], [1, 0])
+    paths = save_result(_result(), tmp_path, name="x", figures={"curve": fig})
+    assert paths["curve"].name == "curve.png"
+    assert paths["curve"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "table" not in paths  # no summary given
+
+
+def test_bad_results_are_rejected():
+    with pytest.raises(ValueError, match="definition"):
+        ExperimentResult("x", {}, {}, {"loss": ""}, {})
+    with pytest.raises(TypeError, match="results"):
+        ExperimentResult("x", {}, {}, {}, [1, 2])
+    with pytest.raises(TypeError, match="ExperimentResult"):
+        save_result({"results": 1}, "unused")
+
+
+def test_json_clean_by_hand():
+    assert json_clean({1: (np.bool_(True), np.array([1.0, np.nan]))}) == {"1": [True, [1.0, None]]}
+
+
+def test_registry_lists_every_subcommand_once():
+    names = [c.name for c in COMMANDS]
+    assert names == ["run", "demo", "rates", "poly", "serve-bench", "compare-learned", "tune"]
+    parser = build_parser()
+    for name in names:  # every subcommand has the common flags
+        args = parser.parse_args([name, "--toy", "--seed", "3", "--out", "o", "--no-progress"])
+        assert args.command.name == name and args.seed == 3 and args.toy
+
+
+def test_toy_defaults_then_explicit_flags():
+    assert merge_config({"a": 1, "b": 2}, {"a": 10}, {"b": None}) == {"a": 10, "b": 2}
+    rates = next(c for c in COMMANDS if c.name == "rates")
+    args = build_parser().parse_args(["rates", "--toy", "-N", "8,16", "--restarts", "5"])
+    cfg = rates.config(args, True)
+    assert cfg["workers"] == (8, 16) and cfg["num_inputs"] == 4  # explicit N, toy K
+    assert cfg["search"] == dict(restarts=5, proposals=16, max_iters=3)
+    full = rates.config(build_parser().parse_args(["rates"]), False)
+    assert full["workers"] == (20, 40, 80, 160, 320, 640) and full["search"]["restarts"] == 8
