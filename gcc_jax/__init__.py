@@ -47,10 +47,10 @@ from .codes import LearnedCode as LearnedCode
 from .codes import ParityModelCode as ParityModelCode
 from .codes import ReplicationCode as ReplicationCode
 from .codes import SplineCode as SplineCode
-from .codes import TrainedCode as TrainedCode
 from .codes import UncodedCode as UncodedCode
-from .codes import train_learned_code as train_learned_code
-from .codes import train_parity_model as train_parity_model
+from .training import TrainedCode as TrainedCode
+from .training import train_learned_code as train_learned_code
+from .training import train_parity_model as train_parity_model
 from .tuning import StragglerModel as StragglerModel
 from .tuning import expected_loss as expected_loss
 from .tuning import gcv_lam_dec as gcv_lam_dec

@@ -1,4 +1,4 @@
-"""LearnedCode: encoders and decoder against NumPy loops, erasure patterns, statuses, training.
+"""LearnedCode: encoders and decoder against NumPy loops, erasure patterns, statuses.
 
 References: brute-force enumeration of erasure patterns, NumPy MLPs, a loop-based dilated
 convolution, and the end-to-end loss written out in NumPy.
@@ -16,8 +16,6 @@ from jax.test_util import check_grads
 
 import gcc_jax as gcc
 from gcc_jax.codes import learned as learned_mod
-from gcc_jax.data import load_digits
-from gcc_jax.training import Batch
 
 
 def mlp_np(layers, h):
@@ -170,64 +168,3 @@ def test_generic_pipeline_jit_vmap_grads_compile_once():
     )
     run(moved, yt, masks[0])
     chex.clear_trace_counter()
-
-
-def linear_apply(params, x):
-    return params["w"] @ jnp.ravel(x).astype(params["w"].dtype)
-
-
-def test_learned_loss_matches_numpy():
-    rng = np.random.default_rng(4)
-    k, r, b, m = 2, 2, 3, 3
-    base = {"w": jnp.asarray(rng.normal(size=(m, 4)))}
-    code = gcc.LearnedCode.init(
-        key=4, num_inputs=k, num_parities=r, input_shape=(4,), output_size=m, dtype=jnp.float64
-    )
-    params = {"encoder": code.encoder_params, "decoder": code.decoder_params}
-    pats = gcc.codes.erasure_patterns(k, r)
-    task = learned_mod._LearnedTask(
-        linear_apply, base, k, r, "mlp", tuple(tuple(bool(v) for v in p) for p in pats)
-    )
-    x = rng.normal(size=(b * k, 4))
-    y = rng.normal(size=(b * k, m))  # any targets: the loss compares the decoder with them
-    loss = learned_mod._learned_loss(task, params, Batch(jnp.asarray(x), jnp.asarray(y)))
-    wb = np.asarray(base["w"])
-    per_pattern = []
-    for mask in pats:
-        errs = []
-        for g in range(b):
-            xg, yg = x[g * k : (g + 1) * k], y[g * k : (g + 1) * k]
-            parities = mlp_np(code.encoder_params, xg.reshape(-1)).reshape(r, 4)
-            y_all = np.concatenate([yg, parities @ wb.T])
-            recon = mlp_np(code.decoder_params, np.where(mask[:, None], y_all, 0.0).ravel())
-            recon = recon.reshape(k, m)
-            errs += [np.mean((recon[j] - yg[j]) ** 2) for j in range(k) if not mask[j]]
-        per_pattern.append(np.mean(errs))
-    np.testing.assert_allclose(float(loss), np.mean(per_pattern), rtol=1e-10)
-
-
-def test_training_reduces_the_loss_and_checkpoint_round_trips(tmp_path):
-    ds = load_digits()
-    rng = np.random.default_rng(0)
-    base = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.2, jnp.float32)}
-    x = ds.x_train[:600]
-    args = dict(num_inputs=2, encoder_hidden=(64,), decoder_hidden=(64,), epochs=10, batch_size=16)
-    trained = gcc.train_learned_code(
-        linear_apply, base, x, **args, lr=3e-3, cache_dir=tmp_path, progress=False
-    )
-    assert not trained.from_cache and trained.num_steps == 10 * (540 // 32)
-    losses = trained.train_losses
-    assert losses[-1] < 0.5 * losses[0]
-    # Degraded-mode agreement with the base argmax on the held-out groups improves too.
-    assert trained.val_metrics[-1] > trained.val_metrics[0] + 0.2
-    again = gcc.train_learned_code(
-        linear_apply, base, x, **args, lr=3e-3, cache_dir=tmp_path, progress=False
-    )
-    assert again.from_cache and again.train_losses == losses
-    for a, b in zip(jax.tree.leaves(again.code), jax.tree.leaves(trained.code), strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert (again.code.num_inputs, again.code.num_parities, again.code.encoder) == (2, 1, "mlp")
-    other = gcc.train_learned_code(
-        linear_apply, base, x, **args, lr=1e-3, cache_dir=tmp_path, progress=False
-    )
-    assert not other.from_cache and other.cache_path != trained.cache_path

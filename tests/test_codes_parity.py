@@ -1,12 +1,10 @@
-"""ParityModelCode (ParM): encoders, the subtraction decoder, statuses, training and its cache.
+"""ParityModelCode (ParM): encoders, the subtraction decoder, statuses (training: test_training).
 
 References: NumPy loops for the encoders and the decoder, a linear base model (whose exact
 parity model is itself) for exact recovery, and the least-squares loss written out in NumPy.
 """
 
 import itertools
-import json
-import warnings
 
 import chex
 import jax
@@ -16,9 +14,6 @@ import pytest
 from jax.test_util import check_grads
 
 import gcc_jax as gcc
-from gcc_jax.codes import parity as parity_mod
-from gcc_jax.data import load_digits
-from gcc_jax.training import Batch, CacheWarning
 
 
 def linear_apply(params, x):
@@ -175,94 +170,3 @@ def test_jit_vmap_grads_and_compile_once():
         run(code, y, mask)
     run(gcc.ParityModelCode({"w": params["w"] * 2}, linear_apply, num_inputs=k), y, masks[0])
     chex.clear_trace_counter()
-
-
-def test_parity_loss_matches_numpy():
-    rng = np.random.default_rng(4)
-    k, b = 3, 5
-    x = rng.random((k * b, 2, 2, 1))
-    y = rng.normal(size=(k * b, 3))
-    params = {"w": jnp.asarray(rng.normal(size=(3, 4)))}
-    task = parity_mod._ParityTask(linear_apply, k, "sum")
-    loss = parity_mod._parity_loss(task, params, Batch(jnp.asarray(x), jnp.asarray(y)))
-    w = np.asarray(params["w"])
-    expect = np.mean(
-        [
-            (w @ x[g * k : (g + 1) * k].sum(axis=0).ravel() - y[g * k : (g + 1) * k].sum(0)) ** 2
-            for g in range(b)
-        ]
-    )
-    np.testing.assert_allclose(float(loss), expect, rtol=1e-12)
-
-
-# -- training and the cache ------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    """Digits with a bias-free linear base model: the optimal parity model is the base itself."""
-    ds = load_digits()
-    rng = np.random.default_rng(0)
-    base = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.1, jnp.float32)}
-    init = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.1, jnp.float32)}
-    return ds.x_train[:600], base, init
-
-
-def _train(tiny, cache_dir, **kw):
-    x, base, init = tiny
-    args = dict(num_inputs=2, init_params=init, epochs=15, batch_size=16, lr=1e-2, progress=False)
-    args.update(kw)
-    return gcc.train_parity_model(linear_apply, base, x, cache_dir=cache_dir, **args)
-
-
-def test_training_reduces_the_loss_and_checkpoint_round_trips(tiny, tmp_path):
-    x, base, init = tiny
-    trained = _train(tiny, tmp_path)
-    assert not trained.from_cache and trained.num_steps == 15 * (540 // 32)
-    assert len(trained.train_losses) == len(trained.val_metrics) == 15
-    # The held-out loss, recomputed in NumPy, falls by more than an order of magnitude.
-    _, val = parity_mod.split_groups(x.shape[0], 2, 0.1, 0)
-    wb, xs = np.asarray(base["w"]), x.reshape(x.shape[0], -1).astype(np.float64)
-
-    def held_out_loss(w):
-        return np.mean([(w @ xs[g].sum(0) - wb @ xs[g].sum(0)) ** 2 for g in val])
-
-    before = held_out_loss(np.asarray(init["w"], np.float64))
-    after = held_out_loss(np.asarray(trained.code.parity_params["w"], np.float64))
-    assert after < 0.05 * before
-    assert trained.train_losses[-1] < 0.05 * trained.train_losses[0]
-    # Degraded-mode agreement with the base argmax on the held-out groups improves too.
-    assert trained.val_metrics[-1] > trained.val_metrics[0] + 0.2
-    # Round trip: the second call loads bit-identical parameters and the same history.
-    again = _train(tiny, tmp_path)
-    assert again.from_cache and again.cache_path == trained.cache_path
-    np.testing.assert_array_equal(again.code.parity_params["w"], trained.code.parity_params["w"])
-    assert again.code.parity_params["w"].dtype == jnp.float32
-    assert again.train_losses == trained.train_losses
-    assert again.val_metrics == trained.val_metrics
-    assert again.train_time_s == pytest.approx(trained.train_time_s)
-    meta = json.loads(trained.cache_path.with_suffix(".json").read_text())
-    assert meta["config"]["encoder"] == "sum" and meta["config"]["weight_decay"] == 1e-5
-    # Another hyper-parameter is another checkpoint; a corrupt one is retrained with a warning.
-    other = _train(tiny, tmp_path, epochs=1)
-    assert not other.from_cache and other.cache_path != trained.cache_path
-    trained.cache_path.with_suffix(".npz").write_bytes(b"garbage")
-    with pytest.warns(CacheWarning, match="checksum"):
-        redo = _train(tiny, tmp_path)
-    assert not redo.from_cache
-    np.testing.assert_array_equal(redo.code.parity_params["w"], trained.code.parity_params["w"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert _train(tiny, tmp_path).from_cache
-
-
-def test_training_rejects_bad_arguments(tiny, tmp_path):
-    with pytest.raises(ValueError, match="epochs"):
-        _train(tiny, tmp_path, epochs=0)
-    with pytest.raises(ValueError, match="val_fraction"):
-        _train(tiny, tmp_path, val_fraction=0.0)
-    with pytest.raises(ValueError, match="even H and W"):
-        x, base, init = tiny
-        gcc.train_parity_model(
-            linear_apply, base, x[:, :7], num_inputs=2, init_params=init, encoder="concat"
-        )

@@ -1,4 +1,5 @@
-"""Tests for gcc_jax.training: the jitted step, determinism, accuracy on digits, the cache."""
+"""Tests for gcc_jax.training: the jitted step, determinism, accuracy on digits, the cache, and
+the training of ParM parity models and learned codes (losses against NumPy, checkpoints)."""
 
 import json
 import warnings
@@ -10,8 +11,10 @@ import numpy as np
 import optax
 import pytest
 
+import gcc_jax as gcc
 from gcc_jax.data import load_digits
 from gcc_jax.models import make_model
+from gcc_jax.models._coder import mlp_apply
 from gcc_jax.training import (
     CACHE_ENV_VAR,
     Batch,
@@ -22,6 +25,8 @@ from gcc_jax.training import (
     make_train_step,
     train_classifier,
 )
+from gcc_jax.training import _learned as learned_training
+from gcc_jax.training import _parity as parity_training
 
 HYPER = dict(epochs=10, batch_size=32, lr=3e-3, seed=0, progress=False)
 
@@ -252,3 +257,175 @@ def test_bad_arguments(digits):
             batch_size=8,
             seed=0,
         )
+
+
+# -- ParM parity models and learned codes -------------------------------------------------------
+
+
+def linear_base(params, x):
+    """A bias-free linear base model on one input: ``F(x) = W vec(x)``; F(Σx) = Σ F(x)."""
+    return params["w"] @ jnp.ravel(x).astype(params["w"].dtype)
+
+
+def mlp_np(layers, h):
+    h = np.asarray(h, np.float64)
+    for i, layer in enumerate(layers):
+        h = h @ np.asarray(layer["w"], np.float64) + np.asarray(layer["b"], np.float64)
+        if i < len(layers) - 1:
+            h = np.maximum(h, 0.0)
+    return h
+
+
+def test_coder_mlp_matches_numpy():
+    rng = np.random.default_rng(1)
+    layers = [
+        {"w": jnp.asarray(rng.normal(size=(5, 4))), "b": jnp.asarray(rng.normal(size=4))},
+        {"w": jnp.asarray(rng.normal(size=(4, 3))), "b": jnp.asarray(rng.normal(size=3))},
+    ]
+    h = rng.normal(size=(2, 5))
+    np.testing.assert_allclose(mlp_apply(layers, jnp.asarray(h)), mlp_np(layers, h), rtol=1e-12)
+
+
+def test_parity_loss_matches_numpy():
+    rng = np.random.default_rng(4)
+    k, b = 3, 5
+    x = rng.random((k * b, 2, 2, 1))
+    y = rng.normal(size=(k * b, 3))
+    params = {"w": jnp.asarray(rng.normal(size=(3, 4)))}
+    task = parity_training._ParityTask(linear_base, k, "sum")
+    loss = parity_training._parity_loss(task, params, Batch(jnp.asarray(x), jnp.asarray(y)))
+    w = np.asarray(params["w"])
+    expect = np.mean(
+        [
+            (w @ x[g * k : (g + 1) * k].sum(axis=0).ravel() - y[g * k : (g + 1) * k].sum(0)) ** 2
+            for g in range(b)
+        ]
+    )
+    np.testing.assert_allclose(float(loss), expect, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """Digits with a bias-free linear base model: the optimal parity model is the base itself."""
+    ds = load_digits()
+    rng = np.random.default_rng(0)
+    base = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.1, jnp.float32)}
+    init = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.1, jnp.float32)}
+    return ds.x_train[:600], base, init
+
+
+def _train_parity(tiny, cache_dir, **kw):
+    x, base, init = tiny
+    args = dict(num_inputs=2, init_params=init, epochs=15, batch_size=16, lr=1e-2, progress=False)
+    args.update(kw)
+    return gcc.train_parity_model(linear_base, base, x, cache_dir=cache_dir, **args)
+
+
+def test_parity_training_reduces_the_loss_and_checkpoint_round_trips(tiny, tmp_path):
+    x, base, init = tiny
+    trained = _train_parity(tiny, tmp_path)
+    assert not trained.from_cache and trained.num_steps == 15 * (540 // 32)
+    assert len(trained.train_losses) == len(trained.val_metrics) == 15
+    # The held-out loss, recomputed in NumPy, falls by more than an order of magnitude.
+    _, val = parity_training.split_groups(x.shape[0], 2, 0.1, 0)
+    wb, xs = np.asarray(base["w"]), x.reshape(x.shape[0], -1).astype(np.float64)
+
+    def held_out_loss(w):
+        return np.mean([(w @ xs[g].sum(0) - wb @ xs[g].sum(0)) ** 2 for g in val])
+
+    before = held_out_loss(np.asarray(init["w"], np.float64))
+    after = held_out_loss(np.asarray(trained.code.parity_params["w"], np.float64))
+    assert after < 0.05 * before
+    assert trained.train_losses[-1] < 0.05 * trained.train_losses[0]
+    # Degraded-mode agreement with the base argmax on the held-out groups improves too.
+    assert trained.val_metrics[-1] > trained.val_metrics[0] + 0.2
+    # Round trip: the second call loads bit-identical parameters and the same history.
+    again = _train_parity(tiny, tmp_path)
+    assert again.from_cache and again.cache_path == trained.cache_path
+    np.testing.assert_array_equal(again.code.parity_params["w"], trained.code.parity_params["w"])
+    assert again.code.parity_params["w"].dtype == jnp.float32
+    assert again.train_losses == trained.train_losses
+    assert again.val_metrics == trained.val_metrics
+    assert again.train_time_s == pytest.approx(trained.train_time_s)
+    meta = json.loads(trained.cache_path.with_suffix(".json").read_text())
+    assert meta["config"]["encoder"] == "sum" and meta["config"]["weight_decay"] == 1e-5
+    # Another hyper-parameter is another checkpoint; a corrupt one is retrained with a warning.
+    other = _train_parity(tiny, tmp_path, epochs=1)
+    assert not other.from_cache and other.cache_path != trained.cache_path
+    trained.cache_path.with_suffix(".npz").write_bytes(b"garbage")
+    with pytest.warns(CacheWarning, match="checksum"):
+        redo = _train_parity(tiny, tmp_path)
+    assert not redo.from_cache
+    np.testing.assert_array_equal(redo.code.parity_params["w"], trained.code.parity_params["w"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _train_parity(tiny, tmp_path).from_cache
+
+
+def test_parity_training_rejects_bad_arguments(tiny, tmp_path):
+    with pytest.raises(ValueError, match="epochs"):
+        _train_parity(tiny, tmp_path, epochs=0)
+    with pytest.raises(ValueError, match="val_fraction"):
+        _train_parity(tiny, tmp_path, val_fraction=0.0)
+    with pytest.raises(ValueError, match="even H and W"):
+        x, base, init = tiny
+        gcc.train_parity_model(
+            linear_base, base, x[:, :7], num_inputs=2, init_params=init, encoder="concat"
+        )
+
+
+def test_learned_loss_matches_numpy():
+    rng = np.random.default_rng(4)
+    k, r, b, m = 2, 2, 3, 3
+    base = {"w": jnp.asarray(rng.normal(size=(m, 4)))}
+    code = gcc.LearnedCode.init(
+        key=4, num_inputs=k, num_parities=r, input_shape=(4,), output_size=m, dtype=jnp.float64
+    )
+    params = {"encoder": code.encoder_params, "decoder": code.decoder_params}
+    pats = gcc.codes.erasure_patterns(k, r)
+    task = learned_training._LearnedTask(
+        linear_base, base, k, r, "mlp", tuple(tuple(bool(v) for v in p) for p in pats)
+    )
+    x = rng.normal(size=(b * k, 4))
+    y = rng.normal(size=(b * k, m))  # any targets: the loss compares the decoder with them
+    loss = learned_training._learned_loss(task, params, Batch(jnp.asarray(x), jnp.asarray(y)))
+    wb = np.asarray(base["w"])
+    per_pattern = []
+    for mask in pats:
+        errs = []
+        for g in range(b):
+            xg, yg = x[g * k : (g + 1) * k], y[g * k : (g + 1) * k]
+            parities = mlp_np(code.encoder_params, xg.reshape(-1)).reshape(r, 4)
+            y_all = np.concatenate([yg, parities @ wb.T])
+            recon = mlp_np(code.decoder_params, np.where(mask[:, None], y_all, 0.0).ravel())
+            recon = recon.reshape(k, m)
+            errs += [np.mean((recon[j] - yg[j]) ** 2) for j in range(k) if not mask[j]]
+        per_pattern.append(np.mean(errs))
+    np.testing.assert_allclose(float(loss), np.mean(per_pattern), rtol=1e-10)
+
+
+def test_learned_code_training_reduces_the_loss_and_checkpoint_round_trips(tmp_path):
+    ds = load_digits()
+    rng = np.random.default_rng(0)
+    base = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.2, jnp.float32)}
+    x = ds.x_train[:600]
+    args = dict(num_inputs=2, encoder_hidden=(64,), decoder_hidden=(64,), epochs=10, batch_size=16)
+    trained = gcc.train_learned_code(
+        linear_base, base, x, **args, lr=3e-3, cache_dir=tmp_path, progress=False
+    )
+    assert not trained.from_cache and trained.num_steps == 10 * (540 // 32)
+    losses = trained.train_losses
+    assert losses[-1] < 0.5 * losses[0]
+    # Degraded-mode agreement with the base argmax on the held-out groups improves too.
+    assert trained.val_metrics[-1] > trained.val_metrics[0] + 0.2
+    again = gcc.train_learned_code(
+        linear_base, base, x, **args, lr=3e-3, cache_dir=tmp_path, progress=False
+    )
+    assert again.from_cache and again.train_losses == losses
+    for a, b in zip(jax.tree.leaves(again.code), jax.tree.leaves(trained.code), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (again.code.num_inputs, again.code.num_parities, again.code.encoder) == (2, 1, "mlp")
+    other = gcc.train_learned_code(
+        linear_base, base, x, **args, lr=1e-3, cache_dir=tmp_path, progress=False
+    )
+    assert not other.from_cache and other.cache_path != trained.cache_path

@@ -82,11 +82,9 @@ from .._metrics import mean_ci
 from .._stragglers import sample_masks
 from .._types import Array, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, SplineCode
-from ..codes.learned import train_learned_code
-from ..codes.parity import base_outputs, train_parity_model
 from ..data import Dataset, DatasetNotFoundError, load_dataset
 from ..models import count_params, make_model
-from ..training import train_classifier
+from ..training import base_outputs, train_classifier, train_learned_code, train_parity_model
 from ._command import Command, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 

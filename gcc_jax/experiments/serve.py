@@ -156,8 +156,8 @@ def _schemes(schemes, k, n, s, lam_dec):
 
 def _parm_scheme(tm, ds, k: int, epochs: int, seed: int, progress: bool):
     """ParM's code, its ``K + 1`` worker functions (logits; parity model last) and its notes."""
-    from ..codes import train_parity_model
     from ..models import make_model
+    from ..training import train_parity_model
 
     _, init = make_model(
         tm.model_name, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed + 1

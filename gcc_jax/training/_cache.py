@@ -1,7 +1,5 @@
 """Checkpoint cache: parameters as ``.npz`` (flattened by tree path) plus JSON metadata."""
 
-from __future__ import annotations
-
 import hashlib
 import io
 import json
@@ -18,6 +16,7 @@ from jaxtyping import Array, Float, PyTree
 __all__ = [
     "CACHE_ENV_VAR",
     "CacheError",
+    "CacheWarning",
     "cache_key",
     "default_cache_dir",
     "load_checkpoint",
@@ -34,6 +33,10 @@ Params = PyTree[Float[Array, "*shape"]]
 
 class CacheError(Exception):
     """A cached checkpoint exists but cannot be used (corrupt, truncated or mismatched)."""
+
+
+class CacheWarning(UserWarning):
+    """A cached checkpoint was unusable (and is retrained) or could not be written."""
 
 
 def default_cache_dir() -> Path:

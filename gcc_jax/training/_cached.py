@@ -1,7 +1,5 @@
 """`cached_fit`: run any training once per configuration, then load it from the checkpoint cache."""
 
-from __future__ import annotations
-
 import dataclasses
 import datetime
 import hashlib
@@ -17,8 +15,14 @@ import jax
 import numpy as np
 from jaxtyping import PyTree
 
-from ._cache import CacheError, cache_key, default_cache_dir, load_checkpoint, save_checkpoint
-from ._classifier import CacheWarning
+from ._cache import (
+    CacheError,
+    CacheWarning,
+    cache_key,
+    default_cache_dir,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 __all__ = ["CachedFit", "cached_fit", "tree_fingerprint"]
 
@@ -79,6 +83,7 @@ def cached_fit(
     *,
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
+    check_metadata: Callable[[dict[str, Any]], None] | None = None,
 ) -> CachedFit:
     """Load the checkpoint of ``(kind, config)`` from the cache, or call ``train`` and store it.
 
@@ -99,6 +104,8 @@ def cached_fit(
             beside the parameters and returned on later loads.
         cache_dir: cache directory (overrides the environment).
         use_cache: read and write the cache; ``False`` always trains and writes nothing.
+        check_metadata: called on a loaded checkpoint's metadata; raising ``KeyError``,
+            ``TypeError`` or ``ValueError`` marks the checkpoint unusable (it is retrained).
 
     Returns:
         A `CachedFit`.
@@ -131,6 +138,11 @@ def cached_fit(
                     raise CacheError(f"{stem}.json was written for another configuration")
                 if not isinstance(meta.get("train_time_s"), int | float):
                     raise CacheError(f"{stem}.json lacks a valid train_time_s")
+                if check_metadata is not None:
+                    try:
+                        check_metadata(meta)
+                    except (KeyError, TypeError, ValueError) as e:
+                        raise CacheError(f"{stem}.json lacks a valid field ({e!r})") from e
                 return CachedFit(params, meta, True, stem, float(meta["train_time_s"]))
         except CacheError as e:
             warnings.warn(

@@ -1,20 +1,12 @@
 """`train_classifier`: train (or load from the cache) a model on a data set."""
 
-from __future__ import annotations
-
 import dataclasses
-import datetime
 import functools
-import json
 import os
-import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import flax
-import jax
 import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
@@ -23,14 +15,10 @@ from tqdm.auto import tqdm
 from ..data import Dataset, load_dataset
 from ..models import ModelApply, make_model, predict_proba, worker_function
 from ..models._apply import Params, canonical_model_name
-from ._cache import CacheError, cache_key, default_cache_dir, load_checkpoint, save_checkpoint
+from ._cached import cached_fit
 from ._loop import accuracy, fit
 
-__all__ = ["CacheWarning", "TrainedModel", "train_classifier"]
-
-
-class CacheWarning(UserWarning):
-    """The checkpoint cache could not be read or written; gcc_jax retrained or went on."""
+__all__ = ["TrainedModel", "train_classifier"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -108,36 +96,6 @@ def _split_validation(ds: Dataset, val_fraction: float, seed: int):
     return (ds.x_train[train], ds.y_train[train]), (ds.x_train[val], ds.y_train[val])
 
 
-def _from_checkpoint(
-    stem: Path, apply: ModelApply, template: Params, config: dict[str, Any]
-) -> TrainedModel | None:
-    """The cached `TrainedModel` for ``config``; ``None`` if absent; `CacheError` if unusable."""
-    loaded = load_checkpoint(stem, template)
-    if loaded is None:
-        return None
-    params, meta = loaded
-    if meta.get("config") != json.loads(json.dumps(config)):
-        raise CacheError(f"{stem}.json was written for another configuration")
-    try:
-        return TrainedModel(
-            apply=apply,
-            params=params,
-            model_name=config["model"],
-            dataset_name=config["dataset"],
-            test_accuracy=float(meta["test_accuracy"]),
-            val_accuracy=float(meta["val_accuracy"]),
-            train_losses=tuple(float(v) for v in meta["train_losses"]),
-            val_accuracies=tuple(float(v) for v in meta["val_accuracies"]),
-            num_steps=0,
-            from_cache=True,
-            cache_path=stem,
-            train_time_s=float(meta["train_time_s"]),
-            config=config,
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise CacheError(f"{stem}.json lacks a valid field ({e!r})") from e
-
-
 def train_classifier(
     model_name: str,
     dataset: str | Dataset = "digits",
@@ -163,8 +121,9 @@ def train_classifier(
     are initialised from ``seed`` and the batches shuffled by ``seed``, so the same arguments
     give bit-identical parameters on the same machine.
 
-    The checkpoint cache lives in ``cache_dir``, else ``$GCC_JAX_CACHE``, else
-    ``$XDG_CACHE_HOME/gcc_jax``, else ``~/.cache/gcc_jax``, under ``models/``. Its key hashes
+    The checkpoint is cached by :func:`cached_fit` (kind ``"models"``): in ``cache_dir``, else
+    ``$GCC_JAX_CACHE``, else ``$XDG_CACHE_HOME/gcc_jax``, else ``~/.cache/gcc_jax``, under
+    ``models/``. Its key hashes
     the model name and options, the data set name and content fingerprint, and every
     hyper-parameter, so a second identical call loads instead of training. A corrupt or
     mismatched checkpoint gives a `CacheWarning` and is retrained and overwritten.
@@ -216,84 +175,74 @@ def train_classifier(
     apply, params = make_model(
         name, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed, **model_kwargs
     )
-    key = cache_key(config)
-    stem = None
-    if use_cache:
-        root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-        stem = root / "models" / f"{name}-{ds.name}-{key}"
-        try:
-            result = _from_checkpoint(stem, apply, params, config)
-        except CacheError as e:
-            warnings.warn(
-                f"ignoring the cached checkpoint and retraining: {e}", CacheWarning, stacklevel=2
-            )
-            result = None
-        if result is not None:
-            if progress:
-                tqdm.write(
-                    f"loaded {name} on {ds.name} from {stem}.npz: test accuracy "
-                    f"{result.test_accuracy:.4f}"
-                )
-            return result
 
-    (x_tr, y_tr), (x_val, y_val) = _split_validation(ds, val_fraction, seed)
-    optimizer = _adamw(float(lr), float(weight_decay))
-    t0 = time.perf_counter()
-    res = fit(
-        apply,
-        params,
-        x_tr,
-        y_tr,
-        optimizer=optimizer,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        validation=(x_val, y_val) if len(y_val) else None,
-        progress=progress,
-        desc=f"train {name} on {ds.name}",
-    )
-    jax.block_until_ready(res.params)
-    train_time = time.perf_counter() - t0
-    test_acc = accuracy(apply, res.params, ds.x_test, ds.y_test)
-    val_acc = res.val_accuracies[-1] if res.val_accuracies else float("nan")
-    if stem is not None:
+    def train():
+        (x_tr, y_tr), (x_val, y_val) = _split_validation(ds, val_fraction, seed)
+        res = fit(
+            apply,
+            params,
+            x_tr,
+            y_tr,
+            optimizer=_adamw(float(lr), float(weight_decay)),
+            epochs=epochs,
+            batch_size=batch_size,
+            seed=seed,
+            validation=(x_val, y_val) if len(y_val) else None,
+            progress=progress,
+            desc=f"train {name} on {ds.name}",
+        )
+        test_acc = accuracy(apply, res.params, ds.x_test, ds.y_test)
         meta = {
-            "key": key,
-            "config": config,
             "test_accuracy": test_acc,
-            "val_accuracy": val_acc,
+            "val_accuracy": res.val_accuracies[-1] if res.val_accuracies else float("nan"),
             "train_losses": list(res.train_losses),
             "val_accuracies": list(res.val_accuracies),
             "num_steps": res.num_steps,
-            "train_time_s": train_time,
-            "created": datetime.datetime.now(datetime.UTC).isoformat(),
-            "versions": {
-                "jax": jax.__version__,
-                "flax": flax.__version__,
-                "optax": optax.__version__,
-            },
         }
-        try:
-            save_checkpoint(stem, res.params, meta)
-        except OSError as e:
-            warnings.warn(f"could not write the checkpoint {stem}: {e}", CacheWarning, stacklevel=2)
-    if progress:
-        tqdm.write(
-            f"trained {name} on {ds.name} in {train_time:.1f} s ({res.num_steps} steps): "
-            f"val accuracy {val_acc:.4f}, test accuracy {test_acc:.4f}"
-        )
-    return TrainedModel(
+        return res.params, meta
+
+    def check(meta: dict[str, Any]) -> None:
+        float(meta["test_accuracy"]), float(meta["val_accuracy"])
+        [float(v) for v in meta["train_losses"]] + [float(v) for v in meta["val_accuracies"]]
+
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"`val_fraction` must be in [0, 1); got {val_fraction}")
+    out = cached_fit(
+        "models",
+        config,
+        params,
+        train,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        check_metadata=check,
+    )
+    meta = out.metadata
+    val_acc = meta["val_accuracy"]
+    result = TrainedModel(
         apply=apply,
-        params=res.params,
+        params=out.params,
         model_name=name,
         dataset_name=ds.name,
-        test_accuracy=test_acc,
-        val_accuracy=val_acc,
-        train_losses=res.train_losses,
-        val_accuracies=res.val_accuracies,
-        num_steps=res.num_steps,
-        from_cache=False,
-        cache_path=stem,
-        train_time_s=train_time,
+        test_accuracy=float(meta["test_accuracy"]),
+        val_accuracy=float("nan") if val_acc is None else float(val_acc),
+        train_losses=tuple(float(v) for v in meta["train_losses"]),
+        val_accuracies=tuple(float(v) for v in meta["val_accuracies"]),
+        num_steps=0 if out.from_cache else int(meta["num_steps"]),
+        from_cache=out.from_cache,
+        cache_path=out.cache_path,
+        train_time_s=out.train_time_s,
         config=config,
     )
+    if progress:
+        if out.from_cache:
+            tqdm.write(
+                f"loaded {name} on {ds.name} from {out.cache_path}.npz: test accuracy "
+                f"{result.test_accuracy:.4f}"
+            )
+        else:
+            tqdm.write(
+                f"trained {name} on {ds.name} in {out.train_time_s:.1f} s "
+                f"({result.num_steps} steps): val accuracy {result.val_accuracy:.4f}, "
+                f"test accuracy {result.test_accuracy:.4f}"
+            )
+    return result
