@@ -102,8 +102,8 @@ from ..codes import (
     ReplicationCode,
     SplineCode,
     UncodedCode,
-    train_parity_model,
 )
+from ..training import train_parity_model
 from ..tuning import StragglerModel, grid_search
 
 __all__ = [
