@@ -20,6 +20,7 @@ import numpy as np
 
 from ._misc import as_int, as_masks
 from ._types import Array, Bool, Float, Int
+from .codes import AbstractCode
 
 __all__ = [
     "MaskEvaluator",
@@ -30,7 +31,9 @@ __all__ = [
 ]
 
 
-def pattern_loss(code: Any, yt: Array, fx: Array, mask: Bool[Array, " n"]) -> tuple[Array, Array]:
+def pattern_loss(
+    code: AbstractCode, yt: Array, fx: Array, mask: Bool[Array, " n"]
+) -> tuple[Array, Array]:
     """Loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` of one pattern and its status (NaN if not OK).
 
     The error of a pattern whose status is not OK never enters the arithmetic, so gradients
@@ -44,7 +47,7 @@ def pattern_loss(code: Any, yt: Array, fx: Array, mask: Bool[Array, " n"]) -> tu
 
 
 def mask_losses(
-    code: Any, yt: Array, fx: Array, masks: Bool[Array, "p n"]
+    code: AbstractCode, yt: Array, fx: Array, masks: Bool[Array, "p n"]
 ) -> tuple[Float[Array, " p"], Int[Array, " p"]]:
     """Per-pattern loss and status for a batch of masks: the jittable core of Monte Carlo.
 
@@ -136,7 +139,7 @@ class MaskEvaluator:
 
     def __init__(
         self,
-        code: Any,
+        code: AbstractCode,
         yt: Array,
         fx: Any,
         *,
@@ -212,7 +215,7 @@ class MaskEvaluator:
 
 
 def evaluate_masks(
-    code: Any,
+    code: AbstractCode,
     yt: Array,
     fx: Any,
     masks: Bool[Any, "p n"],

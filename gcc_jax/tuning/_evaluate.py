@@ -4,7 +4,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +15,7 @@ from .._evaluator import MaskEvaluator
 from .._status import GCCValueError, Status
 from .._types import ArrayLike, Bool, Float, PRNGKeyArray
 from .._worst_case import search_worst_case
+from ..codes import AbstractCode
 from ._loss import job_pattern_loss, targets, worker_outputs
 from ._stragglers import StragglerModel
 
@@ -49,7 +50,7 @@ class Evaluation(NamedTuple):
     losses: Float[np.ndarray, " p"] | None = None
 
 
-def check_jobs(x: ArrayLike, code: Any, name: str = "x") -> jax.Array:
+def check_jobs(x: ArrayLike, code: AbstractCode, name: str = "x") -> jax.Array:
     """``x`` must be ``(B, K, ...)``: ``B ≥ 1`` jobs of ``K`` inputs."""
     x = jnp.asarray(x)
     k = code.num_inputs
@@ -62,7 +63,7 @@ def check_jobs(x: ArrayLike, code: Any, name: str = "x") -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def job_outputs(code: Any, f: Callable, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+def job_outputs(code: AbstractCode, f: Callable, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Workers' outputs ``(N, B, *out)`` and targets ``(K, B, *out)`` of ``B`` jobs."""
     return worker_outputs(code, f, xs), targets(f, xs)
 
@@ -148,7 +149,7 @@ def summarise(
 
 
 def evaluate(
-    code: Any,
+    code: AbstractCode,
     f: Callable,
     x: Float[ArrayLike, "b k ..."],
     *,

@@ -22,11 +22,9 @@ search in ``log λ`` between its two grid neighbours (``refine`` steps), all wit
 ``jax.vmap`` over masks compiles once.
 """
 
-from __future__ import annotations
-
 import functools
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -75,7 +73,7 @@ def default_lam_grid(dtype=None) -> Float[Array, " g"]:
     return jnp.logspace(-12.0, 0.0, 25, dtype=dtype)
 
 
-def _check_code(code: Any) -> SplineCode:
+def _check_code(code: object) -> SplineCode:
     if not isinstance(code, SplineCode):
         raise TypeError(f"`code` must be a gcc_jax.SplineCode; got {type(code).__name__}")
     return code
