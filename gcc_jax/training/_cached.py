@@ -15,6 +15,7 @@ import jax
 import numpy as np
 from jaxtyping import PyTree
 
+from .._env import versions
 from ._cache import (
     CacheError,
     CacheWarning,
@@ -66,13 +67,6 @@ def tree_fingerprint(*trees: PyTree) -> str:
             h.update(f"{a.dtype.str}{a.shape}".encode())
             h.update(a.data)
     return h.hexdigest()
-
-
-def _versions() -> dict[str, str]:
-    import flax
-    import optax
-
-    return {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}
 
 
 def cached_fit(
@@ -159,7 +153,7 @@ def cached_fit(
         "config": config,
         "train_time_s": train_time,
         "created": datetime.datetime.now(datetime.UTC).isoformat(),
-        "versions": _versions(),
+        "versions": versions(),
     }
     if stem is not None:
         try:

@@ -1,0 +1,63 @@
+"""Where a result was computed: package versions, backend and devices, the git commit, argv.
+
+One place for the provenance that experiment results (:mod:`gcc_jax.experiments._io`) and
+training checkpoints (:func:`gcc_jax.training.cached_fit`) record.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = ["environment", "git_commit", "versions"]
+
+
+def versions() -> dict[str, str]:
+    """Versions of gcc_jax and the packages its numbers depend on."""
+    import flax
+    import jaxlib
+    import optax
+
+    from . import __version__
+
+    return {
+        "gcc_jax": __version__,
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "flax": flax.__version__,
+        "optax": optax.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def git_commit() -> str | None:
+    """``git rev-parse HEAD`` of the checkout holding the package, or ``None`` (not a checkout)."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and len(sha) == 40 else None
+
+
+def environment() -> dict[str, Any]:
+    """Where a result was computed: versions, backend, devices, x64 flag, git commit, argv."""
+    return {
+        "command": list(sys.argv),
+        "versions": versions(),
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "x64": bool(jax.config.jax_enable_x64),
+        "git_commit": git_commit(),
+    }
