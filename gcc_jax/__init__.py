@@ -6,6 +6,12 @@ answered. See DESIGN.md for the method and the binding conventions.
 """
 
 from . import tuning as tuning
+from ._adversary import Adversary as Adversary
+from ._adversary import AttackResult as AttackResult
+from ._adversary import adversary_positions as adversary_positions
+from ._adversary import attack as attack
+from ._adversary import attack_loss as attack_loss
+from ._adversary import worst_case_adversaries as worst_case_adversaries
 from ._evaluator import MaskEvaluator as MaskEvaluator
 from ._evaluator import auto_chunk_size as auto_chunk_size
 from ._evaluator import evaluate_masks as evaluate_masks
@@ -39,15 +45,19 @@ from ._worst_case import WorstCase as WorstCase
 from ._worst_case import worst_case_mask as worst_case_mask
 from .codes import AbstractCode as AbstractCode
 from .codes import AbstractLinearCode as AbstractLinearCode
+from .codes import ApproxIFERCode as ApproxIFERCode
 from .codes import BerrutCode as BerrutCode
 from .codes import Decoded as Decoded
 from .codes import Encoded as Encoded
 from .codes import LagrangeCode as LagrangeCode
+from .codes import LagrangeECCode as LagrangeECCode
 from .codes import LearnedCode as LearnedCode
 from .codes import ParityModelCode as ParityModelCode
 from .codes import ReplicationCode as ReplicationCode
+from .codes import RobustSplineCode as RobustSplineCode
 from .codes import SplineCode as SplineCode
 from .codes import UncodedCode as UncodedCode
+from .codes import adversarial_lam_dec as adversarial_lam_dec
 from .training import TrainedCode as TrainedCode
 from .training import train_learned_code as train_learned_code
 from .training import train_parity_model as train_parity_model

@@ -1,0 +1,375 @@
+"""Byzantine workers: fixed corruption strategies, a gradient attack, worst-case positions.
+
+The adversarial setting of GCC (arXiv 2502.08058): ``γ`` of the ``N`` workers are adversarial and
+return anything within ``[−M, M]^m``; the others return ``f(x~_n)``. An *adversary* here is a
+rule for those values (:class:`Adversary`), and a set of positions (a boolean mask,
+``True`` = adversarial worker) from :func:`adversary_positions` or the worst-case search
+:func:`worst_case_adversaries`.
+
+Strategies (each keeps every corrupted coordinate within ``[−M, M]``):
+
+* ``"max"``: the largest allowed value, ``+M`` everywhere;
+* ``"sign_flip"``: ``clip(−y~_n, −M, M)``;
+* ``"random"``: uniform on ``[−M, M]^m``;
+* ``"bias"``: a constant bias ``clip(y~_n + b, −M, M)`` (``b = M`` by default), meant for a
+  contiguous block of positions (``adversary_positions(..., kind="contiguous")``);
+* ``"pgd"``: the strongest attack this library can compute, because its decoders are
+  differentiable: projected gradient ascent (Adam, projection = clipping to the box) on the
+  decode loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` over the adversaries' outputs, from several
+  starts (the honest values, the ``±M`` vertices by the sign of the honest values, random
+  points), keeping the best iterate seen.
+"""
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+
+from ._evaluator import MaskEvaluator
+from ._misc import as_float_array, as_int, as_mask, check_code, check_key
+from ._types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
+from ._worst_case import search_worst_case
+
+__all__ = [
+    "Adversary",
+    "AttackResult",
+    "attack",
+    "attack_loss",
+    "adversary_positions",
+    "worst_case_adversaries",
+]
+
+STRATEGIES = ("max", "sign_flip", "random", "bias", "pgd")
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Adversary:
+    """A rule for what adversarial workers return, within ``[−M, M]`` per coordinate.
+
+    Attributes:
+        bound: ``M > 0`` (array leaf: a new bound never recompiles).
+        strategy: one of ``"max"``, ``"sign_flip"``, ``"random"``, ``"bias"``, ``"pgd"`` (static;
+            see the module docstring).
+        steps: gradient steps per start (``"pgd"``).
+        learning_rate: Adam step size in units of ``M`` (``"pgd"``).
+        restarts: number of starts (``"pgd"``): the honest values with steps of
+            ``learning_rate / 100`` (to find the largest deviation a robust decoder still
+            accepts), the vertex ``−M·sign(y~)``, the honest values with full steps, then random
+            points in the box.
+        bias: the constant of ``"bias"`` (``None``: ``M``).
+
+    Example:
+        >>> import jax, jax.numpy as jnp, gcc_jax as gcc
+        >>> code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=20, lam_dec=1e-4)
+        >>> x = jnp.linspace(-1.0, 1.0, 4)[:, None]
+        >>> yt, fx = code.worker_outputs(jnp.sin, x), jnp.sin(x)
+        >>> bad = jnp.zeros(20, bool).at[5].set(True)
+        >>> y = gcc.attack(code, yt, fx, bad, gcc.Adversary(2.0, "max"), key=jax.random.key(0))
+        >>> float(y[5, 0]), bool(jnp.all(y[:5] == yt[:5]))
+        (2.0, True)
+    """
+
+    bound: Float[Array, ""]
+    strategy: str = dataclasses.field(default="pgd", metadata=dict(static=True))
+    steps: int = dataclasses.field(default=50, metadata=dict(static=True))
+    learning_rate: float = dataclasses.field(default=0.1, metadata=dict(static=True))
+    restarts: int = dataclasses.field(default=4, metadata=dict(static=True))
+    bias: float | None = dataclasses.field(default=None, metadata=dict(static=True))
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"`strategy` must be one of {STRATEGIES}; got {self.strategy!r}")
+        object.__setattr__(self, "steps", as_int(self.steps, "steps", 1))
+        object.__setattr__(self, "restarts", as_int(self.restarts, "restarts", 1))
+        if not (np.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"`learning_rate` must be > 0; got {self.learning_rate!r}")
+        bound = self.bound
+        if isinstance(bound, int | float | np.number):
+            if not (np.isfinite(bound) and bound > 0):
+                raise ValueError(f"`bound` must be finite and > 0; got {bound!r}")
+            object.__setattr__(self, "bound", jnp.asarray(float(bound)))
+
+
+def _check(code, yt, fx, adversaries, mask):
+    code = check_code(code)
+    n = code.num_workers
+    yt = as_float_array(yt, "yt")
+    fx = as_float_array(fx, "fx")
+    if yt.ndim < 1 or yt.shape[0] != n:
+        raise ValueError(f"`yt` must have one row per worker (n={n}); got shape {yt.shape}")
+    if fx.shape != (code.num_inputs, *yt.shape[1:]):
+        raise ValueError(
+            f"`fx` must have shape ({code.num_inputs}, *m) matching `yt` {yt.shape}; got {fx.shape}"
+        )
+    adversaries = as_mask(adversaries, n, "adversaries")
+    mask = as_mask(mask, n)
+    return code, yt, fx, adversaries, mask
+
+
+def _loss(code, y, fx, mask):
+    """``(1/K) Σ ‖f^ − f‖²`` and the status (the error of a failed decode is not used)."""
+    dec = code.decode_with_status(y, mask)
+    ok = dec.status == 0
+    err = jnp.where(ok, dec.value - fx, 0.0).reshape(-1)
+    return jnp.sum(err * err) / fx.shape[0], dec.status
+
+
+def _pgd(code, yt, fx, adversaries, mask, adversary, key):
+    n = yt.shape[0]
+    shape = yt.shape
+    y_flat = yt.reshape(n, -1)
+    m_bound = adversary.bound.astype(y_flat.dtype)
+    adv = adversaries[:, None]
+    opt = optax.scale_by_adam()
+
+    def objective(z):
+        y = jnp.where(adv, z, y_flat).reshape(shape)
+        loss, _ = _loss(code, y, fx, mask)
+        return loss
+
+    value_and_grad = jax.value_and_grad(objective)
+
+    def run(z0, lr):
+        def step(carry, _):
+            z, state, best_loss, best_z = carry
+            loss, g = value_and_grad(z)
+            better = loss > best_loss
+            best_loss = jnp.where(better, loss, best_loss)
+            best_z = jnp.where(better, z, best_z)
+            g = jnp.where(jnp.isfinite(g), g, 0.0)
+            upd, state = opt.update(g, state, z)
+            z = jnp.clip(z + lr * upd, -m_bound, m_bound)  # ascent, then projection
+            return (z, state, best_loss, best_z), None
+
+        init = (z0, opt.init(z0), jnp.asarray(-jnp.inf, y_flat.dtype), z0)
+        (z, _, best_loss, best_z), _ = jax.lax.scan(step, init, None, length=adversary.steps)
+        last = objective(z)
+        better = last > best_loss
+        return jnp.where(better, last, best_loss), jnp.where(better, z, best_z)
+
+    honest = jnp.clip(y_flat, -m_bound, m_bound)
+    vertex = jnp.where(y_flat >= 0, -m_bound, m_bound)
+    lr = adversary.learning_rate * m_bound
+    # (start, step size): small steps from the honest values find the largest deviation a
+    # robust decoder still accepts; large steps from vertices and random points the rest.
+    starts = [(honest, lr * 0.01), (vertex, lr), (honest, lr)]
+    keys = jr.split(key, max(adversary.restarts - 3, 1))
+    for i in range(adversary.restarts - 3):
+        starts.append((jr.uniform(keys[i], y_flat.shape, y_flat.dtype, -m_bound, m_bound), lr))
+    starts = starts[: adversary.restarts]
+    z0 = jnp.stack([s for s, _ in starts])
+    lrs = jnp.stack([jnp.asarray(r, y_flat.dtype) for _, r in starts])
+    losses, zs = jax.vmap(run)(z0, lrs)
+    best = jnp.argmax(jnp.where(jnp.isfinite(losses), losses, -jnp.inf))
+    return jnp.where(adv, zs[best], y_flat).reshape(shape)
+
+
+def attack_outputs(code, yt, fx, adversaries, mask, adversary, key) -> Array:
+    """The jittable core of :func:`attack` (no argument checks)."""
+    shape = yt.shape
+    n = shape[0]
+    y_flat = yt.reshape(n, -1)
+    m_bound = adversary.bound.astype(y_flat.dtype)
+    adv = adversaries[:, None]
+    s = adversary.strategy
+    if s == "max":
+        z = jnp.full_like(y_flat, m_bound)
+    elif s == "sign_flip":
+        z = jnp.clip(-y_flat, -m_bound, m_bound)
+    elif s == "random":
+        z = jr.uniform(key, y_flat.shape, y_flat.dtype, -m_bound, m_bound)
+    elif s == "bias":
+        b = m_bound if adversary.bias is None else jnp.asarray(adversary.bias, y_flat.dtype)
+        z = jnp.clip(y_flat + b, -m_bound, m_bound)
+    else:
+        return _pgd(code, yt, fx, adversaries, mask, adversary, key)
+    return jnp.where(adv, z, y_flat).reshape(shape)
+
+
+def attack(
+    code: Any,
+    yt: Float[ArrayLike, "n *m"],
+    fx: Float[ArrayLike, "k *m"],
+    adversaries: Bool[ArrayLike, " n"],
+    adversary: Adversary,
+    *,
+    mask: Bool[ArrayLike, " n"] | None = None,
+    key: PRNGKeyArray,
+) -> Float[Array, "n *m"]:
+    """Worker outputs after the adversarial workers applied ``adversary``'s strategy.
+
+    Rows where ``adversaries`` is True are replaced by values within ``[−M, M]``; the other rows
+    are ``yt`` unchanged. ``"pgd"`` maximises the decode loss against ``fx`` under the straggler
+    ``mask`` (default: all live), so it needs the true targets (an omniscient adversary, the
+    paper's worst case). Pure and jittable (vmap over ``adversaries`` or ``mask`` for many).
+
+    Args:
+        code: any :class:`gcc_jax.AbstractCode` (its decoder is what ``"pgd"`` attacks).
+        yt: honest worker outputs ``(n, *m)``.
+        fx: targets ``f(x_k)`` ``(k, *m)``.
+        adversaries: boolean ``(n,)``, True = adversarial worker.
+        adversary: an :class:`Adversary`.
+        mask: straggler mask (True = returned in time); default all live.
+        key: PRNG key (``"random"`` values, ``"pgd"`` random starts).
+    """
+    code, yt, fx, adversaries, mask = _check(code, yt, fx, adversaries, mask)
+    if not isinstance(adversary, Adversary):
+        raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
+    key = check_key(key)
+    return _attack_jit(code, yt, fx, adversaries, mask, adversary, key)
+
+
+@jax.jit
+def _attack_jit(code, yt, fx, adversaries, mask, adversary, key):
+    return attack_outputs(code, yt, fx, adversaries, mask, adversary, key)
+
+
+def attack_loss(
+    code: Any,
+    yt: Float[ArrayLike, "n *m"],
+    fx: Float[ArrayLike, "k *m"],
+    adversaries: Bool[ArrayLike, " n"],
+    adversary: Adversary,
+    *,
+    mask: Bool[ArrayLike, " n"] | None = None,
+    key: PRNGKeyArray,
+) -> tuple[Float[Array, ""], Int[Array, ""]]:
+    """``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` after :func:`attack`, and the decode status."""
+    code, yt, fx, adversaries, mask = _check(code, yt, fx, adversaries, mask)
+    key = check_key(key)
+    return _attack_loss_jit(code, yt, fx, adversaries, mask, adversary, key)
+
+
+@jax.jit
+def _attack_loss_jit(code, yt, fx, adversaries, mask, adversary, key):
+    y = attack_outputs(code, yt, fx, adversaries, mask, adversary, key)
+    return _loss(code, y, fx, mask)
+
+
+def adversary_positions(
+    key: PRNGKeyArray, num_workers: int, num_adversaries: int, *, kind: str = "random"
+) -> Bool[Array, " n"]:
+    """A boolean ``(n,)`` mask with exactly ``γ`` True entries (the adversarial workers).
+
+    ``kind="random"``: a uniformly random ``γ``-subset; ``"contiguous"``: a block of ``γ``
+    consecutive workers (in node order) at a uniformly random start.
+
+    Example:
+        >>> import jax, gcc_jax as gcc
+        >>> adv = gcc.adversary_positions(jax.random.key(0), 10, 3, kind="contiguous")
+        >>> int(adv.sum()), [int(i) for i in jax.numpy.flatnonzero(adv, size=3)] == sorted(
+        ...     int(i) for i in jax.numpy.flatnonzero(adv, size=3))
+        (3, True)
+    """
+    key = check_key(key)
+    n = as_int(num_workers, "num_workers", 1)
+    g = as_int(num_adversaries, "num_adversaries", 0, n)
+    idx = jnp.arange(n)
+    if kind == "random":
+        ranks = jnp.argsort(jnp.argsort(jr.uniform(key, (n,))))
+        return ranks < g
+    if kind == "contiguous":
+        start = jr.randint(key, (), 0, n - g + 1)
+        return (idx >= start) & (idx < start + g)
+    raise ValueError(f"`kind` must be 'random' or 'contiguous'; got {kind!r}")
+
+
+class AttackResult(NamedTuple):
+    """Result of :func:`worst_case_adversaries`.
+
+    Attributes:
+        adversaries: the worst positions found, boolean ``(n,)`` (True = adversarial).
+        outputs: the corrupted worker outputs at those positions ``(n, *m)``.
+        loss: their decode loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` (``inf``: not decodable).
+        status: the decode status at those positions.
+        exhaustive: every ``γ``-subset was tried (the loss is the maximum over positions, for
+            this strategy); otherwise a lower bound from the local search.
+        num_evaluated: position sets tried.
+    """
+
+    adversaries: np.ndarray
+    outputs: Array
+    loss: float
+    status: int
+    exhaustive: bool
+    num_evaluated: int
+
+
+def _per_mask(code, yt, aux, honest):
+    """MaskEvaluator hook: the attack with adversaries at ``~honest`` (loss, status)."""
+    fx, live, adversary, key = aux
+    y = attack_outputs(code, yt, fx, ~honest, live, adversary, key)
+    return _loss(code, y, fx, live)
+
+
+def worst_case_adversaries(
+    code: Any,
+    yt: Float[ArrayLike, "n *m"],
+    fx: Float[ArrayLike, "k *m"],
+    adversary: Adversary,
+    num_adversaries: int,
+    *,
+    mask: Bool[ArrayLike, " n"] | None = None,
+    key: PRNGKeyArray | None = None,
+    max_exhaustive: int = 2_000,
+    restarts: int = 4,
+    proposals: int = 64,
+    max_iters: int = 20,
+    patience: int = 3,
+    chunk_size: int = 64,
+) -> AttackResult:
+    """The ``γ`` adversary positions that maximise the decode loss under ``adversary``.
+
+    The search of :func:`gcc_jax.worst_case_mask` (exhaustive over all ``C(N, γ)`` position sets
+    when at most ``max_exhaustive``, else contiguous blocks plus local search by swaps), where a
+    "pattern" marks the adversaries and its loss is the decode loss *after the attack* at those
+    positions (for ``"pgd"``: a full gradient attack per candidate set, batched through the one
+    mask evaluator, :class:`gcc_jax.MaskEvaluator`, with a ``per_mask`` that applies it).
+
+    Args:
+        code: any :class:`gcc_jax.AbstractCode`.
+        yt: honest worker outputs ``(n, *m)``; fx: targets ``(k, *m)``.
+        adversary: the value strategy.
+        num_adversaries: ``γ``.
+        mask: straggler mask applied on top (default all live).
+        key: PRNG key (default ``jax.random.key(0)``).
+        max_exhaustive, restarts, proposals, max_iters, patience, chunk_size: as
+            :func:`gcc_jax.worst_case_mask`.
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10, lam_dec=1e-4)
+        >>> x = jnp.linspace(-1.0, 1.0, 3)[:, None]
+        >>> yt, fx = code.worker_outputs(jnp.sin, x), jnp.sin(x)
+        >>> res = gcc.worst_case_adversaries(code, yt, fx, gcc.Adversary(1.0, "max"), 2)
+        >>> res.exhaustive, int(res.adversaries.sum()), res.num_evaluated
+        (True, 2, 45)
+    """
+    code, yt, fx, _, mask = _check(code, yt, fx, None, mask)
+    n = code.num_workers
+    g = as_int(num_adversaries, "num_adversaries", 0, n)
+    key = jr.key(0) if key is None else check_key(key)
+    if not isinstance(adversary, Adversary):
+        raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
+    ev = MaskEvaluator(
+        code, yt, (fx, mask, adversary, key), per_mask=_per_mask, chunk_size=chunk_size
+    )
+    wc = search_worst_case(
+        ev,
+        n,
+        g,
+        key=key,
+        max_exhaustive=max_exhaustive,
+        restarts=restarts,
+        proposals=proposals,
+        max_iters=max_iters,
+        patience=patience,
+    )
+    adversaries = ~np.asarray(wc.mask)
+    outputs = _attack_jit(code, yt, fx, jnp.asarray(adversaries), mask, adversary, key)
+    return AttackResult(adversaries, outputs, wc.loss, wc.status, wc.exhaustive, wc.num_evaluated)

@@ -1,0 +1,106 @@
+"""Adversaries: fixed strategies against NumPy, the gradient attack against vertex enumeration,
+the worst-case position search against a brute-force loop."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gcc_jax as gcc
+
+KEY = jax.random.key(0)
+
+
+def _job(n=12, k=3, lam=1e-3):
+    code = gcc.SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=lam)
+    x = np.linspace(-1.0, 1.0, k)[:, None] * np.array([[1.0, 0.5]])
+    return code, np.asarray(code.worker_outputs(jnp.sin, x)), np.sin(x)
+
+
+def _loss(code, y, fx, mask=None):
+    mask = np.ones(code.num_workers, bool) if mask is None else mask
+    return float(np.sum((np.asarray(code.decode(y, mask)) - fx) ** 2) / fx.shape[0])
+
+
+@pytest.mark.parametrize("strategy", ["max", "sign_flip", "random", "bias"])
+def test_fixed_strategies_match_numpy(strategy):
+    code, yt, fx = _job()
+    adv = np.zeros(12, bool)
+    adv[[2, 3, 9]] = True
+    m = 0.8
+    y = np.asarray(gcc.attack(code, yt, fx, adv, gcc.Adversary(m, strategy), key=KEY))
+    np.testing.assert_array_equal(y[~adv], yt[~adv])
+    assert np.all(np.abs(y[adv]) <= m + 1e-15)
+    if strategy == "max":
+        np.testing.assert_array_equal(y[adv], m)
+    elif strategy == "sign_flip":
+        np.testing.assert_allclose(y[adv], np.clip(-yt[adv], -m, m))
+    elif strategy == "bias":
+        np.testing.assert_allclose(y[adv], np.clip(yt[adv] + m, -m, m))
+    else:
+        assert np.unique(y[adv]).size == y[adv].size  # random, all distinct
+    loss, status = gcc.attack_loss(code, yt, fx, adv, gcc.Adversary(m, strategy), key=KEY)
+    assert int(status) == 0
+    assert float(loss) == pytest.approx(_loss(code, y, fx), rel=1e-10)
+
+
+def test_pgd_reaches_the_best_vertex_of_a_linear_decoder():
+    # For a linear decoder the loss is a convex quadratic in the adversaries' outputs, so its
+    # maximum over the box is at a vertex: enumerate all 2^(γ m) = 16 vertices.
+    code, yt, fx = _job()
+    adv = np.zeros(12, bool)
+    adv[[4, 7]] = True
+    m = 1.0
+    best = 0.0
+    for signs in itertools.product([-m, m], repeat=4):
+        y = yt.copy()
+        y[adv] = np.reshape(signs, (2, 2))
+        best = max(best, _loss(code, y, fx))
+    adversary = gcc.Adversary(m, "pgd", steps=60)
+    y = np.asarray(gcc.attack(code, yt, fx, adv, adversary, key=KEY))
+    assert np.all(np.abs(y[adv]) <= m + 1e-12)
+    assert _loss(code, y, fx) >= 0.999 * best
+    for s in ["max", "sign_flip", "random", "bias"]:
+        fixed, _ = gcc.attack_loss(code, yt, fx, adv, gcc.Adversary(m, s), key=KEY)
+        assert _loss(code, y, fx) >= float(fixed) - 1e-12
+
+
+def test_worst_case_positions_match_brute_force():
+    code, yt, fx = _job(n=10)
+    adversary = gcc.Adversary(1.0, "max")
+    res = gcc.worst_case_adversaries(code, yt, fx, adversary, 2)
+    losses = {}
+    for pos in itertools.combinations(range(10), 2):
+        adv = np.zeros(10, bool)
+        adv[list(pos)] = True
+        y = yt.copy()
+        y[adv] = 1.0
+        losses[pos] = _loss(code, y, fx)
+    worst = max(losses, key=losses.get)
+    assert res.exhaustive and res.num_evaluated == 45
+    assert tuple(np.flatnonzero(res.adversaries)) == worst
+    assert res.loss == pytest.approx(losses[worst], rel=1e-10)
+    np.testing.assert_allclose(res.outputs[res.adversaries], 1.0)
+    # heuristic search (forced) finds a lower bound no larger than the exact worst case
+    heur = gcc.worst_case_adversaries(code, yt, fx, adversary, 2, max_exhaustive=0)
+    assert not heur.exhaustive and heur.loss <= res.loss + 1e-12
+
+
+def test_positions_and_errors():
+    adv = np.asarray(gcc.adversary_positions(KEY, 20, 5))
+    assert adv.sum() == 5
+    block = np.flatnonzero(gcc.adversary_positions(KEY, 20, 5, kind="contiguous"))
+    assert block.size == 5 and np.all(np.diff(block) == 1)
+    with pytest.raises(ValueError, match="kind"):
+        gcc.adversary_positions(KEY, 20, 5, kind="spread")
+    with pytest.raises(ValueError, match="strategy"):
+        gcc.Adversary(1.0, "nope")
+    with pytest.raises(ValueError, match="bound"):
+        gcc.Adversary(-1.0, "max")
+    code, yt, fx = _job()
+    with pytest.raises(ValueError, match="fx"):
+        gcc.attack(code, yt, fx[:2], np.zeros(12, bool), gcc.Adversary(1.0, "max"), key=KEY)
+    with pytest.raises(TypeError, match="adversaries"):
+        gcc.attack(code, yt, fx, np.zeros(12), gcc.Adversary(1.0, "max"), key=KEY)
