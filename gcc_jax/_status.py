@@ -62,7 +62,8 @@ def _code_message(flag: Status, code) -> str | None:
     """The message for ``flag`` naming ``code`` and its requirement (None: no specific one).
 
     Codes declare what they need as attributes: ``min_live`` (``TOO_FEW_LIVE``),
-    ``recovery_threshold`` (``BELOW_RECOVERY_THRESHOLD``), ``num_parities``
+    ``recovery_threshold`` (``BELOW_RECOVERY_THRESHOLD``; its formula in ``recovery_rule``,
+    default LCC's), ``num_parities``
     (``TOO_MANY_ERASURES``).
     """
     name = type(code).__name__
@@ -73,7 +74,8 @@ def _code_message(flag: Status, code) -> str | None:
     if flag == Status.BELOW_RECOVERY_THRESHOLD and hasattr(code, "recovery_threshold"):
         return (
             f"fewer live workers than {name}'s recovery threshold: it needs "
-            f"{_plural(int(code.recovery_threshold), 'live worker')} ((K−1)·deg f + 1)"
+            f"{_plural(int(code.recovery_threshold), 'live worker')} "
+            f"({getattr(code, 'recovery_rule', '(K−1)·deg f + 1')})"
         )
     if flag == Status.TOO_MANY_ERASURES and hasattr(code, "num_parities"):
         r = int(code.num_parities)

@@ -184,4 +184,50 @@ ALL_CODES: list[CodeCase] = [
         flag=gcc.Status.TOO_MANY_ERASURES,
         tol_all_live=0.0,
     ),
+    CodeCase(
+        name="robust-tukey",
+        build=lambda: gcc.RobustSplineCode.chebyshev(
+            num_inputs=4, num_workers=10, lam_dec=1e-4, loss="tukey", iterations=4
+        ),
+        f=_smooth,
+        x=_X,
+        max_stragglers=4,
+        undecodable=_only(10, [3]),
+        flag=gcc.Status.TOO_FEW_LIVE,
+        tol_all_live=0.05,
+    ),
+    CodeCase(
+        name="robust-trim",
+        build=lambda: gcc.RobustSplineCode.chebyshev(
+            num_inputs=4, num_workers=10, lam_dec=1e-4, loss="trim", iterations=2, trim=1
+        ),
+        f=_smooth,
+        x=_X,
+        max_stragglers=4,
+        undecodable=_only(10, [3, 6]),  # 2 live < 2 + trim
+        flag=gcc.Status.TOO_FEW_LIVE,
+        tol_all_live=0.1,
+    ),
+    CodeCase(
+        name="approxifer",
+        build=lambda: gcc.ApproxIFERCode.chebyshev(num_inputs=3, num_workers=12, num_adversaries=1),
+        f=_smooth,
+        x=_X[:3],
+        max_stragglers=5,  # location needs 2K + 2A − 1 = 7 live
+        undecodable=_only(12, [0, 2, 4, 6, 8, 10]),
+        flag=gcc.Status.BELOW_RECOVERY_THRESHOLD,
+        tol_all_live=0.5,
+    ),
+    CodeCase(
+        name="lagrange-ec",
+        build=lambda: gcc.LagrangeECCode.chebyshev(
+            num_inputs=3, num_workers=10, degree=2, num_adversaries=1
+        ),
+        f=_quadratic,
+        x=_X[:3],
+        max_stragglers=3,  # (K − 1)·2 + 2·1 + 1 = 7 live of 10
+        undecodable=_only(10, [0, 2, 4, 5, 7, 9]),
+        flag=gcc.Status.BELOW_RECOVERY_THRESHOLD,
+        tol_all_live=1e-8,  # exact for a degree-2 polynomial
+    ),
 ]

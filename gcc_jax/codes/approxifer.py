@@ -134,6 +134,14 @@ class ApproxIFERCode(AbstractCode):
         """``2K + 2A − 1`` live workers: enough equations for the rational locator."""
         return 2 * self.num_inputs + 2 * self.num_adversaries - 1
 
+    @property
+    def min_live(self) -> int:
+        """At least one live worker (below :attr:`recovery_threshold` the status says so)."""
+        return 1
+
+    #: the formula of :attr:`recovery_threshold`, for error messages
+    recovery_rule = "2K + 2A − 1"
+
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         mask = as_mask(mask, self.num_workers)
         ok = jnp.sum(mask) >= self.recovery_threshold

@@ -122,6 +122,14 @@ class LagrangeECCode(AbstractCode):
         """``(K − 1)·deg + 2A + 1`` live workers."""
         return (self.num_inputs - 1) * self.degree + 2 * self.num_adversaries + 1
 
+    @property
+    def min_live(self) -> int:
+        """At least one live worker (below :attr:`recovery_threshold` the status says so)."""
+        return 1
+
+    #: the formula of :attr:`recovery_threshold`, for error messages
+    recovery_rule = "(K−1)·deg f + 2A + 1"
+
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         mask = as_mask(mask, self.num_workers)
         ok = jnp.sum(mask) >= self.recovery_threshold

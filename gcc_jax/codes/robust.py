@@ -339,11 +339,15 @@ class RobustSplineCode(AbstractCode):
     def num_workers(self) -> int:
         return self.beta.shape[0]
 
+    @property
+    def min_live(self) -> int:
+        """Live workers needed: 2 for a spline, plus ``trim`` for ``"trim"``."""
+        return 2 + (self.trim if self.loss == "trim" else 0)
+
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """Every estimate when at least ``2 + trim`` workers are live."""
+        """Every estimate when at least :attr:`min_live` workers are live."""
         mask = as_mask(mask, self.num_workers)
-        need = 2 + (self.trim if self.loss == "trim" else 0)
-        return jnp.broadcast_to(jnp.sum(mask) >= need, (self.num_inputs,))
+        return jnp.broadcast_to(jnp.sum(mask) >= self.min_live, (self.num_inputs,))
 
     # -- encoder / decoder ------------------------------------------------------------------
 
@@ -367,7 +371,7 @@ class RobustSplineCode(AbstractCode):
         y_flat = y.reshape(n, -1).astype(dtype)
         beta, alpha = self.beta.astype(dtype), self.alpha.astype(dtype)
         lam = jnp.asarray(self.lam_dec, dtype)
-        need = 2 + (self.trim if self.loss == "trim" else 0)
+        need = self.min_live
         finite = jnp.all(jnp.isfinite(y_flat), axis=1)
         status = (
             combine((jnp.sum(mask) < need, Status.TOO_FEW_LIVE))
