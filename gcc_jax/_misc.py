@@ -23,6 +23,7 @@ __all__ = [
     "as_mask",
     "as_masks",
     "as_nodes",
+    "as_prob",
     "check_code",
     "check_node_leaves",
     "check_inputs",
@@ -40,7 +41,15 @@ def float_dtype(*arrays) -> jnp.dtype:
     """The promoted floating dtype of ``arrays`` (JAX's default float if none is floating)."""
     dtype = None
     for a in arrays:
-        dt = jnp.asarray(a).dtype
+        if isinstance(a, jax.Array | np.ndarray | np.generic):
+            dt = a.dtype
+        else:
+            try:
+                if np.asarray(a).dtype.kind in "OSUV":
+                    continue  # strings, objects: left to the argument's own check
+                dt = jnp.asarray(a).dtype
+            except (TypeError, ValueError):
+                continue
         if jnp.issubdtype(dt, jnp.floating):
             dtype = dt if dtype is None else jnp.promote_types(dtype, dt)
     return dtype if dtype is not None else jnp.zeros(()).dtype
@@ -89,6 +98,17 @@ def as_float_array(x, name: str) -> Array:
     """
     if isinstance(x, str | bytes):
         raise TypeError(f"`{name}` must be a real array; got a string {_describe(x)}")
+    if not isinstance(x, jax.Array):
+        try:
+            host = np.asarray(x)
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"`{name}` must be a real array; got {type(x).__name__} ({err})"
+            ) from None
+        if host.dtype.kind in "OSUV":  # object, bytes, str, void
+            raise TypeError(
+                f"`{name}` must be a real array; got {type(x).__name__} of dtype {host.dtype}"
+            )
     try:
         arr = jnp.asarray(x)
     except TypeError as err:
@@ -150,15 +170,56 @@ def as_lam(lam, name: str, dtype, *, check_value: bool = True) -> Float[Array, "
     return lam
 
 
+def as_prob(p, name: str = "p", *, upper_open: bool = False) -> float:
+    """A probability: a real number in ``[0, 1]`` (``[0, 1)`` with ``upper_open``).
+
+    Strings, complex numbers, bools and arrays of more than one value raise ``TypeError``
+    (a string ``"0.2"`` is not silently parsed); values outside the range ``ValueError``.
+    """
+    if isinstance(p, str | bytes | bool | np.bool_) or not isinstance(
+        p, numbers.Real | np.ndarray | jax.Array
+    ):
+        raise TypeError(f"`{name}` must be a real number in [0, 1]; got {type(p).__name__} {p!r}")
+    if isinstance(p, np.ndarray | jax.Array):
+        if isinstance(p, jax.core.Tracer):
+            raise TypeError(f"`{name}` must be a concrete number; got a tracer")
+        if p.ndim != 0 or not (
+            jnp.issubdtype(p.dtype, jnp.floating) or jnp.issubdtype(p.dtype, jnp.integer)
+        ):
+            raise TypeError(
+                f"`{name}` must be a real scalar in [0, 1]; got dtype {p.dtype}, shape {p.shape}"
+            )
+    value = float(p)
+    if not (0.0 <= value < 1.0 if upper_open else 0.0 <= value <= 1.0):
+        rng = "[0, 1)" if upper_open else "[0, 1]"
+        raise ValueError(f"`{name}` must be a probability in {rng}; got {value}")
+    return value
+
+
+def _as_bool_array(mask, name: str):
+    """``mask`` as an array (NumPy stays NumPy) that must be boolean; clear errors otherwise."""
+    if isinstance(mask, str | bytes):
+        raise TypeError(f"`{name}` must be a boolean array; got the string {_describe(mask)}")
+    if not isinstance(mask, np.ndarray | jax.Array):
+        try:
+            mask = np.asarray(mask)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"`{name}` must be a boolean array (True = the worker returned in time); got "
+                f"{type(mask).__name__} {_describe(mask)}"
+            ) from None
+    if mask.dtype != np.bool_:
+        raise TypeError(
+            f"`{name}` must be boolean (True = the worker returned in time); got dtype {mask.dtype}"
+        )
+    return mask
+
+
 def as_mask(mask, n: int, name: str = "mask") -> Bool[Array, " n"]:
     """One straggler mask: boolean of shape ``(n,)`` (``None`` = all live)."""
     if mask is None:
         return jnp.ones((n,), bool)
-    mask = jnp.asarray(mask)
-    if mask.dtype != jnp.bool_:
-        raise TypeError(
-            f"`{name}` must be boolean (True = the worker returned in time); got dtype {mask.dtype}"
-        )
+    mask = jnp.asarray(_as_bool_array(mask, name))
     if mask.shape != (n,):
         raise ValueError(
             f"`{name}` must have shape ({n},), one entry per worker; got {mask.shape} "
@@ -174,9 +235,7 @@ def as_masks(masks, n: int, name: str = "masks") -> np.ndarray | Array:
             f"`{name}` is traced: this function drives a host-side loop over chunks of masks "
             "and cannot run under jit/vmap; use gcc_jax.mask_losses (jittable) inside jit"
         )
-    masks = masks if isinstance(masks, np.ndarray) else jnp.asarray(masks)
-    if masks.dtype != np.bool_:
-        raise TypeError(f"`{name}` must be boolean (True = returned in time); got {masks.dtype}")
+    masks = _as_bool_array(masks, name)
     if masks.ndim != 2 or masks.shape[1] != n:
         raise ValueError(
             f"`{name}` must have shape (p, {n}), one row per pattern; got {masks.shape}"

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from ._misc import as_int
 from ._types import Array, Float
 
 
 def _check_count(n: int, minimum: int, name: str = "n") -> int:
-    if isinstance(n, bool) or not isinstance(n, int | jnp.integer):
-        raise TypeError(f"`{name}` must be a Python int; got {type(n).__name__} {n!r}")
-    n = int(n)
-    if n < minimum:
-        raise ValueError(f"`{name}` must be at least {minimum}; got {n}")
-    return n
+    return as_int(n, name, minimum)
 
 
 def chebyshev_nodes(n: int, kind: int = 1, *, dtype=None) -> Float[Array, " n"]:

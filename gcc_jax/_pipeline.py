@@ -115,8 +115,9 @@ def monte_carlo_loss(
 
     Raises:
         ValueError/TypeError: wrong shapes or dtypes.
-        GCCValueError: (unless ``return_status``) some pattern has fewer than 2 live workers,
-            a live worker returned NaN/Inf, or ``f(x)`` itself is not finite.
+        GCCValueError: (unless ``return_status``) some pattern cannot be decoded (too few live
+            workers for the code, see :func:`gcc_jax.describe_status`), a live worker returned
+            NaN/Inf, or ``f(x)`` itself is not finite.
 
     Example:
         >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -152,7 +153,7 @@ def monte_carlo_loss(
         return MonteCarloResult(losses, statuses)
     if statuses.any():
         bad = np.flatnonzero(statuses)
-        flags = describe_status(int(np.bitwise_or.reduce(statuses[bad])))
+        flags = describe_status(int(np.bitwise_or.reduce(statuses[bad])), code)
         raise GCCValueError(
             f"monte_carlo_loss: {bad.size} of {num} patterns could not be decoded ({flags}); "
             f"first bad pattern index {bad[0]}. Pass return_status=True to get per-pattern "

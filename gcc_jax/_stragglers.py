@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax import lax
 
-from ._misc import as_int, check_key
+from ._misc import as_int, as_prob, check_key
 from ._types import Array as _Array
 from ._types import Bool, PRNGKeyArray
 
@@ -55,9 +55,7 @@ def sample_masks(
     if stragglers is not None:
         s = as_int(stragglers, "stragglers", 0, n)
         return _blockwise(key, num, lambda k, rows: _exact_block(k, rows, n, s))
-    p = float(p)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"`p` must be a probability in [0, 1]; got {p}")
+    p = as_prob(p, "p")
     return _blockwise(key, num, lambda k, rows: ~jr.bernoulli(k, p, (rows, n)))
 
 

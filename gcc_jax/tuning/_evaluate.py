@@ -12,6 +12,7 @@ import jax.random as jr
 import numpy as np
 
 from .._evaluator import MaskEvaluator
+from .._misc import check_key
 from .._status import GCCValueError, Status
 from .._types import ArrayLike, Bool, Float, PRNGKeyArray
 from .._worst_case import search_worst_case
@@ -211,7 +212,7 @@ def evaluate(
     n = code.num_workers
     straggler_model.check(n)
     search = DEFAULT_SEARCH | dict(search or {})
-    k_masks, k_search = jr.split(key)
+    k_masks, k_search = jr.split(check_key(key))
     masks = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
     if select_lam_dec is not None:  # per-job λ choices: memory grows with jobs × grid
         chunk_size = min(chunk_size, 32)

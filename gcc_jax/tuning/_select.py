@@ -30,11 +30,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._spline import SOLVERS, _safe_inputs, _value_status, smoother_matrix_with_status
+from .._misc import as_int, check_outputs, data_status
+from .._spline import fit_smoothing_spline_with_status, smoother_matrix_with_status
 from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, Int
 from ..codes import SplineCode
-from ..codes._base import check_outputs
 
 __all__ = [
     "LamChoice",
@@ -97,7 +97,7 @@ def _gcv(beta, solver, y_flat, mask, lam):
     n = jnp.sum(w)
     dof = n - jnp.sum(w * jnp.diag(h))  # tr(I − H) over the live rows
     score = n * jnp.sum(resid * resid) / (y_flat.shape[1] * dof * dof)
-    status = status | combine((~(dof > 0), Status.NONFINITE_RESULT))
+    status = status | combine((~(dof > 0), Status.NONFINITE_RESULT)) | data_status(y_flat, mask)
     return jnp.where(status == 0, score, jnp.nan), status
 
 
@@ -116,18 +116,14 @@ def _cv(beta, solver, y_flat, mask, lam, folds):
     def one(out):
         # The factorisation depends on (beta, mask, λ) only, never on y: under vmap over jobs
         # (outputs) it is shared and only the substitutions are batched.
-        fit_mask = mask & ~out
-        status = _value_status(beta, fit_mask, lam, None)
-        t_ok, mask_ok, lam_ok = _safe_inputs(beta, fit_mask, lam, status)
-        values, _ = SOLVERS[solver](t_ok, mask_ok, lam_ok, jnp.where(mask_ok[:, None], safe_y, 0.0))
-        status = status | combine((~jnp.all(jnp.isfinite(values)), Status.NONFINITE_RESULT))
+        fit = fit_smoothing_spline_with_status(beta, safe_y, lam, mask & ~out, solver=solver)
+        values, status = fit.values, fit.status
         err = jnp.where(out[:, None], safe_y - values, 0.0)
         return jnp.sum(err * err), status
 
     sq, status = jax.vmap(one)(held)
     status = jnp.bitwise_or.reduce(status)
-    data = combine((jnp.any(mask[:, None] & ~jnp.isfinite(y_flat)), Status.NONFINITE_DATA))
-    status = status | data
+    status = status | data_status(y_flat, mask)
     n = jnp.sum(mask)
     score = jnp.sum(sq) / (n * y_flat.shape[1])
     return jnp.where(status == 0, score, jnp.nan), status
@@ -206,9 +202,7 @@ def _grid(grid: ArrayLike | None, dtype) -> Array:
 
 
 def _check_refine(refine: int) -> int:
-    if isinstance(refine, bool) or not isinstance(refine, int) or refine < 0:
-        raise ValueError(f"`refine` must be an int >= 0; got {refine!r}")
-    return refine
+    return as_int(refine, "refine", 0)
 
 
 def gcv_score(
@@ -257,9 +251,7 @@ def cv_score(
 
 
 def _check_folds(folds: int) -> int:
-    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
-        raise ValueError(f"`folds` must be an int >= 2; got {folds!r}")
-    return folds
+    return as_int(folds, "folds", 2)
 
 
 def gcv_lam_dec(

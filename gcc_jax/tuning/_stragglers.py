@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from .._misc import as_int, as_prob, check_key
 from .._stragglers import contiguous_masks, sample_masks
 from .._types import Array, Bool, PRNGKeyArray
 
@@ -53,12 +54,9 @@ class StragglerModel:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"`kind` must be one of {KINDS}; got {self.kind!r}")
-        s = self.stragglers
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise ValueError(f"`stragglers` must be an int >= 0; got {s!r}")
+        object.__setattr__(self, "stragglers", as_int(self.stragglers, "stragglers", 0))
         if self.kind == "iid":
-            if not 0.0 <= float(self.p) < 1.0:
-                raise ValueError(f"`p` must be a probability in [0, 1); got {self.p}")
+            object.__setattr__(self, "p", as_prob(self.p, "p", upper_open=True))
         elif self.p != 0.0:
             raise ValueError(f"`p` is only used by kind='iid'; got p={self.p} for {self.kind!r}")
 
@@ -70,7 +68,7 @@ class StragglerModel:
     @classmethod
     def iid(cls, p: float) -> StragglerModel:
         """Independent stragglers with probability ``p``."""
-        return cls("iid", p=float(p))
+        return cls("iid", p=p)
 
     @classmethod
     def worst(cls, stragglers: int) -> StragglerModel:
@@ -96,9 +94,9 @@ class StragglerModel:
         For ``worst``: the contiguous blocks first (all of them if ``num ≥ N − S + 1``, else
         ``num`` of them at random), then random ``S``-subsets.
         """
+        key = check_key(key)
         self.check(n)
-        if isinstance(num, bool) or not isinstance(num, int) or num < 1:
-            raise ValueError(f"`num` must be an int >= 1; got {num!r}")
+        num = as_int(num, "num", 1)
         if self.kind == "iid":
             return sample_masks(key, n, num=num, p=self.p)
         if self.kind == "exact":

@@ -15,6 +15,7 @@ import numpy as np
 import optax
 
 from .._evaluator import MaskEvaluator
+from .._misc import as_int, check_key
 from .._status import GCCValueError
 from .._stragglers import contiguous_masks
 from .._types import ArrayLike, Float, PRNGKeyArray
@@ -117,9 +118,7 @@ class TuneResult(NamedTuple):
 
 
 def _check_int(value, name: str, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
-    return value
+    return as_int(value, name, lo)
 
 
 def _split_jobs(x, x_val, val_fraction, key, code):
@@ -308,7 +307,7 @@ def tune(
     straggler_model.check(n)
     optimizer = default_optimizer() if optimizer is None else optimizer
     search = TUNE_SEARCH | dict(search or {})
-    k_split, k_val, k_run = jr.split(key, 3)
+    k_split, k_val, k_run = jr.split(check_key(key), 3)
     xs_train, xs_val = _split_jobs(x_train, x_val, val_fraction, k_split, code)
     b_train = xs_train.shape[0]
     per_step = b_train if jobs_per_step is None else _check_int(jobs_per_step, "jobs_per_step", 1)
@@ -510,7 +509,7 @@ def grid_search(
     n = code.num_workers
     straggler_model.check(n)
     search = DEFAULT_SEARCH | dict(search or {})
-    k_masks, k_search = jr.split(key)
+    k_masks, k_search = jr.split(check_key(key))
     worst = straggler_model.kind == "worst"
     dtype = code.alpha.dtype
 
