@@ -250,16 +250,13 @@ def model_cache(tmp_path_factory):
 
 
 def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
-    """`gcc-jax serve-bench --toy`: table, JSON and PNG; stats recomputed from the raw data.
-
-    ParM needs its own actors (they return logits); its plumbing is tested in process below.
-    """
+    """`gcc-jax serve-bench --toy`: table, JSON and PNG; stats recomputed from the raw data."""
     from gcc_jax.cli import main
     from gcc_jax.data import load_digits
     from gcc_jax.training import train_classifier
 
     out = tmp_path / "out"
-    schemes = "uncoded,replication,gcc,bacc"
+    schemes = "uncoded,equal,parm,gcc"
     argv = ["serve-bench", "--toy", "--schemes", schemes, "--out", str(out), "--no-progress"]
     assert main(argv) == 0
     result = json.loads((out / "serve_bench.json").read_text())
@@ -267,7 +264,7 @@ def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
     table = (out / "serve_bench.txt").read_text()
     assert result["ray"]["node_ip"] == "127.0.0.1"
     assert list(result["schemes"]) == schemes.split(",")
-    assert [p["actors"] for p in result["ray"]["pools"]] == [4]
+    assert [p["actors"] for p in result["ray"]["pools"]] == [3, 3]  # k=2, one group of k+1
     # the base model's predictions, recomputed from the cached model and the query indices
     cfg = result["config"]
     tm = train_classifier(cfg["model"], "digits", epochs=cfg["epochs"], progress=False)
@@ -280,18 +277,25 @@ def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
     for name, st in result["schemes"].items():
         pred = np.asarray(st["predictions"])
         lat = np.asarray(st["latencies_ms"])
-        assert pred.shape == lat.shape == (st["queries"],)
-        np.testing.assert_allclose(st["accuracy"], np.mean(pred == labels[: pred.size]))
-        np.testing.assert_allclose(st["agreement"], np.mean(pred == base[: pred.size]))
-        np.testing.assert_allclose(
-            [st["p50_ms"], st["p99_ms"], st["p999_ms"]],
-            np.percentile(lat, [50, 99, 99.9]),
-            atol=1e-3,  # the JSON keeps latencies to 0.1 µs
-        )
-        assert f"{st['p99_ms']:.1f}" in table
-        if name in ("uncoded", "replication"):  # exact schemes: every answer is the base's
-            ok = pred >= 0
-            np.testing.assert_array_equal(pred[ok], base[: pred.size][ok])
+        assert pred.shape == lat.shape == (st["queries"],) == (cfg["num_queries"],)
+        np.testing.assert_allclose(st["accuracy"], np.mean(pred == labels))
+        np.testing.assert_allclose(st["agreement"], np.mean(pred == base))
+        q = np.percentile(lat, [50, 99, 99.9])
+        np.testing.assert_allclose([st["p50_ms"], st["p99_ms"], st["p999_ms"]], q, atol=1e-3)
+        np.testing.assert_allclose(st["gap_ms"], q[2] - q[0], atol=2e-3)
+        np.testing.assert_allclose(st["mean_ms"], lat.mean(), atol=1e-3)
+        assert f"{st['p999_ms']:.1f}" in table
+        if name in ("uncoded", "equal"):  # exact schemes: every answer is the base's own
+            np.testing.assert_array_equal(pred, base)
+            assert st["released"] == {"own output": st["queries"]}
+    gaps = {name: st["gap_ms"] for name, st in result["schemes"].items()}
+    for name, ratio in result["gap_ratios"].items():
+        np.testing.assert_allclose(ratio, gaps["equal"] / gaps[name], rtol=1e-12)
+    assert "gap ratio" in table and "In plain words" in table
+    for name in ("gcc", "bacc"):
+        sweep = result["deadline_sweep"][name]["n-s"]
+        assert sweep["deadline_ms"] == [5.0, 10.0, 50.0]
+        assert all(0.0 <= v <= 1.0 for v in sweep["accuracy"])
 
 
 def test_parm_scheme_of_serve_bench_decodes_by_subtraction(model_cache):

@@ -447,3 +447,47 @@ def test_deadline_with_one_live_worker_is_an_explicit_error_for_a_spline():
     with CodedInferenceService(ex, code, stragglers=0, deadline_s=0.05) as svc:
         a = svc.serve(_queries(1))[0]
     assert not a.ok and a.status == int(gcc.Status.TOO_FEW_LIVE) and a.workers_answered == (3,)
+
+
+# -- the deadline sweep of serve-bench -----------------------------------------------------------
+
+
+def test_deadline_sweep_matches_a_loop_over_rounds():
+    """Accuracy at each deadline against eager decodes of each round's mask, in a loop."""
+    from gcc_jax.experiments.serve import deadline_sweep
+
+    w = np.asarray(jax.random.normal(jax.random.key(20), (4, 3)))
+
+    def f(x):
+        return jax.nn.softmax(jnp.asarray(w) @ x)
+
+    k, n, s = 2, 6, 1
+    code = gcc.SplineCode.chebyshev(num_inputs=k, num_workers=n)
+    queries = _queries(24, seed=21)
+    labels = np.arange(24) % 4
+    base = np.asarray(jax.vmap(f)(jnp.asarray(queries))).argmax(-1)
+    dm = DelayModel(num_workers=n, shift=0.002, scale=0.004, straggle_prob=0.2, seed=22)
+    deadlines = (1.0, 4.0, 8.0, 100.0)
+    got = deadline_sweep({"gcc": code}, f, queries, labels, base, dm, deadlines, s)["gcc"]
+    for rule in ("n-s", "deadline"):
+        correct = np.zeros(len(deadlines))
+        agree = np.zeros(len(deadlines))
+        bad = np.zeros(len(deadlines))
+        for r in range(len(queries) // k):
+            x = queries[r * k : (r + 1) * k]
+            yt = np.stack([np.asarray(f(jnp.asarray(v))) for v in np.asarray(code.encode(x))])
+            lat = dm.sample(r)
+            for j, t in enumerate(np.asarray(deadlines) / 1e3):
+                cut = min(t, np.sort(lat)[n - s - 1]) if rule == "n-s" else t
+                mask = lat <= cut
+                if mask.sum() < 2:  # a spline needs two live workers
+                    bad[j] += k
+                    continue
+                pred = np.asarray(code.decode(yt, mask)).argmax(-1)
+                correct[j] += np.sum(pred == labels[r * k : (r + 1) * k])
+                agree[j] += np.sum(pred == base[r * k : (r + 1) * k])
+        np.testing.assert_allclose(got[rule]["accuracy"], correct / 24, rtol=1e-12)
+        np.testing.assert_allclose(got[rule]["agreement"], agree / 24, rtol=1e-12)
+        np.testing.assert_allclose(got[rule]["undecodable"], bad / 24, rtol=1e-12)
+    assert got["n-s"]["undecodable"][0] > 0  # 1 ms is before anyone answers
+    assert got["deadline"]["agreement"][-1] == 1.0  # every worker in: GCC agrees with f

@@ -10,6 +10,7 @@
   * `RayExecutor`: ``N`` Ray actors each holding the worker model; the master decodes after
     ``ray.wait(num_returns=N − S, timeout=...)``, discards late results, restarts dead actors.
 
+- `RoundRobinExecutor`: rounds spread over several groups of ``N`` workers in turn.
 - `Fault`: injected faults (NaN, garbage, wrong shape, exceptions, hangs, crashes).
 - `CodedInferenceService`: a stream of queries in a bounded queue (`Overloaded` past it),
   batched ``K`` at a time whenever a round may start, encoded, dispatched, decoded; each query
@@ -28,6 +29,7 @@ from ._executor import Executor as Executor
 from ._executor import OnResult as OnResult
 from ._executor import Outcome as Outcome
 from ._executor import RoundResult as RoundResult
+from ._executor import RoundRobinExecutor as RoundRobinExecutor
 from ._executor import WaitFor as WaitFor
 from ._executor import default_wait_for as default_wait_for
 from ._executor import probability_check as probability_check
@@ -54,6 +56,7 @@ __all__ = [
     "Overloaded",
     "RayExecutor",
     "RoundResult",
+    "RoundRobinExecutor",
     "WaitFor",
     "default_wait_for",
     "init_local_ray",

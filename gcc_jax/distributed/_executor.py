@@ -16,6 +16,7 @@ import abc
 import dataclasses
 import enum
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "OnResult",
     "Outcome",
     "RoundResult",
+    "RoundRobinExecutor",
     "WaitFor",
     "default_wait_for",
     "probability_check",
@@ -399,3 +401,52 @@ class Executor(abc.ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class RoundRobinExecutor(Executor):
+    """Rounds spread over several executors of ``N`` workers each, in turn (load balancing).
+
+    Round ``r`` runs on ``executors[r mod G]``: ``G`` coding groups, each a disjoint set of
+    workers (e.g. views of one Ray pool), as a serving frontend spreads its coding groups over
+    a larger cluster. ``warmup`` warms every group; ``close`` closes them all.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gcc_jax.distributed import LocalExecutor, RoundRobinExecutor
+        >>> ex = RoundRobinExecutor([LocalExecutor(jnp.sin, num_workers=2) for _ in range(3)])
+        >>> ex.num_workers, ex.run_round(jnp.zeros(2), wait_for=2).rule_met
+        (2, True)
+    """
+
+    def __init__(self, executors: Sequence[Executor]):
+        executors = list(executors)
+        if not executors or not all(isinstance(e, Executor) for e in executors):
+            raise TypeError("`executors` must be a non-empty sequence of Executors")
+        sizes = {e.num_workers for e in executors}
+        if len(sizes) != 1:
+            raise ValueError(f"`executors` must have equal num_workers; got {sorted(sizes)}")
+        self.executors = executors
+        self.num_workers = sizes.pop()
+        for name in ("input_shape", "input_dtype", "output_shape", "output_dtype"):
+            value = getattr(executors[0], name, None)
+            if value is not None:
+                setattr(self, name, value)
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def run_round(self, xt, *, wait_for, timeout_s=10.0, round_id=None, on_result=None):
+        """See :meth:`Executor.run_round`; runs on the next executor in turn."""
+        with self._lock:
+            ex = self.executors[self._next % len(self.executors)]
+            self._next += 1
+        kwargs = {} if on_result is None else dict(on_result=on_result)
+        return ex.run_round(xt, wait_for=wait_for, timeout_s=timeout_s, round_id=round_id, **kwargs)
+
+    def warmup(self, input_shape, input_dtype):
+        """Warm every group; the first group's output shape."""
+        outs = [e.warmup(input_shape, input_dtype) for e in self.executors]
+        return outs[0]
+
+    def close(self) -> None:
+        for e in self.executors:
+            e.close()
