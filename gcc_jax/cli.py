@@ -9,8 +9,10 @@ import argparse
 import os
 import sys
 
+from . import __version__
 from .data import DatasetError
 from .experiments import COMMANDS, Command
+from .experiments._checks import ConfigError, check_config, check_out, effective_config
 
 
 def _toy(args: argparse.Namespace) -> bool:
@@ -26,17 +28,32 @@ def _add(subparsers, command: Command) -> None:
     p.add_argument("--seed", type=int, default=0, help="seeds everything (default 0)")
     p.add_argument("--out", default="gcc-results", help="output folder (default ./gcc-results)")
     p.add_argument("--no-progress", action="store_true", help="hide progress output")
-    p.set_defaults(command=command)
+    p.set_defaults(command=command, parser=p)
+
+
+def _checked_config(command: Command, args: argparse.Namespace) -> dict:
+    """The run's settings, after every check that needs no compute (``--out`` first)."""
+    try:
+        check_out(args.out)
+        config = command.config(args, _toy(args))
+        check_config(command.name, effective_config(command.name, command.run, config), args.seed)
+    except ConfigError as err:
+        args.parser.error(str(err))  # the subcommand's usage, "error: ...", exit code 2
+    return config
+
+
+def _run_command(command: Command, config: dict, args: argparse.Namespace):
+    return command.run(**config, seed=args.seed, progress=not args.no_progress)
 
 
 def _execute(command: Command, args: argparse.Namespace) -> int:
+    config = _checked_config(command, args)
     if command.x64 is not None:
         import jax
 
         x64 = command.x64 and not (command.float32_flag and args.float32)
         jax.config.update("jax_enable_x64", x64)
-    config = command.config(args, _toy(args))
-    result = command.run(**config, seed=args.seed, progress=not args.no_progress)
+    result = _run_command(command, config, args)
     print(command.report(result))
     paths = command.save(result, args.out)
     print("wrote " + ", ".join(str(v) for v in paths.values()))
@@ -48,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gcc-jax", description="General coded computing in JAX (GCC and its rivals)."
     )
+    parser.add_argument("--version", action="version", version=f"gcc-jax {__version__}")
     subparsers = parser.add_subparsers(dest="name", required=True, metavar="COMMAND")
     for command in COMMANDS:
         _add(subparsers, command)
@@ -56,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``gcc-jax`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:  # report an unknown flag under the subcommand's usage, not the top level's
+        args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
     command = args.command
     try:
         return _execute(command, args)

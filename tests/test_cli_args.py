@@ -1,0 +1,190 @@
+"""`gcc-jax` argument handling, checked before any compute.
+
+Every invalid argument exits with code 2 and an ``error:`` line naming the flag and its valid
+range, under the *subcommand's* usage; nothing runs first (the run function is replaced by one
+that fails the test). Toy mode is one convention: ``--toy`` or ``GCC_JAX_TOY=1`` on every
+subcommand, explicit flags always win.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+import pytest
+
+import gcc_jax
+from gcc_jax import cli
+from gcc_jax.experiments import COMMANDS
+
+NAMES = [c.name for c in COMMANDS]
+
+
+@pytest.fixture
+def no_compute(monkeypatch):
+    """Fail the test if any experiment starts; record the settings it would have run with."""
+    seen = {}
+
+    def refuse(command, config, args):
+        seen["config"] = config
+        raise AssertionError(f"{command.name} started computing despite invalid arguments")
+
+    monkeypatch.setattr(cli, "_run_command", refuse)
+    monkeypatch.delenv("GCC_JAX_TOY", raising=False)
+    return seen
+
+
+def _fails(argv, flag, capsys, tmp_path, *, needs_out=True, text=None):
+    argv = [*argv, "--out", str(tmp_path / "out")] if needs_out else list(argv)
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2, err
+    assert f"usage: gcc-jax {argv[0]}" in err, err  # the subcommand's usage, not the top level
+    line = next(ln for ln in err.splitlines() if "error:" in ln)
+    assert line.startswith(f"gcc-jax {argv[0]}: error:"), line
+    assert flag in line, line
+    if text is not None:
+        assert text in line, line
+    assert "Traceback" not in err
+    return line
+
+
+BAD = [
+    # the shared size rules, identical everywhere: 2 <= K <= N, 0 <= S <= N - 2
+    (["demo", "-K", "30", "-N", "12"], "--num-inputs/-K", "2 <= K <= N"),
+    (["run", "-K", "30", "-N", "12"], "--num-inputs/-K", "2 <= K <= N"),
+    (["rates", "-K", "7", "-N", "5,60"], "--num-inputs/-K", "2 <= K <= N"),
+    (["serve-bench", "-K", "9", "-N", "8"], "--num-inputs/-K", "1 <= K <= N"),
+    (["demo", "-K", "4", "-N", "16", "-S", "0,15"], "--stragglers/-S", "0 <= S <= N - 2 = 14"),
+    (["run", "-N", "10", "-K", "4", "-S", "9"], "--stragglers/-S", "0 <= S <= N - 2 = 8"),
+    (["rates", "-N", "12,24", "-S", "11"], "--stragglers/-S", "0 <= S <= N - 2 = 10"),
+    (["serve-bench", "-N", "4", "-K", "2", "-S", "3"], "--stragglers/-S", "N - 2 = 2"),
+    (["demo", "-N", "1"], "--num-workers/-N", ">= 2"),
+    (["demo", "-K", "1"], "--num-inputs/-K", ">= 2"),
+    (["poly", "--n-low", "3"], "--n-low", ">= K = 5"),
+    (["poly", "--n-high", "8"], "--n-high", ">= K = 10"),
+    # counts >= 1
+    (["demo", "-M", "0"], "--masks/-M", ">= 1"),
+    (["demo", "--dim", "0"], "--dim", ">= 1"),
+    (["rates", "-M", "0"], "--masks/-M", ">= 1"),
+    (["rates", "--restarts", "0"], "--restarts", ">= 1"),
+    (["poly", "--trials", "0"], "--trials", ">= 1"),
+    (["run", "--trials", "0"], "--trials", ">= 1"),
+    (["run", "--batches", "0"], "--batches", ">= 1"),
+    (["run", "--cv-batches", "0"], "--cv-batches", ">= 1"),
+    (["run", "--epochs", "0"], "--epochs", ">= 1"),
+    (["run", "--max-iters", "0"], "--max-iters", ">= 1"),
+    (["serve-bench", "--queries", "0"], "--queries", ">= 1"),
+    (["serve-bench", "--max-in-flight", "0"], "--max-in-flight", ">= 1"),
+    (["compare-learned", "--code-epochs", "0"], "--code-epochs", ">= 1"),
+    (["compare-learned", "-k", "1"], "--ks/-k", ">= 2"),
+    (["tune", "--steps", "-1"], "--steps", ">= 0"),
+    # numbers in their ranges; λ >= 0
+    (["rates", "--p", "1.5"], "--p", "(0, 1)"),
+    (["rates", "--lam-dec", "-1"], "--lam-dec", "[0, inf)"),
+    (["demo", "--lam-enc", "nan"], "--lam-enc", "[0, inf)"),
+    (["run", "--lam-dec-grid=0,-1e-6"], "--lam-dec-grid", "[0, inf)"),
+    (["run", "--lr", "0"], "--lr", "(0, inf)"),
+    (["serve-bench", "--rate", "0"], "--rate", "(0, inf)"),
+    (["serve-bench", "--fail-prob", "1"], "--fail-prob", "[0, 1)"),
+    (["serve-bench", "--straggle-prob", "2"], "--straggle-prob", "[0, 1]"),
+    (["serve-bench", "--timeout", "0"], "--timeout", "(0, inf)"),
+    (["serve-bench", "--lam-dec=-1e-6"], "--lam-dec", "[0, inf)"),
+    # names
+    (["rates", "--functions", "xsinx,nope"], "--functions", "'nope'"),
+    (["run", "--codes", "gcc,nope"], "--codes", "'nope'"),
+    (["serve-bench", "--schemes", "gcc,nope"], "--schemes", "'nope'"),
+    (["tune", "--workloads", "nope"], "--workloads", "'nope'"),
+    (["tune", "--regimes", "nope"], "--regimes", "'nope'"),
+    # common flags
+    (["demo", "--seed", "-1"], "--seed", ">= 0"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag", "text"), BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_invalid_argument_fails_before_compute(argv, flag, text, no_compute, capsys, tmp_path):
+    _fails(argv, flag, capsys, tmp_path, text=text)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("out", ["/proc/gcc-out", "/dev/null/sub"])
+def test_unwritable_out_is_found_first(name, out, no_compute, capsys, tmp_path):
+    line = _fails([name, "--out", out], "--out", capsys, tmp_path, needs_out=False)
+    assert out in line
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_flag_shows_the_subcommand_usage(name, no_compute, capsys, tmp_path):
+    line = _fails([name, "--bogus"], "--bogus", capsys, tmp_path)
+    assert "unrecognized arguments" in line
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_toy_flag_and_environment_are_one_convention(name, no_compute, monkeypatch, tmp_path):
+    """`--toy` and GCC_JAX_TOY=1 give the same settings, different from the full ones."""
+    configs = {}
+    for mode in ("full", "flag", "env"):
+        if mode == "env":
+            monkeypatch.setenv("GCC_JAX_TOY", "1")
+        argv = [name, "--out", str(tmp_path), *(["--toy"] if mode == "flag" else [])]
+        with pytest.raises(AssertionError, match="started computing"):
+            cli.main(argv)
+        configs[mode] = no_compute["config"]
+        monkeypatch.delenv("GCC_JAX_TOY", raising=False)
+    assert configs["flag"] == configs["env"]
+    assert configs["flag"] != configs["full"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "key", "value"),
+    [
+        (["rates", "--toy", "-K", "7", "-N", "30,60"], "num_inputs", 7),
+        (["rates", "--toy", "-K", "7", "-N", "30,60"], "workers", (30, 60)),
+        (["poly", "--toy", "--trials", "5"], "num_trials", 5),
+        (["demo", "--toy", "-M", "7"], "num_masks", 7),
+        (["run", "--toy", "-N", "12"], "num_workers", 12),
+        (["serve-bench", "--toy", "--queries", "9"], "num_queries", 9),
+    ],
+)
+def test_explicit_flags_win_over_toy(argv, key, value, no_compute, tmp_path):
+    with pytest.raises(AssertionError, match="started computing"):
+        cli.main([*argv, "--out", str(tmp_path)])
+    assert no_compute["config"][key] == value
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gcc-jax {gcc_jax.__version__}"
+
+
+def test_console_script_exit_code_and_stderr(tmp_path):
+    """Through a real process: exit status 2, the message on stderr, nothing on stdout."""
+    env = dict(os.environ, GCC_JAX_TOY="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcc_jax.cli", "rates", "-K", "30", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "gcc-jax rates: error: argument --num-inputs/-K:" in proc.stderr
+
+
+def test_every_flag_a_rule_names_exists_with_that_spelling():
+    """The rules name flags as argparse does (``--num-inputs/-K``), and only real ones."""
+    from gcc_jax.experiments import _checks
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    _checks.check_config("poly", {"num_trials": 1, "settings": ((3, 5, 20),)})  # fills RULES
+    assert set(_checks.RULES) == set(sub.choices)
+    for name, subparser in sub.choices.items():
+        labels = {"/".join(a.option_strings) for a in subparser._actions if a.option_strings}
+        flags = [f for rule in _checks.RULES[name] for f in rule.flags]
+        assert flags, name
+        for flag in flags:
+            assert flag in labels, f"{name}: a rule names {flag}; its flags are {sorted(labels)}"
