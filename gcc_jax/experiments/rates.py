@@ -1,29 +1,50 @@
 """Convergence rates of GCC and BACC in the number of workers ``N`` (the papers' theorems).
 
-For a fixed worker function and ``K`` fixed inputs, the loss
+For a fixed worker function, ``K`` inputs and ``draws`` independent input draws, the loss
 ``L = (1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` is measured as ``N`` grows (log-spaced) in two straggler
-regimes:
+regimes and at each worker-noise level ``σ`` (``noise``):
 
-* **worst case** with a fixed number ``S`` of stragglers: the loss of the worst pattern found by
-  :func:`gcc_jax.worst_case_mask` (exact for small ``C(N, S)``, a lower bound otherwise);
-* **probabilistic**: every worker straggles independently with probability ``p``; the mean loss
-  over ``M`` random patterns (patterns a code cannot decode are counted apart, see ``failed``).
+* **worst case** with a fixed number ``S`` of stragglers: per draw, the loss of the worst pattern
+  found by the local search of :func:`gcc_jax.worst_case_mask` (exact for small ``C(N, S)``, a
+  lower bound otherwise);
+* **probabilistic**: every worker straggles independently with probability ``p``; per draw,
+  ``M`` random patterns (patterns a code cannot decode are counted apart in ``failed``).
+* **noisy workers** (``σ > 0``): worker ``n`` returns ``f(x~_n) + ε_n`` with ``ε_n ~ N(0, σ² I)``
+  independent across workers and draws (the papers' noisy model, LeTCC eq. 1); the target stays
+  the noiseless ``f(x_k)``. GCC, BACC and both λ rules see the same noise (common random numbers).
 
-Theory (LeTCC Thm 4 and the probabilistic-regime paper; see the method notes §1.8):
-GCC ``O(S³ N⁻³)`` in the worst case and ``O(log³_{1/p}(N) N⁻³)`` with independent stragglers;
-the bound quoted for BACC is weaker, ``O(S⁴ N⁻²)`` (and ``O(log⁴_{1/p}(N) N⁻²)``). Fitted
-log-log slopes are reported next to these exponents.
+Codes and λ rules (λ_enc = 0, the natural interpolating encoder of the rate proofs, App. B.5):
 
-λ rule for GCC (documented choice): ``λ_enc = 0`` — the natural interpolating encoder, so
-``u_enc(alpha_k) = x_k`` and the encoder term of the bound vanishes (App. B.5) — and
-``λ_dec = 0``, the noiseless optimum (App. B.1: the bound increases with ``λ_d``). Both can be
-overridden (``lam_enc``, ``lam_dec``).
+* ``GCC-interp``: ``λ_dec = 0``, the natural interpolating decoder. Without noise its slopes
+  measure **cubic-spline interpolation accuracy** (typically steeper than the theorem's ``N⁻³``
+  bound, which is an upper bound); with noise it interpolates the noise.
+* ``GCC-cv``: ``λ_dec`` chosen **per N** (and per regime and σ) by cross-validation over
+  ``lam_dec_grid`` (default ``{0} ∪ {10⁻¹⁴, …, 10⁰}``, from interpolation to the straight-line fit)
+  on ``cv_draws`` held-out input draws — never the evaluation draws — with their own patterns:
+  the mean loss over ``cv_masks`` random patterns (iid), or the mean over draws of the largest
+  loss over all contiguous blocks of ``S`` and ``cv_masks`` random ``S``-subsets (worst case).
+  Ties go to the smaller λ. With noise, λ_dec > 0 is necessary; the chosen λ and its log-log
+  slope in ``N`` are reported (theory, LeTCC Thm 2: ``λ_d ∝ (σ²/(N−S))^{4/5}``).
+* ``BACC``: Berrut's rational interpolant (no parameter).
+
+Statistics over draws: for each ``N`` the **mean** and the **median** of the loss (iid: over all
+draws × patterns; worst case: over the draws' worst losses), each with a 95% percentile
+**bootstrap** CI (``bootstrap`` replicates; draws resampled with replacement, and for iid the
+patterns within each draw too). The iid loss is heavy-tailed (a few patterns with gaps near the
+ends dominate the mean), so the median is the more stable rate statistic.
+
+Slopes: least-squares ``log stat = a + b log N`` over two stated ranges — ``all`` (every ``N``)
+and ``upper`` (the upper half of the log-range of ``N``) — with bootstrap CIs (the same draw
+resampling across ``N``). Theory (method notes §1.8): GCC ``O(S³ N⁻³)`` worst case and
+``O(log³_{1/p}(N) N⁻³)`` iid without noise; with noise ``O((σ²/(N−S))^{3/5})``, slope ``−3/5``;
+the bound quoted for BACC is ``O(S⁴ N⁻²)`` (``O(log⁴_{1/p}(N) N⁻²)``), none with noise.
 
 Functions: the papers' ``x·sin(x)`` (scalar inputs ``x_k ~ U(−3, 3)``) and a smooth vector map
-ℝ² → ℝ³ (:func:`vector_map`, inputs ``x_k ~ U(−1, 1)²``), inputs drawn once from the seed.
+ℝ² → ℝ³ (:func:`vector_map`, inputs ``x_k ~ U(−1, 1)²``).
 """
 
 import argparse
+import dataclasses
 import math
 import time
 import warnings
@@ -40,7 +61,7 @@ from .._stragglers import sample_masks
 from .._types import Array, Float
 from .._worst_case import search_worst_case
 from ..codes import BerrutCode, SplineCode
-from ._command import Command, int_list, merge_config, str_list
+from ._command import Command, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, new_figure, save_result
 
 __all__ = [
@@ -50,6 +71,7 @@ __all__ = [
     "FUNCTIONS",
     "xsinx",
     "vector_map",
+    "bootstrap_stats",
     "run_rates",
     "format_rates_table",
     "plot_rates",
@@ -76,14 +98,30 @@ FUNCTIONS: dict[str, tuple[Callable, int, float]] = {
     "vector_map": (vector_map, 2, 1.0),
 }
 
-CODES = ("GCC", "BACC")
-#: theory exponents of N and of the straggler term (S, or log_{1/p} N), per code and regime
+CODES = ("GCC-interp", "GCC-cv", "BACC")
+"""Rows of every table: GCC with λ_dec = 0, GCC with λ_dec by CV per N, BACC."""
+#: theory exponents (of N, of the straggler term S or log_{1/p} N) per code family and regime
 THEORY = {
     ("GCC", "worst"): (-3.0, 3.0),
     ("GCC", "iid"): (-3.0, 3.0),
     ("BACC", "worst"): (-2.0, 4.0),
     ("BACC", "iid"): (-2.0, 4.0),
 }
+NOISY_THEORY_SLOPE = -0.6
+"""GCC's loss exponent of N with noisy workers: ``(σ²/(N−S))^{3/5}`` (LeTCC Thm 2)."""
+DEFAULT_LAM_DEC_GRID = (0.0, *(10.0**e for e in range(-14, 1)))
+"""λ_dec candidates of the CV: 0 and 10⁻¹⁴ … 10⁰."""
+
+
+def _family(code: str) -> str:
+    return "BACC" if code == "BACC" else "GCC"
+
+
+def theory_slope(code: str, regime: str, sigma: float) -> float | None:
+    """The theorem's exponent of ``N`` for a code, regime and noise level (None: no theory)."""
+    if sigma > 0:
+        return NOISY_THEORY_SLOPE if _family(code) == "GCC" else None
+    return THEORY[(_family(code), regime)][0]
 
 
 DEFAULTS = dict(
@@ -91,6 +129,10 @@ DEFAULTS = dict(
     num_inputs=10,
     stragglers=3,
     num_masks=200,
+    draws=5,
+    cv_draws=5,
+    cv_masks=64,
+    noise=(0.0, 1e-3),
     search=dict(restarts=8, proposals=128, max_iters=25),
 )
 """Full-size keyword arguments of :func:`run_rates` (the command line's defaults)."""
@@ -98,20 +140,29 @@ TOY = dict(
     workers=(12, 24),
     num_inputs=4,
     stragglers=2,
-    num_masks=16,
+    num_masks=8,
+    draws=2,
+    cv_draws=1,
+    cv_masks=4,
+    noise=(0.0, 1e-2),
+    lam_dec_grid=(0.0, 1e-6, 1e-2),
+    bootstrap=100,
     search=dict(restarts=2, proposals=16, max_iters=3),
 )
 """Toy sizes (``--toy``)."""
 
 METRICS = {
-    "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² for one straggler pattern",
-    "worst": "loss of the worst pattern of S stragglers found by gcc_jax.worst_case_mask "
-    "(exact when exhaustive, else a lower bound from local search)",
-    "iid": "mean loss over M patterns, each worker straggling independently with probability p "
-    "(patterns a code cannot decode are left out and counted in `failed`); ci95 = 1.96 std/√M",
-    "slope": "least-squares slope b of log L = a + b log N over all N (slope_upper_half: over "
-    "the upper half of the log-range of N)",
-    "ratio": "GCC loss / BACC loss at the largest N",
+    "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² for one input draw and straggler pattern (f noiseless)",
+    "worst": "per draw, the loss of the worst pattern of S stragglers found by the local search "
+    "of gcc_jax.worst_case_mask (exact when exhaustive, else a lower bound)",
+    "iid": "each worker straggles independently with probability p; M patterns per draw "
+    "(undecodable patterns are left out and counted in `failed`)",
+    "mean/median": "mean and median of the loss over draws (worst) or draws × patterns (iid), "
+    "with 95% percentile bootstrap CIs (draws resampled, iid patterns within draws too)",
+    "slope": "least-squares slope b of log stat = a + b log N over the stated range of N "
+    "('all', or 'upper' = the upper half of the log-range), 95% bootstrap CI",
+    "lam_dec": "GCC-cv's decoder λ chosen per N by CV on held-out input draws",
+    "ratio": "GCC-cv mean (median) loss / BACC mean (median) loss at the largest N",
 }
 
 
@@ -145,12 +196,103 @@ def fit_slope(n: Sequence[float], loss: Sequence[float]) -> tuple[float, float]:
     return float(b), float(a)
 
 
-def _theory_curve(code: str, regime: str, n: np.ndarray, s: int, p: float) -> np.ndarray:
-    """The theory's rate without its constant: ``S^a N^b`` or ``log_{1/p}(N)^a N^b``."""
-    b, a = THEORY[(code, regime)]
+def _theory_curve(code: str, regime: str, n: np.ndarray, s: int, p: float, sigma: float):
+    """The theory's rate without its constant (None where there is none)."""
+    if sigma > 0:
+        if _family(code) != "GCC":
+            return None
+        return (sigma**2 / (n - s)) ** 0.6
+    b, a = THEORY[(_family(code), regime)]
     if regime == "worst":
         return float(max(s, 1)) ** a * n**b
     return (np.log(n) / np.log(1.0 / p)) ** a * n**b
+
+
+def bootstrap_stats(
+    losses: np.ndarray, draw_index: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap replicates of the mean and the median of a ``(D, M)`` table of losses.
+
+    Replicate ``b`` takes the draws ``draw_index[b]`` (``(B, D)`` indices, shared across ``N`` so
+    that slopes can be bootstrapped) and, when ``M > 1``, ``M`` patterns resampled with
+    replacement within each chosen draw; NaN entries (undecodable patterns) are ignored.
+
+    Returns:
+        ``(means, medians)``, each of shape ``(B,)``.
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> means, medians = bootstrap_stats(np.array([[1.0], [3.0]]), np.array([[0, 0], [0, 1]]),
+        ...                                  rng)
+        >>> means.tolist(), medians.tolist()
+        ([1.0, 2.0], [1.0, 2.0])
+    """
+    losses = np.asarray(losses, float)
+    d, m = losses.shape
+    picked = losses[draw_index]  # (B, D, M)
+    if m > 1:
+        cols = rng.integers(m, size=picked.shape)
+        picked = np.take_along_axis(picked, cols, axis=2)
+    flat = picked.reshape(picked.shape[0], -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN replicates give NaN
+        return np.nanmean(flat, axis=1), np.nanmedian(flat, axis=1)
+
+
+def _ci(reps: np.ndarray) -> list[float]:
+    reps = reps[np.isfinite(reps)]
+    if reps.size < 2:
+        return [float("nan"), float("nan")]
+    return [float(np.percentile(reps, 2.5)), float(np.percentile(reps, 97.5))]
+
+
+def _slopes(n: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Least-squares slopes of ``log values`` on ``log n`` along the last axis (NaN if < 2)."""
+    values = np.asarray(values, float)
+    ok = np.isfinite(values) & (values > 0)
+    x = np.where(ok, np.log(n), np.nan)
+    y = np.where(ok, np.log(np.where(ok, values, 1.0)), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        xm = np.nanmean(x, axis=-1, keepdims=True)
+        ym = np.nanmean(y, axis=-1, keepdims=True)
+        slope = np.nansum((x - xm) * (y - ym), axis=-1) / np.nansum((x - xm) ** 2, axis=-1)
+    return np.where(ok.sum(axis=-1) >= 2, slope, np.nan)
+
+
+def _check_int(name: str, value, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
+        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
+    return int(value)
+
+
+def _cv_lam_dec(code, f, xs, noise, candidates, grid, worst: bool) -> tuple[float, list[float]]:
+    """λ_dec of ``grid`` with the lowest held-out score (mean over draws of the mean loss over
+    ``candidates`` (iid) or of the largest (worst)); ties to the smaller λ. Also the CV curve."""
+    evaluators = []
+    for c in range(xs.shape[0]):
+        yt, fx = outputs_and_targets(code, f, xs[c])
+        evaluators.append((yt + noise[c].astype(yt.dtype), fx))
+    curve = []
+    for lam in grid:
+        coded = dataclasses.replace(code, lam_dec=jnp.asarray(lam, code.alpha.dtype))
+        score = 0.0
+        for yt, fx in evaluators:
+            loss, status = MaskEvaluator(coded, yt, fx, chunk_size=128)(candidates)
+            if status.any():
+                score = math.inf
+                break
+            score += float(np.max(loss) if worst else np.mean(loss)) / len(evaluators)
+        curve.append(score)
+    j = int(np.argmin(np.asarray(curve)))
+    return float(grid[j]), curve
+
+
+def _contiguous(n: int, s: int) -> np.ndarray:
+    start = np.arange(n - s + 1)[:, None]
+    idx = np.arange(n)[None, :]
+    return ~((idx >= start) & (idx < start + s))
 
 
 def run_rates(
@@ -161,32 +303,42 @@ def run_rates(
     p: float = 0.1,
     num_masks: int = 200,
     functions: Sequence[str] = ("xsinx", "vector_map"),
-    lam_enc: float = 0.0,
-    lam_dec: float = 0.0,
+    draws: int = 5,
+    cv_draws: int = 5,
+    cv_masks: int = 64,
+    noise: Sequence[float] = (0.0, 1e-3),
+    lam_dec_grid: Sequence[float] | None = None,
+    bootstrap: int = 1000,
     solver: str = "auto",
     search: dict | None = None,
     seed: int = 0,
     progress: bool = True,
 ) -> ExperimentResult:
-    """Measure GCC and BACC losses versus ``N`` (worst case at fixed ``S``, and iid ``p``).
+    """Measure the losses of GCC (λ = 0 and λ by CV) and BACC versus ``N`` (module docstring).
 
     Args:
-        workers: the ``N`` values (log-spaced; every ``N > stragglers + 1``).
+        workers: the ``N`` values (log-spaced; every ``N ≥ S + 2``).
         num_inputs: ``K``.
         stragglers: ``S`` for the worst-case regime.
         p: straggling probability for the probabilistic regime.
-        num_masks: random patterns ``M`` per ``N`` in the probabilistic regime.
+        num_masks: random patterns ``M`` per draw and ``N`` in the probabilistic regime.
         functions: names from :data:`FUNCTIONS`.
-        lam_enc, lam_dec: GCC's smoothing parameters (the λ rule; default 0 and 0).
+        draws: independent evaluation input draws (``≥ 2``; 5 or more for the CIs).
+        cv_draws: held-out input draws for GCC-cv's λ (disjoint from the evaluation draws).
+        cv_masks: random patterns per held-out draw in the CV.
+        noise: worker-noise levels ``σ ≥ 0`` (0 = noiseless).
+        lam_dec_grid: GCC-cv's λ_dec candidates (default :data:`DEFAULT_LAM_DEC_GRID`).
+        bootstrap: bootstrap replicates for the CIs.
         solver: SplineCode solver, ``"auto"`` = Kalman when available, else ``"kernel"``.
-        search: keyword arguments for :func:`gcc_jax.worst_case_mask` (defaults below).
-        seed: seeds the inputs, the random patterns and the search.
-        progress: print one line per measurement.
+        search: keyword arguments of the worst-case local search.
+        seed: seeds the draws, noise, patterns, search and bootstrap.
+        progress: print one line per function, σ and ``N``.
 
     Returns:
-        An :class:`ExperimentResult` whose ``results`` hold ``rows`` (one per function, regime,
-        code and ``N``), ``fits`` (slope per function, regime and code), ``ratios`` (GCC/BACC at
-        the largest ``N``) and ``search_check`` (heuristic vs exhaustive worst case).
+        An :class:`ExperimentResult` whose ``results`` hold ``rows`` (one per function, σ,
+        regime, code and ``N``), ``fits`` (slopes with CIs per statistic and range), ``lams``
+        (GCC-cv's λ per ``N`` and its slope), ``ratios`` (GCC-cv/BACC at the largest ``N``) and
+        ``search_check`` (heuristic vs exhaustive worst case).
     """
     t_start = time.perf_counter()
     workers = tuple(int(n) for n in workers)
@@ -197,6 +349,16 @@ def run_rates(
             raise ValueError(f"unknown function {name!r}; choose from {sorted(FUNCTIONS)}")
     if not 0.0 < p < 1.0:
         raise ValueError(f"`p` must be in (0, 1); got {p}")
+    draws = _check_int("draws", draws, 2)
+    cv_draws = _check_int("cv_draws", cv_draws, 1)
+    cv_masks = _check_int("cv_masks", cv_masks, 1)
+    bootstrap = _check_int("bootstrap", bootstrap, 10)
+    noise = tuple(float(v) for v in noise)
+    if not noise or any(not math.isfinite(v) or v < 0 for v in noise):
+        raise ValueError(f"`noise` must be a non-empty list of σ >= 0; got {noise!r}")
+    grid = tuple(float(v) for v in (DEFAULT_LAM_DEC_GRID if lam_dec_grid is None else lam_dec_grid))
+    if not grid or any(not math.isfinite(v) or v < 0 for v in grid):
+        raise ValueError(f"`lam_dec_grid` must be a non-empty list of λ >= 0; got {grid!r}")
     if not jax.config.jax_enable_x64:
         warnings.warn(
             "run_rates in float32: losses below ~1e-10 are round-off; enable x64 "
@@ -207,70 +369,120 @@ def run_rates(
     search = dict(
         max_exhaustive=10_000, restarts=8, proposals=128, max_iters=25, patience=3
     ) | dict(search or {})
-    chunk_size = 128
+    s = stragglers
     key = jax.random.key(seed)
-    rows = []
+    rows, reps = [], {}
+    t_cv = 0.0
     for fi, fname in enumerate(functions):
         f, dim, half = FUNCTIONS[fname]
         kx = jax.random.fold_in(key, fi)
-        x = jax.random.uniform(kx, (num_inputs, dim), minval=-half, maxval=half)
-        for ni, n in enumerate(workers):
-            km = jax.random.fold_in(jax.random.fold_in(kx, 1), ni)
-            iid_masks = sample_masks(km, n, num=num_masks, p=p)
-            for code_name in CODES:
-                code = _make_code(code_name, num_inputs, n, lam_enc, lam_dec, solver)
-                # One compiled decoder per (code, N, f), shared by the search and the iid masks.
+        xs = jax.random.uniform(
+            jax.random.fold_in(kx, 0), (draws, num_inputs, dim), minval=-half, maxval=half
+        )
+        xs_cv = jax.random.uniform(
+            jax.random.fold_in(kx, 1), (cv_draws, num_inputs, dim), minval=-half, maxval=half
+        )
+        boot_rng = np.random.default_rng((seed, fi, 0xB007))
+        draw_index = boot_rng.integers(draws, size=(bootstrap, draws))
+        for si, sigma in enumerate(noise):
+            for ni, n in enumerate(workers):
+                km = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(kx, 2), si), ni)
+                gcc0 = _make_code("GCC", num_inputs, n, 0.0, 0.0, solver)
+                bacc = _make_code("BACC", num_inputs, n, 0.0, 0.0, solver)
+                m = jax.eval_shape(f, jax.ShapeDtypeStruct((dim,), xs.dtype)).shape
+
+                def noise_for(k, count):
+                    return sigma * jax.random.normal(k, (count, n, *m), xs.dtype)
+
+                eps = noise_for(jax.random.fold_in(km, 1), draws)
+                eps_cv = noise_for(jax.random.fold_in(km, 2), cv_draws)
+                iid_cv = np.asarray(sample_masks(jax.random.fold_in(km, 3), n, num=cv_masks, p=p))
+                worst_cv = np.concatenate(
+                    [
+                        _contiguous(n, s),
+                        np.asarray(
+                            sample_masks(jax.random.fold_in(km, 4), n, num=cv_masks, stragglers=s)
+                        ),
+                    ]
+                )
                 t0 = time.perf_counter()
-                yt, fx = outputs_and_targets(code, f, x)
-                ev = MaskEvaluator(code, yt, fx, chunk_size=chunk_size)
-                skey = jax.random.fold_in(km, 7)
-                wc = search_worst_case(ev, n, stragglers, key=skey, **search)
-                worst_seconds = time.perf_counter() - t0
-                check = {}
-                if wc.exhaustive:  # how close the heuristic gets to the exact worst case
-                    heur = search_worst_case(
-                        ev, n, stragglers, key=skey, **(search | dict(max_exhaustive=0))
+                lam = {}
+                curves = {}
+                for regime, cands in (("worst", worst_cv), ("iid", iid_cv)):
+                    lam[regime], curves[regime] = _cv_lam_dec(
+                        gcc0, f, xs_cv, eps_cv, cands, grid, regime == "worst"
                     )
-                    check = dict(
-                        heuristic_loss=float(heur.loss), heuristic_ratio=heur.loss / wc.loss
-                    )
-                t1 = time.perf_counter()
-                iid_loss, iid_status = ev(np.asarray(iid_masks))
-                iid_seconds = time.perf_counter() - t1
-                ok = iid_status == 0
-                common = dict(function=fname, code=code_name, N=n, K=num_inputs)
-                rows.append(
-                    common
-                    | dict(
-                        regime="worst",
-                        S=stragglers,
-                        loss=float(wc.loss),
-                        exhaustive=bool(wc.exhaustive),
-                        evaluated=int(wc.num_evaluated),
-                        dead=np.flatnonzero(~wc.mask).tolist(),
-                        seconds=worst_seconds,
-                    )
-                    | check
-                )
-                mean = float(np.mean(iid_loss[ok])) if ok.any() else float("nan")
-                sem = float(np.std(iid_loss[ok]) / math.sqrt(max(ok.sum(), 1)))
-                rows.append(
-                    common
-                    | dict(
-                        regime="iid",
-                        p=p,
-                        loss=mean,
-                        ci95=1.96 * sem,
-                        masks=num_masks,
-                        failed=int((~ok).sum()),
-                        seconds=iid_seconds,
-                    )
-                )
+                t_cv += time.perf_counter() - t0
+                outputs = {}
+                for d in range(draws):
+                    for cname, code in (("GCC", gcc0), ("BACC", bacc)):
+                        yt, fx = outputs_and_targets(code, f, xs[d])
+                        outputs[(cname, d)] = (yt + eps[d].astype(yt.dtype), fx)
+                iid_masks = [
+                    np.asarray(sample_masks(jax.random.fold_in(km, 100 + d), n, num=num_masks, p=p))
+                    for d in range(draws)
+                ]
+                line = []
+                for cname in CODES:
+                    for regime in ("worst", "iid"):
+                        if cname == "BACC":
+                            code, fam = bacc, "BACC"
+                        else:
+                            fam = "GCC"
+                            lam_dec = 0.0 if cname == "GCC-interp" else lam[regime]
+                            code = _make_code("GCC", num_inputs, n, 0.0, lam_dec, solver)
+                        t0 = time.perf_counter()
+                        table, extra = [], {}
+                        for d in range(draws):
+                            yt, fx = outputs[(fam, d)]
+                            ev = MaskEvaluator(code, yt, fx, chunk_size=128)
+                            if regime == "worst":
+                                skey = jax.random.fold_in(km, 200 + d)
+                                wc = search_worst_case(ev, n, s, key=skey, **search)
+                                table.append([wc.loss])
+                                extra.setdefault("exhaustive", True)
+                                extra["exhaustive"] &= bool(wc.exhaustive)
+                                if d == 0 and wc.exhaustive:
+                                    heur = search_worst_case(
+                                        ev, n, s, key=skey, **(search | dict(max_exhaustive=0))
+                                    )
+                                    extra["heuristic_ratio"] = heur.loss / wc.loss
+                            else:
+                                loss, status = ev(iid_masks[d])
+                                table.append(np.where(status == 0, loss, np.nan))
+                                extra["failed"] = extra.get("failed", 0) + int(np.sum(status != 0))
+                        table = np.asarray(table, float)
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", RuntimeWarning)
+                            mean, median = float(np.nanmean(table)), float(np.nanmedian(table))
+                        rep_mean, rep_median = bootstrap_stats(table, draw_index, boot_rng)
+                        reps[(fname, sigma, regime, cname, n)] = (rep_mean, rep_median)
+                        row = (
+                            dict(
+                                function=fname,
+                                sigma=sigma,
+                                regime=regime,
+                                code=cname,
+                                N=n,
+                                K=num_inputs,
+                                mean=dict(value=mean, ci95=_ci(rep_mean)),
+                                median=dict(value=median, ci95=_ci(rep_median)),
+                                per_draw=np.nanmean(table, axis=1).tolist(),
+                                seconds=time.perf_counter() - t0,
+                            )
+                            | extra
+                        )
+                        row |= dict(S=s) if regime == "worst" else dict(p=p, masks=num_masks)
+                        if cname == "GCC-cv":
+                            row |= dict(lam_dec=lam[regime], cv_curve=curves[regime])
+                        elif cname == "GCC-interp":
+                            row |= dict(lam_dec=0.0)
+                        rows.append(row)
+                        line.append(f"{cname} {regime} {median:.2e}")
                 if progress:
                     print(
-                        f"{fname:>10} N={n:>5} {code_name:>4}: worst(S={stragglers}) "
-                        f"{wc.loss:.3e} [{'exact' if wc.exhaustive else 'search'}, "
-                        f"{worst_seconds:.1f}s]  iid(p={p}) {mean:.3e} [{iid_seconds:.1f}s]",
+                        f"{fname:>10} σ={sigma:g} N={n:>5}: λ_cv worst {lam['worst']:g} iid "
+                        f"{lam['iid']:g}; medians " + ", ".join(line),
                         flush=True,
                     )
     config = dict(
@@ -280,99 +492,175 @@ def run_rates(
         p=p,
         num_masks=num_masks,
         functions=list(functions),
-        lam_enc=lam_enc,
-        lam_dec=lam_dec,
+        draws=draws,
+        cv_draws=cv_draws,
+        cv_masks=cv_masks,
+        noise=list(noise),
+        lam_enc=0.0,
+        lam_dec_grid=list(grid),
+        bootstrap=bootstrap,
         solver=solver,
         search=search,
         dtype=str(jnp.zeros(()).dtype),
     )
-    fits, ratios = _summarise(rows, config["functions"])
-    checked = [r for r in rows if "heuristic_ratio" in r]
-    heuristic = [r["heuristic_ratio"] for r in checked]
+    fits, lams, ratios = _summarise(rows, reps, config)
+    checked = [r["heuristic_ratio"] for r in rows if "heuristic_ratio" in r]
     search_check = dict(
         cases=len(checked),
-        equal=int(sum(q >= 1.0 - 1e-9 for q in heuristic)),
-        min_ratio=float(min(heuristic)) if heuristic else float("nan"),
+        equal=int(sum(q >= 1.0 - 1e-9 for q in checked)),
+        min_ratio=float(min(checked)) if checked else float("nan"),
     )
     return ExperimentResult(
         "rates",
         config,
         {"seed": int(seed)},
         METRICS,
-        dict(rows=rows, fits=fits, ratios=ratios, search_check=search_check),
-        {"total": time.perf_counter() - t_start},
+        dict(rows=rows, fits=fits, lams=lams, ratios=ratios, search_check=search_check),
+        {"cross_validation": t_cv, "total": time.perf_counter() - t_start},
     )
 
 
-def _series(rows: list[dict], fname: str, regime: str, code: str) -> tuple[np.ndarray, np.ndarray]:
-    rows = [
-        r for r in rows if r["function"] == fname and r["regime"] == regime and r["code"] == code
+def _series(rows: list[dict], fname: str, sigma: float, regime: str, code: str, stat: str):
+    sel = [
+        r
+        for r in rows
+        if r["function"] == fname
+        and r["sigma"] == sigma
+        and r["regime"] == regime
+        and r["code"] == code
     ]
-    rows.sort(key=lambda r: r["N"])
-    return np.array([r["N"] for r in rows], float), np.array([r["loss"] for r in rows], float)
+    sel.sort(key=lambda r: r["N"])
+    n = np.array([r["N"] for r in sel], float)
+    value = np.array([np.nan if r[stat]["value"] is None else r[stat]["value"] for r in sel])
+    lo = np.array([np.nan if r[stat]["ci95"][0] is None else r[stat]["ci95"][0] for r in sel])
+    hi = np.array([np.nan if r[stat]["ci95"][1] is None else r[stat]["ci95"][1] for r in sel])
+    return n, value, lo, hi, sel
 
 
-def _summarise(rows: list[dict], functions: Sequence[str]) -> tuple[list[dict], list[dict]]:
-    fits, ratios = [], []
-    for fname in functions:
-        for regime in ("worst", "iid"):
-            for code in CODES:
-                n, loss = _series(rows, fname, regime, code)
-                slope, _ = fit_slope(n, loss)
-                half = n >= np.sqrt(n.min() * n.max())  # the upper half of the log-range
-                tail, _ = fit_slope(n[half], loss[half])
-                fits.append(
+def _ranges(n: np.ndarray) -> dict[str, np.ndarray]:
+    """``all`` N, and ``upper`` (the upper half of the log-range) when it has >= 2 points."""
+    upper = n >= np.sqrt(n.min() * n.max())
+    return {"all": np.ones(n.shape, bool)} | ({"upper": upper} if upper.sum() >= 2 else {})
+
+
+def _summarise(rows: list[dict], reps: dict, cfg: dict):
+    fits, lams, ratios = [], [], []
+    for fname in cfg["functions"]:
+        for sigma in cfg["noise"]:
+            for regime in ("worst", "iid"):
+                for code in CODES:
+                    for stat, which in (("mean", 0), ("median", 1)):
+                        n, value, _, _, _ = _series(rows, fname, sigma, regime, code, stat)
+                        boot = np.stack(
+                            [reps[(fname, sigma, regime, code, int(v))][which] for v in n], axis=1
+                        )
+                        for rname, sel in _ranges(n).items():
+                            note = None
+                            if code == "GCC-interp" and sigma == 0:
+                                note = "interpolation accuracy (λ = 0), not the theorem's bound"
+                            fits.append(
+                                dict(
+                                    function=fname,
+                                    sigma=sigma,
+                                    regime=regime,
+                                    code=code,
+                                    stat=stat,
+                                    range=rname,
+                                    N=[int(n[sel].min()), int(n[sel].max())],
+                                    slope=float(_slopes(n[sel], value[sel])),
+                                    ci95=_ci(_slopes(n[sel], boot[:, sel])),
+                                    theory_slope=theory_slope(code, regime, sigma),
+                                    note=note,
+                                )
+                            )
+                n, _, _, _, sel_rows = _series(rows, fname, sigma, regime, "GCC-cv", "mean")
+                lam_values = np.array([r["lam_dec"] for r in sel_rows], float)
+                lams.append(
                     dict(
                         function=fname,
+                        sigma=sigma,
                         regime=regime,
-                        code=code,
-                        slope=slope,
-                        slope_upper_half=tail,
-                        theory_slope=THEORY[(code, regime)][0],
+                        N=n.astype(int).tolist(),
+                        lam_dec=lam_values.tolist(),
+                        slope=float(_slopes(n, lam_values)) if np.all(lam_values > 0) else None,
                     )
                 )
-            n, gcc_loss = _series(rows, fname, regime, "GCC")
-            _, bacc_loss = _series(rows, fname, regime, "BACC")
-            ratios.append(
-                dict(
-                    function=fname,
-                    regime=regime,
-                    N=int(n[-1]),
-                    gcc=float(gcc_loss[-1]),
-                    bacc=float(bacc_loss[-1]),
-                    ratio=float(gcc_loss[-1] / bacc_loss[-1]),
-                )
-            )
-    return fits, ratios
+                entry = dict(function=fname, sigma=sigma, regime=regime, N=int(n[-1]))
+                for stat in ("mean", "median"):
+                    _, g, _, _, _ = _series(rows, fname, sigma, regime, "GCC-cv", stat)
+                    _, b, _, _, _ = _series(rows, fname, sigma, regime, "BACC", stat)
+                    entry[stat] = dict(
+                        gcc=float(g[-1]), bacc=float(b[-1]), ratio=float(g[-1] / b[-1])
+                    )
+                ratios.append(entry)
+    return fits, lams, ratios
+
+
+def _fmt_ci(ci) -> str:
+    lo, hi = (np.nan if v is None else v for v in ci)
+    return f"[{lo:.2f}, {hi:.2f}]"
 
 
 def format_rates_table(result: ExperimentResult) -> str:
-    """Plain-text tables of a :func:`run_rates` result: losses per ``N``, slopes and ratios."""
+    """Plain-text tables of a :func:`run_rates` result: medians (means) per ``N``, slopes with
+    bootstrap CIs over stated ranges, GCC-cv's λ per ``N`` and the GCC/BACC ratios."""
     cfg, res = result.config, result.results
     rows = res["rows"]
     s, p = cfg["stragglers"], cfg["p"]
     lines = [
-        f"Rates: K={cfg['num_inputs']}, worst case S={s}, iid p={p} "
-        f"({cfg['num_masks']} patterns), GCC lam_enc={cfg['lam_enc']:g} "
-        f"lam_dec={cfg['lam_dec']:g} ({cfg['solver']}), {cfg['dtype']}"
+        f"Rates: K={cfg['num_inputs']}, worst case S={s}, iid p={p} ({cfg['num_masks']} patterns "
+        f"per draw), {cfg['draws']} input draws (CIs: {cfg['bootstrap']} bootstrap replicates), "
+        f"GCC λ_enc=0; GCC-interp λ_dec=0; GCC-cv λ_dec by CV per N on {cfg['cv_draws']} "
+        f"held-out draws; {cfg['solver']} solver, {cfg['dtype']}"
     ]
     for fname in cfg["functions"]:
-        lines.append(f"\n{fname}")
-        lines.append(
-            f"{'N':>6} {'GCC worst':>11} {'BACC worst':>11} {'GCC iid':>11} {'BACC iid':>11}"
-        )
-        cols = [
-            _series(rows, fname, regime, code)[1] for regime in ("worst", "iid") for code in CODES
-        ]
-        n, _ = _series(rows, fname, "worst", "GCC")
-        for i, ni in enumerate(n):
-            lines.append(f"{int(ni):>6} " + " ".join(f"{c[i]:>11.3e}" for c in cols))
-    lines.append("\nfitted log-log slopes in N (all N / upper half of the range; theory)")
+        for sigma in cfg["noise"]:
+            noise = "noiseless workers" if sigma == 0 else f"noisy workers σ={sigma:g}"
+            lines.append(f"\n{fname}, {noise}: median loss (mean)")
+            head = f"{'N':>6}"
+            cols = []
+            for regime in ("worst", "iid"):
+                for code in CODES:
+                    head += f" {code + ' ' + regime:>25}"
+                    cols.append(
+                        (
+                            _series(rows, fname, sigma, regime, code, "median")[1],
+                            _series(rows, fname, sigma, regime, code, "mean")[1],
+                        )
+                    )
+            lines.append(head)
+            n = _series(rows, fname, sigma, "worst", "BACC", "mean")[0]
+            for i, ni in enumerate(n):
+                lines.append(
+                    f"{int(ni):>6} "
+                    + " ".join(f"{f'{med[i]:.2e} ({mean[i]:.2e})':>25}" for med, mean in cols)
+                )
+    lines.append(
+        "\nfitted log-log slopes in N, median / mean, 95% bootstrap CIs (range of N; theory)"
+    )
     for fit in res["fits"]:
+        if fit["stat"] != "median":
+            continue
+        mean = next(
+            g
+            for g in res["fits"]
+            if g["stat"] == "mean"
+            and all(g[k] == fit[k] for k in ("function", "sigma", "regime", "code", "range"))
+        )
+        theory = "none" if fit["theory_slope"] is None else f"{fit['theory_slope']:g}"
         lines.append(
-            f"  {fit['function']:>10} {fit['regime']:>5} {fit['code']:>4}: "
-            f"{fit['slope']:6.2f} / {fit['slope_upper_half']:6.2f}  "
-            f"(theory {fit['theory_slope']:g})"
+            f"  {fit['function']:>10} σ={fit['sigma']:<6g} {fit['regime']:>5} {fit['code']:>10} "
+            f"{fit['range']:>5} N {fit['N'][0]}-{fit['N'][1]}: {fit['slope']:6.2f} "
+            f"{_fmt_ci(fit['ci95'])} / {mean['slope']:6.2f} {_fmt_ci(mean['ci95'])} "
+            f"(theory {theory})" + (f"  [{fit['note']}]" if fit["note"] else "")
+        )
+    lines.append("\nGCC-cv: λ_dec chosen per N by cross-validation (log-log slope in N)")
+    for lam in res["lams"]:
+        slope = "—" if lam["slope"] is None else f"{lam['slope']:.2f}"
+        lines.append(
+            f"  {lam['function']:>10} σ={lam['sigma']:<6g} {lam['regime']:>5}: "
+            + ", ".join(f"{n}:{v:g}" for n, v in zip(lam["N"], lam["lam_dec"], strict=True))
+            + f"  (slope {slope})"
         )
     chk = res.get("search_check", {})
     if chk.get("cases"):
@@ -380,61 +668,67 @@ def format_rates_table(result: ExperimentResult) -> str:
             f"worst-case search vs exhaustive (where C(N,S) is small): {chk['equal']} of "
             f"{chk['cases']} equal, worst ratio {chk['min_ratio']:.4g}"
         )
-    lines.append("GCC/BACC loss ratio at the largest N")
+    lines.append("GCC-cv/BACC loss ratio at the largest N (median; mean)")
     for r in res["ratios"]:
         lines.append(
-            f"  {r['function']:>10} {r['regime']:>5} N={r['N']}: {r['ratio']:.3g} "
-            f"({r['gcc']:.3e} vs {r['bacc']:.3e})"
+            f"  {r['function']:>10} σ={r['sigma']:<6g} {r['regime']:>5} N={r['N']}: "
+            f"{r['median']['ratio']:.3g}; {r['mean']['ratio']:.3g}"
         )
     return "\n".join(lines)
 
 
 def plot_rates(result: ExperimentResult):
-    """Log-log figure of loss versus ``N`` with the theory lines; one panel per function and regime.
-
-    Theory lines: GCC ``S³N⁻³`` (worst) and ``log³_{1/p}(N) N⁻³`` (iid), BACC ``S⁴N⁻²`` and
-    ``log⁴_{1/p}(N) N⁻²``, each anchored at the code's loss at the smallest ``N``: only their
-    *slopes* are theory (a measured curve falling below its line decays faster than the bound).
-    """
+    """Log-log loss versus ``N``: medians (solid, with bootstrap CI bands), means (dotted), and
+    the theory lines (dashed, anchored at GCC-cv's/BACC's median at the smallest ``N``: only
+    their *slopes* are theory). One row per function and σ, columns worst case and iid."""
     cfg, rows = result.config, result.results["rows"]
-    funcs = cfg["functions"]
-    fig, axes = new_figure(len(funcs), 2, figsize=(10, 4 * len(funcs)), squeeze=False)
-    colors = {"GCC": "C0", "BACC": "C3"}
-    for i, fname in enumerate(funcs):
+    panels = [(f, sigma) for f in cfg["functions"] for sigma in cfg["noise"]]
+    fig, axes = new_figure(len(panels), 2, figsize=(11, 4 * len(panels)), squeeze=False)
+    colors = {"GCC-interp": "C9", "GCC-cv": "C0", "BACC": "C3"}
+    for i, (fname, sigma) in enumerate(panels):
         for j, regime in enumerate(("worst", "iid")):
             ax = axes[i, j]
             for code in CODES:
-                n, loss = _series(rows, fname, regime, code)
-                loss = np.array([np.nan if v is None else v for v in loss], float)
-                ok = np.isfinite(loss) & (loss > 0)
-                slope, _ = fit_slope(n, loss)
+                n, med, lo, hi, _ = _series(rows, fname, sigma, regime, code, "median")
+                _, mean, _, _, _ = _series(rows, fname, sigma, regime, code, "mean")
+                ok = np.isfinite(med) & (med > 0)
+                slope = float(_slopes(n, med))
                 ax.loglog(
-                    n[ok], loss[ok], "o-", color=colors[code], label=f"{code} (slope {slope:.2f})"
+                    n[ok],
+                    med[ok],
+                    "o-",
+                    color=colors[code],
+                    label=f"{code} median (slope {slope:.2f})",
                 )
-                shape = _theory_curve(code, regime, n, cfg["stragglers"], cfg["p"])
-                if ok.any():
+                band = ok & np.isfinite(lo) & (lo > 0)
+                ax.fill_between(n[band], lo[band], hi[band], color=colors[code], alpha=0.15)
+                okm = np.isfinite(mean) & (mean > 0)
+                ax.loglog(n[okm], mean[okm], ":", color=colors[code], alpha=0.8)
+                shape = (
+                    None
+                    if code == "GCC-interp"
+                    else _theory_curve(code, regime, n, cfg["stragglers"], cfg["p"], sigma)
+                )
+                if shape is not None and ok.any():
                     first = np.flatnonzero(ok)[0]
-                    c = loss[first] / shape[first]  # anchored at the smallest N
-                    b, a = THEORY[(code, regime)]
-                    term = "S" if regime == "worst" else r"(\log_{1/p} N)"
                     ax.loglog(
                         n,
-                        c * shape,
+                        med[first] / shape[first] * shape,
                         "--",
                         color=colors[code],
-                        alpha=0.6,
-                        label=f"theory ${term}^{{{a:g}}} N^{{{b:g}}}$",
+                        alpha=0.5,
+                        label=f"theory slope {theory_slope(code, regime, sigma):g}",
                     )
             ax.set_xticks(n, [str(int(v)) for v in n])
             ax.minorticks_off()
             title = (
                 f"worst case, S={cfg['stragglers']}" if regime == "worst" else f"iid p={cfg['p']}"
             )
-            ax.set_title(f"{fname}: {title}")
+            ax.set_title(f"{fname}, σ={sigma:g}: {title}", fontsize=10)
             ax.set_xlabel("N (workers)")
-            ax.set_ylabel("loss (1/K) Σ‖f^ − f‖²")
+            ax.set_ylabel("loss (1/K) Σ‖f^ − f‖² (dotted: mean)")
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -455,15 +749,19 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
     p.add_argument("--stragglers", "-S", type=int, help="worst-case S (default 3)")
     p.add_argument("--p", type=float, default=0.1, help="iid straggling probability (0.1)")
-    p.add_argument("--masks", "-M", type=int, help="iid patterns per N (200)")
+    p.add_argument("--masks", "-M", type=int, help="iid patterns per draw and N (200)")
     p.add_argument(
         "--functions",
         type=str_list,
         default=("xsinx", "vector_map"),
         help="comma-separated worker functions (default xsinx,vector_map)",
     )
-    p.add_argument("--lam-enc", type=float, default=0.0, help="GCC encoder smoothing (0)")
-    p.add_argument("--lam-dec", type=float, default=0.0, help="GCC decoder smoothing (0)")
+    p.add_argument("--draws", type=int, help="evaluation input draws (5)")
+    p.add_argument("--cv-draws", type=int, help="held-out input draws for GCC-cv's λ (5)")
+    p.add_argument("--cv-masks", type=int, help="patterns per held-out draw in the CV (64)")
+    p.add_argument("--noise", type=float_list, help="worker-noise levels σ (default 0,0.001)")
+    p.add_argument("--lam-dec-grid", type=float_list, help="GCC-cv λ_dec candidates")
+    p.add_argument("--bootstrap", type=int, help="bootstrap replicates (1000)")
     p.add_argument("--solver", choices=("auto", "kalman", "banded", "kernel"), default="auto")
     p.add_argument("--restarts", type=int, help="worst-case search chains (8)")
     p.add_argument("--proposals", type=int, help="neighbours per step (128)")
@@ -476,26 +774,27 @@ def _config(args: argparse.Namespace, toy: bool) -> dict:
         num_inputs=args.num_inputs,
         stragglers=args.stragglers,
         num_masks=args.masks,
+        draws=args.draws,
+        cv_draws=args.cv_draws,
+        cv_masks=args.cv_masks,
+        noise=args.noise,
+        lam_dec_grid=args.lam_dec_grid,
+        bootstrap=args.bootstrap,
     )
     config = merge_config(DEFAULTS, TOY if toy else None, flags)
     search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
     config["search"] = merge_config(config["search"], None, search)
-    return config | dict(
-        p=args.p,
-        functions=args.functions,
-        lam_enc=args.lam_enc,
-        lam_dec=args.lam_dec,
-        solver=args.solver,
-    )
+    return config | dict(p=args.p, functions=args.functions, solver=args.solver)
 
 
 COMMAND = Command(
     name="rates",
-    help="convergence rates of GCC vs BACC in N (worst case and iid stragglers)",
-    description="Loss of GCC and BACC versus the number of workers N (log-spaced), for "
-    "x·sin(x) and a smooth map R²→R³: worst case at fixed S (exhaustive or local search) "
-    "and iid stragglers with probability p. Prints a table with fitted log-log slopes and "
-    "writes rates.json, rates.txt and rates.png (with the theory lines).",
+    help="convergence rates of GCC vs BACC in N (worst case, iid, noisy workers)",
+    description="Loss of GCC (λ_dec = 0 and λ_dec by cross-validation per N) and BACC versus "
+    "the number of workers N (log-spaced), for x·sin(x) and a smooth map R²→R³, over several "
+    "input draws: worst case at fixed S (local search), iid stragglers with probability p, and "
+    "noisy workers (f + N(0, σ²)). Prints medians and means with bootstrap CIs, fitted log-log "
+    "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_rates,
