@@ -28,7 +28,7 @@ def trained(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def toy_result(trained):
-    return dnn.run_dnn(**dnn.toy_config(), trained=trained, progress=False)
+    return dnn.run_dnn(**dnn.toy_config(), codes=dnn.CODES, trained=trained, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -167,20 +167,64 @@ def test_cross_validation_uses_held_out_batches_only(trained, toy):
     cv, images = result["cv"], result["images"]
     assert not set(np.ravel(images["cv"])) & set(np.ravel(images["eval"]))
     assert np.asarray(images["cv"]).shape == (cfg["num_cv_batches"], cfg["num_inputs"])
+    ds = load_digits()
+    x_cv = [np.asarray(ds.x_test[idx], np.float64) for idx in images["cv"]]
+    fx_cv = [np.asarray(trained.predict_proba(jnp.asarray(x))) for x in x_cv]
+    k_cv = jax.random.split(jax.random.key(cfg.get("seed", 0)), 3)[0]
+    n, k = cfg["num_workers"], cfg["num_inputs"]
     for i, row in enumerate(result["results"]["GCC"]):
-        table = np.asarray(cv["rmse"][i])
+        table = np.asarray(cv["mse"][i])
         e, d = np.unravel_index(np.argmin(table), table.shape)
         assert (row["lam_enc"], row["lam_dec"]) == (cv["lam_enc_grid"][e], cv["lam_dec_grid"][d])
-        # recompute two grid points from the CV images and the CV straggler sets
+        # recompute two grid points: the CV images, grid_search's patterns, a loop over both
+        k_masks = jax.random.split(jax.random.fold_in(k_cv, row["S"]))[0]
+        masks = np.asarray(gcc.sample_masks(k_masks, n, num=cfg["num_trials"], stragglers=row["S"]))
         for e, d in ((0, 0), (len(cv["lam_enc_grid"]) - 1, len(cv["lam_dec_grid"]) - 1)):
             code = gcc.SplineCode.chebyshev(
-                num_inputs=cfg["num_inputs"],
-                num_workers=cfg["num_workers"],
+                num_inputs=k,
+                num_workers=n,
                 lam_enc=cv["lam_enc_grid"][e],
                 lam_dec=cv["lam_dec_grid"][d],
             )
-            ref = _reference_trials(trained, result, code, "GCC", row["S"], key_index=0)
-            np.testing.assert_allclose(table[e, d], ref["rmse"].mean(), rtol=1e-9)
+            losses = []
+            for x, fx in zip(x_cv, fx_cv, strict=True):
+                yt = trained.predict_proba(code.encode(jnp.asarray(x)))
+                for mask in masks:
+                    y_hat = np.asarray(_decode(code, yt, jnp.asarray(mask)).value)
+                    losses.append(((y_hat - fx) ** 2).sum() / k)
+            np.testing.assert_allclose(table[e, d], np.mean(losses), rtol=1e-8)
+    # GCC-interp is λ = 0; GCC-tuned reports its λs and the tuning record
+    assert all(r["lam_enc"] == r["lam_dec"] == 0.0 for r in result["results"]["GCC-interp"])
+    assert [t["S"] for t in result["tuning"]] == list(cfg["stragglers"])
+    for t, r in zip(result["tuning"], result["results"]["GCC-tuned"], strict=True):
+        assert (t["lam_enc"], t["lam_dec"]) == (r["lam_enc"], r["lam_dec"])
+        assert t["best_val_loss"] <= t["initial_val_loss"]
+
+
+def test_comparisons_cover_every_baseline(trained, toy):
+    _, result = toy
+    others = ["GCC-interp", "GCC-tuned", "BACC", "uncoded", "replication"]
+    assert sorted({c["baseline"] for c in result["comparisons"]}) == sorted(others)
+    for c in result["comparisons"]:
+        if c["baseline"] not in ("uncoded", "BACC"):
+            continue
+        s, other = c["S"], c["baseline"]
+        g = _reference_trials(trained, result, _code(result, "GCC", s), "GCC", s)
+        o = _reference_trials(trained, result, _code(result, other, s), other, s)
+        if o["rmse"].sum() == 0:  # uncoded at S = 0 is exact: the ratio is undefined
+            assert c["rmse_ratio"]["mean"] is None
+        else:
+            ratio = g["rmse"].sum() / o["rmse"].sum()
+            np.testing.assert_allclose(c["rmse_ratio"]["mean"], ratio, rtol=1e-9)
+        k = result["config"]["num_inputs"]
+        diff = 100 * (g["correct"] - o["correct"]).mean() / k
+        np.testing.assert_allclose(c["accuracy_diff_points"]["mean"], diff, atol=1e-9)
+        wg = next(r for r in result["results"]["GCC"] if r["S"] == s)["worst_case"]
+        assert c["worst_case_rmse"]["gcc"] == wg["rmse"]["mean"]
+    text = "\n".join(result["summary"])
+    for other in others:
+        assert f"GCC vs {other}: RMSE" in text
+    assert "gcc-jax regimes" in text and "gcc-jax regimes" in result["regime_map"]
 
 
 def test_worst_case_uncoded_is_the_largest_outputs(trained, toy):
@@ -229,7 +273,9 @@ def test_save_writes_strict_json_table_and_plots(toy, toy_result, tmp_path):
     back = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert back["schema_version"] == 1 and back["experiment"] == "dnn"
     assert set(back["metrics"]) >= set(dnn.METRICS)
-    assert list(back["results"]["results"]) == ["GCC", "BACC", "uncoded", "replication"]
+    assert list(back["results"]["results"]) == list(dnn.CODES)
+    model = back["results"]["model"]
+    assert model["epochs"] == 1 and model["seed"] == 0 and 0 < model["test_accuracy"] <= 1
     for rows in back["results"]["results"].values():
         for row in rows:
             assert set(dnn.METRICS) <= set(row)

@@ -13,15 +13,21 @@ Protocol (LeTCC §5, method-notes §1.9–1.10):
 * **Straggler sets.** For every ``S`` and every batch, ``num_trials`` patterns with exactly ``S``
   dead workers, uniformly at random: with ``(k_cv, k_eval, k_worst) = split(key(seed), 3)``,
   batch ``b``'s patterns are ``sample_masks(fold_in(fold_in(k_eval, S), b), N,
-  num=num_trials, stragglers=S)`` (``k_cv`` for the CV batches), so adding an ``S`` value or a
+  num=num_trials, stragglers=S)``, so adding an ``S`` value or a
   code changes no other pattern. GCC, BACC and replication (all on ``N`` workers) see the same
   patterns; uncoded runs on ``K`` of the ``N`` machines (worker ``k`` computes ``f(x_k)``) and
   reads its stragglers from the first ``K`` entries of the same pattern, so it loses on average
   ``S·K/N`` results. A missing result is reported as the code's ``fill_value`` (0): it enters
   RMSE/MSE as the error ``‖f(x_k)‖`` and counts as a wrong prediction in the accuracies.
-* **GCC's λ.** ``(λ_enc, λ_dec)`` for each ``S`` is the point of the grid
-  ``lam_enc_grid × lam_dec_grid`` with the lowest mean RMSE on the CV batches (their own random
-  patterns); ties go to the earlier grid point.
+* **GCC's λ** (as the papers choose it). ``GCC``: ``(λ_enc, λ_dec)`` for each ``S`` is the
+  point of ``lam_enc_grid × lam_dec_grid`` (default ``λ_enc ∈ {0, 10⁻¹⁰, …, 10⁻²}``,
+  ``λ_dec ∈ {0, 10⁻¹⁰, …, 10⁰}``: from interpolation to the straight-line fit) with the lowest
+  mean loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` on the ``num_cv_batches`` (default 5) CV batches,
+  over ``num_trials`` random patterns of their own (:func:`gcc_jax.tuning.grid_search`, seeded
+  by ``fold_in(k_cv, S)``); the whole CV surface is saved (``cv``, ``cv.png``). Beside it,
+  ``GCC-interp`` (``λ_enc = λ_dec = 0``, so each table shows what λ > 0 changes) and, on
+  request, ``GCC-tuned`` (:func:`gcc_jax.tuning.tune` on the CV batches from the CV choice,
+  ``tune_steps`` Adam steps on ``log λ``, held-out early stopping).
 * **Worst case.** Where affordable (``worst_case=True``), :func:`gcc_jax.worst_case_mask` finds,
   for each code, ``S`` and each of the first ``worst_case_batches`` evaluation batches, the
   pattern of ``S`` stragglers with the largest MSE (exhaustive when ``C(N, S)`` is small, else a
@@ -48,25 +54,33 @@ degrees of freedom).
                num_batches, num_cv_batches, codes: [...], lam_enc_grid, lam_dec_grid,
                worst_case, worst_case_batches, search: {...}, training: {...}, dtype},
     "results": {
-      "model": {name, dataset, test_accuracy, num_params, from_cache, train_time_s},
+      "model": {name, dataset, test_accuracy, epochs, seed, num_params, from_cache,
+                train_time_s},             # pinned: seeded, cached by its hyper-parameters
       "base": {accuracy, num_images},          # base model on the evaluation images
       "images": {"cv": [[i...]...], "eval": [[i...]...]},   # test-split indices per batch
       "results": {CODE: [{"S": S,
                           "rmse" | "mse" | "accuracy" | "rel_acc_labels" | "rel_acc_base":
                               {"mean": float, "ci95": float},
                           "num_trials": int, "num_failed": int,
-                          "lam_enc": float, "lam_dec": float,       # GCC only
+                          "lam_enc": float, "lam_dec": float,       # GCC rows only
                           "worst_case": null | {"rmse", "mse", "accuracy", "rel_acc_labels",
                                                 "rel_acc_base": {"mean", "ci95"},
                                                 "exhaustive": bool, "num_evaluated": int}},
                          ...one row per S]},
       "gcc_vs_bacc": [{"S", "rmse_ratio": {"mean", "ci95"}, "rmse_gain_percent"}],
+      "comparisons": [{"baseline": CODE, "S", "rmse_ratio": {"mean", "ci95"},   # GCC / CODE
+                       "accuracy_diff_points": {"mean", "ci95"},                # GCC − CODE
+                       "worst_case_rmse": null | {"gcc", "baseline"}}],
+      "summary": [str],                          # GCC vs every baseline in plain words
+      "regime_map": str,                         # where to look for other N/K and fractions
+      "tuning": [{"S", "lam_enc", "lam_dec", "best_step", "steps_run", "initial_val_loss",
+                  "best_val_loss"}],             # GCC-tuned only
       "cv": {"stragglers": [S...], "lam_enc_grid", "lam_dec_grid",
-             "rmse": [[[...]]]}                 # [S][enc][dec] mean CV RMSE
+             "mse": [[[...]]]}                  # [S][enc][dec] mean held-out loss
     },
     "timing_s": {training, cross_validation, evaluation, worst_case, total}
 
-``CODE`` is one of ``"GCC"``, ``"BACC"``, ``"uncoded"``, ``"replication"``.
+``CODE`` is one of :data:`CODES`.
 """
 
 import argparse
@@ -95,6 +109,7 @@ from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, Uncod
 from ..data import Dataset, load_dataset
 from ..models import count_params
 from ..training import TrainedModel, train_classifier
+from ..tuning import StragglerModel, grid_search, tune
 from ._command import Command, float_list, int_list, json_dict, merge_config, str_list
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 
@@ -114,14 +129,18 @@ __all__ = [
     "toy_config",
 ]
 
-CODES = ("GCC", "BACC", "uncoded", "replication")
-"""Codes `run_dnn` can compare (case-insensitive names)."""
+CODES = ("GCC", "GCC-interp", "GCC-tuned", "BACC", "uncoded", "replication")
+"""Codes `run_dnn` can compare (case-insensitive names): GCC with λ by grid CV, GCC with
+``λ_enc = λ_dec = 0`` (interpolation), GCC with gradient-tuned λ (:func:`gcc_jax.tuning.tune`
+from the CV choice), BACC, uncoded, replication."""
+DEFAULT_CODES = ("GCC", "GCC-interp", "BACC", "uncoded", "replication")
+"""Codes run by default (``GCC-tuned`` costs a gradient run per ``S``; ask for it)."""
 METRICS = ("rmse", "mse", "accuracy", "rel_acc_labels", "rel_acc_base")
 """Metric keys of every result row."""
-DEFAULT_LAM_ENC_GRID = (0.0, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6)
-"""GCC encoder λ candidates of the cross-validation (0 = interpolating encoder)."""
-DEFAULT_LAM_DEC_GRID = (0.0, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7)
-"""GCC decoder λ candidates of the cross-validation (0 = interpolating decoder)."""
+DEFAULT_LAM_ENC_GRID = (0.0, *(10.0**e for e in range(-10, -1)))
+"""GCC encoder λ candidates of the cross-validation: 0 (interpolating encoder), 10⁻¹⁰ … 10⁻²."""
+DEFAULT_LAM_DEC_GRID = (0.0, *(10.0**e for e in range(-10, 1)))
+"""GCC decoder λ candidates: 0 (interpolation), 10⁻¹⁰ … 10⁰ (where the fit is a straight line)."""
 DEFAULT_SEARCH = dict(restarts=8, proposals=128, max_iters=25)
 """Local-search budget of the worst case (see :func:`gcc_jax.worst_case_mask`)."""
 _TOY = dict(
@@ -130,9 +149,10 @@ _TOY = dict(
     stragglers=(0, 3),
     num_trials=4,
     num_batches=2,
-    num_cv_batches=1,
+    num_cv_batches=2,
     lam_enc_grid=(0.0, 1e-6),
-    lam_dec_grid=(0.0, 1e-6),
+    lam_dec_grid=(0.0, 1e-6, 1e-1),
+    tune_steps=3,
     epochs=1,
     search=dict(restarts=1, proposals=8, max_iters=2),
 )
@@ -309,13 +329,14 @@ def run_dnn(
     stragglers: Sequence[int] = (0, 2, 4, 6, 8, 10),
     num_trials: int = 20,
     num_batches: int = 10,
-    num_cv_batches: int = 2,
-    codes: Sequence[str] = CODES,
+    num_cv_batches: int = 5,
+    codes: Sequence[str] = DEFAULT_CODES,
     lam_enc_grid: Sequence[float] = DEFAULT_LAM_ENC_GRID,
     lam_dec_grid: Sequence[float] = DEFAULT_LAM_DEC_GRID,
     worst_case: bool = True,
     worst_case_batches: int = 3,
     search: dict | None = None,
+    tune_steps: int = 100,
     trained: TrainedModel | None = None,
     epochs: int = 20,
     batch_size: int = 64,
@@ -351,6 +372,8 @@ def run_dnn(
         worst_case_batches: evaluation batches searched (the first ones).
         search: local-search budget for :func:`gcc_jax.worst_case_mask` (default
             :data:`DEFAULT_SEARCH`).
+        tune_steps: gradient steps of ``GCC-tuned`` (:func:`gcc_jax.tuning.tune` on the CV
+            batches, starting from the CV choice).
         trained: a trained classifier to use instead of training one (its data set must be
             ``dataset``).
         epochs, batch_size, lr, model_kwargs: training hyper-parameters
@@ -444,39 +467,67 @@ def run_dnn(
     def spline(le: float, ld: float) -> SplineCode:
         return SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_enc=le, lam_dec=ld)
 
-    # -- GCC: λ by grid cross-validation on the held-out batches --------------------------------
+    # -- GCC: λ by grid cross-validation on the held-out batches (gcc_jax.tuning) ---------------
     t0 = time.perf_counter()
+    gcc_family = [c for c in codes if c.startswith("GCC")]
     cv_table = np.full((len(s_list), len(lam_enc_grid), len(lam_dec_grid)), np.nan)
-    lams: dict[int, tuple[float, float]] = {}
-    if "GCC" in codes:
-        sums = np.zeros_like(cv_table)
-        cv_outputs = [_targets(f, x) for x, _ in cv_batches]
+    lams: dict[tuple[str, int], tuple[float, float]] = {}
+    tuned: dict[int, SplineCode] = {}
+    tuning: list[dict] = []
+    if gcc_family:
+        xs_cv = jnp.stack([x for x, _ in cv_batches])  # (n_cv, K, ...): held-out jobs
         bar = tqdm(
-            total=len(lam_enc_grid) * n_cv,
-            desc="GCC λ cross-validation",
-            disable=not progress,
-            leave=False,
+            total=len(s_list), desc="GCC λ cross-validation", disable=not progress, leave=False
         )
         with bar:
-            for e, le in enumerate(lam_enc_grid):
-                for b, (x, y) in enumerate(cv_batches):
-                    _, yt = apply_workers(spline(le, 0.0), f, x)
-                    for i, s in enumerate(s_list):
-                        masks = masks_for(k_cv, s, b)
-                        for d, ld in enumerate(lam_dec_grid):
-                            # λ is an array leaf: one compiled decode for the whole grid
-                            rm, *_, st = _metrics(spline(le, ld), yt, cv_outputs[b], y, masks)
-                            sums[i, e, d] += np.inf if st.any() else rm.mean()
-                    bar.update()
-        cv_table = sums / n_cv
-        for i, s in enumerate(s_list):
-            e, d = np.unravel_index(np.argmin(cv_table[i]), cv_table[i].shape)
-            lams[s] = (lam_enc_grid[e], lam_dec_grid[d])
+            for i, s in enumerate(s_list):
+                model_s = StragglerModel.exact(s)
+                gr = grid_search(
+                    spline(0.0, 0.0),
+                    f,
+                    xs_cv,
+                    key=jax.random.fold_in(k_cv, s),
+                    straggler_model=model_s,
+                    lam_enc_grid=lam_enc_grid,
+                    lam_dec_grid=lam_dec_grid,
+                    num_masks=trials,
+                    progress=False,
+                )
+                cv_table[i] = gr.losses
+                lams[("GCC", s)] = (gr.lam_enc, gr.lam_dec)
+                lams[("GCC-interp", s)] = (0.0, 0.0)
+                if "GCC-tuned" in codes:
+                    tr = tune(
+                        gr.code,
+                        f,
+                        xs_cv,
+                        key=jax.random.fold_in(k_cv, 10_000 + s),
+                        straggler_model=model_s,
+                        trainable=("lam_enc", "lam_dec"),
+                        steps=tune_steps,
+                        progress=False,
+                    )
+                    tuned[s] = tr.code
+                    lams[("GCC-tuned", s)] = (float(tr.code.lam_enc), float(tr.code.lam_dec))
+                    tuning.append(
+                        {
+                            "S": s,
+                            "lam_enc": lams[("GCC-tuned", s)][0],
+                            "lam_dec": lams[("GCC-tuned", s)][1],
+                            "best_step": tr.best_step,
+                            "steps_run": int(len(tr.history.train_loss)),
+                            "initial_val_loss": tr.initial_val_loss,
+                            "best_val_loss": tr.best_val_loss,
+                        }
+                    )
+                bar.update()
     t_cv = time.perf_counter() - t0
 
     def make_code(name: str, s: int):
-        if name == "GCC":
-            return spline(*lams[s])
+        if name == "GCC-tuned":
+            return tuned[s]
+        if name.startswith("GCC"):
+            return spline(*lams[(name, s)])
         if name == "BACC":
             return BerrutCode.chebyshev(num_inputs=k, num_workers=n)
         if name == "uncoded":
@@ -502,7 +553,7 @@ def run_dnn(
                 masks = masks_for(k_ev, s, b)
                 for c, name in enumerate(codes):
                     code = make_code(name, s)
-                    ck = (name, lams[s][0] if name == "GCC" else 0.0)
+                    ck = (name, lams[(name, s)][0] if name.startswith("GCC") else 0.0)
                     if ck not in worker_outputs:
                         worker_outputs[ck] = apply_workers(code, f, x)[1]
                     m = masks[:, :k] if name == "uncoded" else masks
@@ -583,8 +634,8 @@ def run_dnn(
                 )
             )
             row.update(num_trials=n_batches * trials, num_failed=int(failed[c, i]))
-            if name == "GCC":
-                row.update(lam_enc=lams[s][0], lam_dec=lams[s][1])
+            if name.startswith("GCC"):
+                row.update(lam_enc=lams[(name, s)][0], lam_dec=lams[(name, s)][1])
             row["worst_case"] = worst.get((name, s))
             rows.append(row)
         results[name] = rows
@@ -596,6 +647,30 @@ def run_dnn(
             comparison.append(
                 {"S": s, "rmse_ratio": _stat(ratio, ci), "rmse_gain_percent": 100 * (1 - ratio)}
             )
+    comparisons = []
+    if "GCC" in codes:
+        g = codes.index("GCC")
+        for c, other in enumerate(codes):
+            if other == "GCC":
+                continue
+            for i, s in enumerate(s_list):
+                ratio, ci = ratio_ci(tab["rmse"][g, i], tab["rmse"][c, i])
+                diff, dci = mean_ci((tab["correct"][g, i] - tab["correct"][c, i]) / k)
+                wg, wo = worst.get(("GCC", s)), worst.get((other, s))
+                comparisons.append(
+                    {
+                        "baseline": other,
+                        "S": s,
+                        "rmse_ratio": _stat(ratio, ci),
+                        "accuracy_diff_points": _stat(100 * diff, 100 * dci),
+                        "worst_case_rmse": None
+                        if wg is None or wo is None
+                        else {
+                            "gcc": wg["rmse"]["mean"],
+                            "baseline": wo["rmse"]["mean"],
+                        },
+                    }
+                )
     config = {
         "dataset": ds.name,
         "model": trained.model_name,
@@ -619,6 +694,8 @@ def run_dnn(
             "name": trained.model_name,
             "dataset": trained.dataset_name,
             "test_accuracy": trained.test_accuracy,
+            "epochs": int(trained.config.get("epochs", epochs)),
+            "seed": int(seed),
             "num_params": count_params(params),
             "from_cache": trained.from_cache,
             "train_time_s": trained.train_time_s,
@@ -633,13 +710,18 @@ def run_dnn(
         },
         "results": results,
         "gcc_vs_bacc": comparison,
+        "comparisons": comparisons,
+        "regime_map": "gcc-jax regimes (gcc_jax.experiments.regimes): the winner among GCC, "
+        "BACC, LCC, uncoded, replication and ParM over N/K × straggler fraction",
+        "tuning": tuning,
         "cv": {
-            "stragglers": list(s_list) if "GCC" in codes else [],
+            "stragglers": list(s_list) if gcc_family else [],
             "lam_enc_grid": list(lam_enc_grid),
             "lam_dec_grid": list(lam_dec_grid),
-            "rmse": cv_table.tolist() if "GCC" in codes else [],
+            "mse": cv_table.tolist() if gcc_family else [],
         },
     }
+    payload["summary"] = summarise_comparisons(payload, list(s_list))
     timing = {
         "training": t_train,
         "cross_validation": t_cv,
@@ -696,6 +778,71 @@ def _fmt(stat: dict | None, metric: str) -> str:
     if ci is None:
         return num
     return num + (f"±{ci:.1e}" if metric == "mse" else f"±{ci:.4f}")
+
+
+def _runs(s_list: Sequence[int], labels: Sequence[str]) -> str:
+    """``"lower at S=0-4, higher at S=6-10"``: consecutive S with the same label merged."""
+    parts, start = [], 0
+    for i in range(1, len(labels) + 1):
+        if i == len(labels) or labels[i] != labels[start]:
+            lo, hi = s_list[start], s_list[i - 1]
+            parts.append(f"{labels[start]} at S={lo}" + ("" if lo == hi else f"-{hi}"))
+            start = i
+    return ", ".join(parts)
+
+
+def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
+    """Plain-language lines: GCC (λ by CV) against every other code, per metric and S.
+
+    RMSE: "lower"/"higher" when the paired 95% CI of the ratio excludes 1, else "tied";
+    accuracy: "+"/"−" points when the CI of the paired difference excludes 0; worst case: the
+    searched patterns' RMSEs (single values). Ends with a pointer to the regime map.
+    """
+    lines = []
+    comps = results.get("comparisons", [])
+    for other in dict.fromkeys(c["baseline"] for c in comps):
+        rows = sorted((c for c in comps if c["baseline"] == other), key=lambda c: c["S"])
+        s_rows = [c["S"] for c in rows]
+        rmse_labels, acc_labels, worst_labels = [], [], []
+        ratios = [c["rmse_ratio"]["mean"] for c in rows]
+        for c in rows:
+            r, ci = c["rmse_ratio"]["mean"], c["rmse_ratio"]["ci95"]
+            if r is None:
+                rmse_labels.append("undefined (both exact)")
+            elif ci is not None and r + ci < 1:
+                rmse_labels.append("lower")
+            elif ci is not None and r - ci > 1:
+                rmse_labels.append("higher")
+            else:
+                rmse_labels.append("tied")
+            d, dci = c["accuracy_diff_points"]["mean"], c["accuracy_diff_points"]["ci95"]
+            if d is not None and dci is not None and d - dci > 0:
+                acc_labels.append("better")
+            elif d is not None and dci is not None and d + dci < 0:
+                acc_labels.append("worse")
+            else:
+                acc_labels.append("tied")
+            w = c["worst_case_rmse"]
+            if w is not None and w["gcc"] is not None and w["baseline"] is not None:
+                worst_labels.append("lower" if w["gcc"] < w["baseline"] else "higher")
+        finite = [r for r in ratios if r is not None]
+        span = f" (ratio {min(finite):.3g}-{max(finite):.3g})" if finite else ""
+        lines.append(
+            f"GCC vs {other}: RMSE {_runs(s_rows, rmse_labels)}{span}; accuracy "
+            f"{_runs(s_rows, acc_labels)}"
+            + (
+                f"; worst-case RMSE {_runs(s_rows, worst_labels)}"
+                if len(worst_labels) == len(rows)
+                else ""
+            )
+            + "."
+        )
+    if comps:
+        lines.append(
+            "Where coding pays at other redundancies and straggler fractions (and against LCC "
+            "and ParM): `gcc-jax regimes`."
+        )
+    return lines
 
 
 def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS) -> str:
@@ -757,20 +904,33 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
                 for g in result["gcc_vs_bacc"]
             )
         )
-    if "GCC" in result["results"]:
-        lines += ["", "GCC λ chosen by grid cross-validation (lam_enc / lam_dec)"]
+    for name in ("GCC", "GCC-tuned"):
+        if name not in result["results"]:
+            continue
+        how = "grid cross-validation" if name == "GCC" else "gradient tuning (tune)"
+        lines += ["", f"{name} λ chosen by {how} (lam_enc / lam_dec)"]
         lines.append(f"{'':<12}{cols}")
         lines.append(
             f"{'λ':<12}"
             + "".join(
-                f"{format(r['lam_enc'], 'g') + ' / ' + format(r['lam_dec'], 'g'):>{width}}"
-                for r in result["results"]["GCC"]
+                f"{format(r['lam_enc'], '.2g') + ' / ' + format(r['lam_dec'], '.2g'):>{width}}"
+                for r in result["results"][name]
             )
         )
+    if result.get("summary"):
+        lines += ["", "summary: GCC (λ by CV) against every other code (paired 95% CIs)"]
+        lines += ["  " + line for line in result["summary"]]
     return "\n".join(lines)
 
 
-_COLORS = {"GCC": "C0", "BACC": "C3", "uncoded": "C7", "replication": "C2"}
+_COLORS = {
+    "GCC": "C0",
+    "GCC-interp": "C9",
+    "GCC-tuned": "C4",
+    "BACC": "C3",
+    "uncoded": "C7",
+    "replication": "C2",
+}
 
 
 def plot_dnn(result: ExperimentResult):
@@ -826,13 +986,14 @@ def plot_dnn(result: ExperimentResult):
 
 
 def plot_cv(result: ExperimentResult):
-    """Heat maps of the cross-validation RMSE over ``(λ_enc, λ_dec)`` for up to four ``S``."""
+    """Heat maps of the cross-validation loss (log10 MSE on the held-out batches) over
+    ``(λ_enc, λ_dec)`` for up to four ``S``; the star is the chosen pair."""
     cv = result.results["cv"]
     s_all = cv["stragglers"]
     pick = sorted(set(np.linspace(0, len(s_all) - 1, min(4, len(s_all))).round().astype(int)))
     fig, axes = new_figure(1, len(pick), figsize=(4.2 * len(pick), 3.6), squeeze=False)
     for ax, i in zip(axes[0], pick, strict=True):
-        table = np.array(cv["rmse"][i], float)
+        table = np.log10(np.array(cv["mse"][i], float))
         im = ax.imshow(table, origin="lower", aspect="auto", cmap="viridis")
         e, d = np.unravel_index(np.nanargmin(table), table.shape)
         ax.plot(d, e, "r*", ms=12)
@@ -842,7 +1003,7 @@ def plot_cv(result: ExperimentResult):
         ax.set_yticklabels([f"{v:g}" for v in cv["lam_enc_grid"]], fontsize=7)
         ax.set_xlabel("λ_dec")
         ax.set_ylabel("λ_enc")
-        ax.set_title(f"CV RMSE, S={s_all[i]}", fontsize=10)
+        ax.set_title(f"log10 CV loss (MSE), S={s_all[i]}", fontsize=10)
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
     return fig
@@ -873,6 +1034,7 @@ _SIZES = {
     "lam_enc_grid": "lam_enc_grid",
     "lam_dec_grid": "lam_dec_grid",
     "epochs": "epochs",
+    "tune_steps": "tune_steps",
 }
 
 
@@ -895,19 +1057,21 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--trials", type=int, help="straggler sets per batch and S (default 20)")
     p.add_argument("--batches", type=int, help="evaluation batches (default 10)")
-    p.add_argument("--cv-batches", type=int, help="held-out batches for the λ CV (default 2)")
+    p.add_argument("--cv-batches", type=int, help="held-out batches for the λ CV (default 5)")
     p.add_argument(
         "--codes",
         type=str_list,
-        default=("gcc", "bacc", "uncoded", "replication"),
-        help="comma-separated codes (default gcc,bacc,uncoded,replication)",
+        default=DEFAULT_CODES,
+        help="comma-separated codes (default gcc,gcc-interp,bacc,uncoded,replication; also "
+        "gcc-tuned)",
     )
     p.add_argument(
-        "--lam-enc-grid", type=float_list, help="GCC encoder λ candidates (default 0,1e-11..1e-6)"
+        "--lam-enc-grid", type=float_list, help="GCC encoder λ candidates (default 0,1e-10..1e-2)"
     )
     p.add_argument(
-        "--lam-dec-grid", type=float_list, help="GCC decoder λ candidates (default 0,1e-13..1e-7)"
+        "--lam-dec-grid", type=float_list, help="GCC decoder λ candidates (default 0,1e-10..1)"
     )
+    p.add_argument("--tune-steps", type=int, help="gradient steps of GCC-tuned (default 100)")
     p.add_argument("--no-worst-case", action="store_true", help="skip the worst-case search")
     p.add_argument("--worst-case-batches", type=int, default=3, help="batches searched (3)")
     p.add_argument("--restarts", type=int, help="worst-case search chains (default 8)")
