@@ -79,14 +79,18 @@ def test_outputs_and_structure(toy):
         base = result["models"]["mlp"]["eval_accuracy"]
         assert r["gap_points"] == pytest.approx(100 * (base - r["overall"]["mean"]), abs=1e-9)
         assert r["num_failed"] == 0
+        mlp = result["models"]["mlp"]  # every row states its base model, accuracy and epochs
+        assert (r["base_model"], r["base_epochs"]) == ("mlp", mlp["epochs"])
+        assert r["base_test_accuracy"] == mlp["test_accuracy"]
         learned = r["method"].startswith(("ParM", "learned"))
         assert (r["train_time_s"] > 0) == learned and r["output"] == (
             "logits" if learned else "probs"
         )
     assert result["published"]["parm_gap_points"] == 1.79
     assert [c["method"] for c in result["comparison"]] == ["ParM-sum", "ParM-concat"]
+    assert not any(c["like_for_like"] for c in result["comparison"])  # MLP vs a ResNet-18
     text = (out / "compare_learned.txt").read_text()
-    assert "1.79 points" in text and "ParM-concat" in text
+    assert "1.79 points" in text and "ParM-concat" in text and "NOT like for like" in text
 
 
 def test_parm_row_matches_eager_loop(toy, setup):

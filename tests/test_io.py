@@ -95,7 +95,16 @@ def test_json_clean_by_hand():
 
 def test_registry_lists_every_subcommand_once():
     names = [c.name for c in COMMANDS]
-    assert names == ["run", "demo", "rates", "poly", "serve-bench", "compare-learned", "tune"]
+    assert names == [
+        "run",
+        "demo",
+        "rates",
+        "regimes",
+        "poly",
+        "serve-bench",
+        "compare-learned",
+        "tune",
+    ]
     parser = build_parser()
     for name in names:  # every subcommand has the common flags
         args = parser.parse_args([name, "--toy", "--seed", "3", "--out", "o", "--no-progress"])

@@ -166,7 +166,7 @@ def toy(tmp_path_factory):
 
 
 def _cell(result, mode, s):
-    return next(c for c in result["cells"] if c["mode"] == mode and c["S"] == s)
+    return next(c for c in result.results["cells"] if c["mode"] == mode and c["S"] == s)
 
 
 def _xsinx_batch(seed, b, k=4):
@@ -201,9 +201,9 @@ def test_toy_worst_case_matches_exhaustive_loop(toy):
 
 def test_toy_cells_winners_and_lambda(toy):
     result, _ = toy
-    cfg = result["config"]
-    assert cfg["num_workers"] == [6] and {c["mode"] for c in result["cells"]} == {"random", "worst"}
-    for cell in result["cells"]:
+    cfg, res = result.config, result.results
+    assert cfg["num_workers"] == [6] and {c["mode"] for c in res["cells"]} == {"random", "worst"}
+    for cell in res["cells"]:
         rows = {c: r for c, r in cell["codes"].items() if r and r["applicable"]}
         means = {c: r["rmse"]["mean"] for c, r in rows.items()}
         w = cell["winner"]["rmse"]
@@ -215,21 +215,33 @@ def test_toy_cells_winners_and_lambda(toy):
         g = rows["GCC"]
         assert g["lam_enc"] in cfg["lam_enc_grid"] and g["lam_dec"] in cfg["lam_dec_grid"]
     # λ is the argmin of the saved CV curve (held-out batches), per fraction
-    for cv in result["cv"]:
+    for cv in res["cv"]:
         table = np.array(cv["mse"])
         e, d = np.unravel_index(np.argmin(table), table.shape)
         assert (cv["lam_enc"], cv["lam_dec"]) == (cfg["lam_enc_grid"][e], cfg["lam_dec_grid"][d])
-    pm = result["models"]["parm"]
+    pm = res["models"]["parm"]
     assert len(pm) == 1 and pm[0]["k"] == 2 and pm[0]["epochs"] == 1
 
 
 def test_toy_outputs_and_summary(toy):
     result, paths = toy
     loaded = json.loads(paths["json"].read_text())
-    assert loaded["schema"] == "gcc_jax.regimes/1" and len(loaded["cells"]) == 4
-    assert [p.name for p in paths["plots"]] == ["regimes_xsinx.png"]
-    assert paths["plots"][0].stat().st_size > 5000
-    text = "\n".join(result["summary"])
+    assert loaded["schema_version"] == 1 and loaded["experiment"] == "regimes"
+    assert len(loaded["results"]["cells"]) == 4 and loaded["seeds"] == {"seed": 0}
+    assert paths["regimes_xsinx"].name == "regimes_xsinx.png"
+    assert paths["regimes_xsinx"].stat().st_size > 5000
+    text = "\n".join(result.results["summary"])
     assert "at N/K = 1.5 (N = 6)" in text and "uncoded beats GCC in" in text
     table = regimes.format_regimes(result)
     assert "xsinx — worst stragglers — winner by rmse" in table
+
+
+def test_cli_regimes_toy(tmp_path, capsys, monkeypatch):
+    from gcc_jax.cli import main
+
+    monkeypatch.setenv("GCC_JAX_CACHE", str(tmp_path / "cache"))
+    args = ["regimes", "--toy", "--workloads", "xsinx", "--modes", "random", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "xsinx — random stragglers — winner by rmse" in out and "summary:" in out
+    assert (tmp_path / "regimes.json").exists() and (tmp_path / "regimes_xsinx.png").exists()

@@ -6,7 +6,7 @@ functions (a plain-text table, figures), a ``save_*`` function writing them with
 registered in :data:`COMMANDS` (what ``gcc-jax`` lists).
 """
 
-from . import _serve_command, demo, dnn, learned, poly, rates, tune
+from . import _serve_command, demo, dnn, learned, poly, rates, regimes, tune
 from ._command import Command as Command
 from ._io import SCHEMA_VERSION as SCHEMA_VERSION
 from ._io import ExperimentResult as ExperimentResult
@@ -30,11 +30,16 @@ from .rates import format_rates_table as format_rates_table
 from .rates import plot_rates as plot_rates
 from .rates import run_rates as run_rates
 from .rates import save_rates as save_rates
+from .regimes import format_regimes as format_regimes
+from .regimes import plot_regimes as plot_regimes
+from .regimes import run_regimes as run_regimes
+from .regimes import save_regimes as save_regimes
 
 COMMANDS: tuple[Command, ...] = (
     dnn.COMMAND,
     demo.COMMAND,
     rates.COMMAND,
+    regimes.COMMAND,
     poly.COMMAND,
     _serve_command.COMMAND,
     learned.COMMAND,

@@ -70,8 +70,8 @@ reported as ties.
      "summary": [str], "timing_s": {...}, "versions": {...}}
 """
 
+import argparse
 import dataclasses
-import json
 import math
 import os
 import time
@@ -105,24 +105,29 @@ from ..codes import (
 )
 from ..training import train_parity_model
 from ..tuning import StragglerModel, grid_search
+from ._command import Command, float_list, merge_config, str_list
+from ._io import ExperimentResult, json_clean, new_figure, save_result
+from .rates import vector_map, xsinx
 
 __all__ = [
     "CODES",
+    "COMMAND",
+    "DEFAULTS",
     "GroupedParityCode",
+    "METRICS",
     "MODES",
+    "TOY",
     "WORKLOADS",
     "format_regimes",
-    "main",
     "parm_group_size",
     "pick_winner",
     "plot_regimes",
     "regime_metrics",
     "run_regimes",
     "save_regimes",
-    "smooth_vector_map",
     "stragglers_for",
+    "summarise",
     "toy_config",
-    "xsinx",
 ]
 
 CODES = ("GCC", "BACC", "LCC", "uncoded", "replication", "ParM")
@@ -134,7 +139,7 @@ WORKLOADS = ("xsinx", "vector_map", "lenet_logits", "lenet_softmax")
 DEFAULT_SEARCH = dict(restarts=4, proposals=64, max_iters=10)
 """Local-search budget of the worst case (:func:`gcc_jax.worst_case_mask`)."""
 
-_FULL = dict(
+DEFAULTS = dict(
     num_inputs=20,
     ratios=(1.1, 1.25, 1.5, 2.0, 3.0),
     fractions=(0.0, 0.05, 0.1, 0.2, 0.3),
@@ -147,7 +152,7 @@ _FULL = dict(
     parm_epochs=10,
     dataset="fashion_mnist",
 )
-_TOY = dict(
+TOY = dict(
     num_inputs=4,
     ratios=(1.5, 2.0),
     fractions=(0.0, 0.25),
@@ -165,27 +170,34 @@ _TOY = dict(
 )
 
 
+METRICS = {
+    "rmse": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖₂ per pattern (the papers' RMSE); a missing result "
+    "(uncoded, replication, ParM with 2+ losses in a group) counts as the fill value 0",
+    "mse": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖₂² per pattern",
+    "accuracy": "fraction of argmax f^(x_k) equal to the true label (missing result = wrong)",
+    "ci95": "95% half-width, batches as clusters of patterns (Student t)",
+    "winner": "the applicable code with the lowest mean RMSE (highest mean accuracy)",
+    "margin": "100 (1 − RMSE_winner / RMSE_runner-up) percent (paired ratio of sums); for "
+    "accuracy the difference in points; significant = its paired 95% CI excludes a tie",
+    "worst": "the pattern of S stragglers with the largest MSE found by "
+    "gcc_jax.worst_case_mask per searched batch (exact when exhaustive, else a lower bound)",
+}
+
+
+def _view(result: ExperimentResult) -> dict:
+    """Configuration and results in one dict (what the report functions read)."""
+    return {"config": result.config, **result.results}
+
+
 def toy_config() -> dict:
-    """Tiny keyword arguments for :func:`run_regimes` (seconds; ``GCC_JAX_TOY=1``)."""
-    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in _TOY.items()}
+    """Tiny keyword arguments for :func:`run_regimes` (seconds; ``GCC_JAXTOY=1``)."""
+    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in TOY.items()}
 
 
 # -- workloads ---------------------------------------------------------------------------------
 
 
-def xsinx(x: Float[Array, " 1"]) -> Float[Array, " 1"]:
-    """The papers' test function ``f(x) = x · sin(x)`` (one scalar input, one output)."""
-    return x * jnp.sin(x)
-
-
-def smooth_vector_map(x: Float[Array, " 2"]) -> Float[Array, " 3"]:
-    """A smooth map ℝ² → ℝ³: ``[sin(2x₀)·cos(x₁), x₀·x₁, exp(−‖x‖²/2)]``."""
-    return jnp.stack(
-        [jnp.sin(2.0 * x[0]) * jnp.cos(x[1]), x[0] * x[1], jnp.exp(-0.5 * jnp.sum(x * x))]
-    )
-
-
-_SYNTHETIC = {"xsinx": (xsinx, 1, 3.0), "vector_map": (smooth_vector_map, 2, 1.0)}
+_SYNTHETIC = {"xsinx": (xsinx, 1, 3.0), "vector_map": (vector_map, 2, 1.0)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -494,32 +506,6 @@ def _stat(values: np.ndarray) -> dict:
     return {"mean": m, "ci95": ci}
 
 
-def _json_clean(obj):
-    if isinstance(obj, dict):
-        return {str(k): _json_clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_clean(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def _versions() -> dict:
-    import flax
-    import optax
-
-    from .. import __version__
-
-    return {
-        "gcc_jax": __version__,
-        "jax": jax.__version__,
-        "flax": flax.__version__,
-        "optax": optax.__version__,
-    }
-
-
 def _synthetic_workload(name: str, k: int, n_cv: int, n_eval: int, seed: int, dtype) -> _Workload:
     f, d, half = _SYNTHETIC[name]
 
@@ -657,8 +643,8 @@ def _make_codes(names, k: int, n: int, s: int, lams, parm) -> dict[str, Any]:
 def run_regimes(
     *,
     num_inputs: int = 20,
-    ratios: Sequence[float] = _FULL["ratios"],
-    fractions: Sequence[float] = _FULL["fractions"],
+    ratios: Sequence[float] = DEFAULTS["ratios"],
+    fractions: Sequence[float] = DEFAULTS["fractions"],
     workloads: Sequence[str] = WORKLOADS,
     codes: Sequence[str] = CODES,
     modes: Sequence[str] = MODES,
@@ -973,46 +959,45 @@ def run_regimes(
                     bar.update()
     t_eval = time.perf_counter() - t0 - t_worst
 
-    result = {
-        "schema": "gcc_jax.regimes/1",
-        "experiment": "regimes",
-        "config": {
-            "num_inputs": k,
-            "ratios": list(ratios),
-            "num_workers": [n_of[r] for r in ratios],
-            "fractions": list(fractions),
-            "modes": list(modes),
-            "workloads": [w.name for w in wls],
-            "codes": list(codes),
-            "num_trials": trials,
-            "num_batches": n_eval,
-            "num_cv_batches": n_cv,
-            "worst_case_batches": n_wc,
-            **grids,
-            "search": search,
-            "dataset": dataset,
-            "epochs": int(epochs),
-            "parm_epochs": int(parm_epochs),
-            "seed": int(seed),
-            "dtype": str(dtype),
-        },
-        "data_note": note,
-        "models": {"lenet5": lenet, "parm": parm_info},
-        "cells": cells,
-        "cv": cv_curves,
-        "timing_s": {
-            "models": t_model,
-            "parm_training": t_parm,
-            "cross_validation": t_cv,
-            "evaluation": t_eval,
-            "worst_case": t_worst,
-            "total": time.perf_counter() - t_start,
-        },
-        "versions": _versions(),
+    config = {
+        "num_inputs": k,
+        "ratios": list(ratios),
+        "num_workers": [n_of[r] for r in ratios],
+        "fractions": list(fractions),
+        "modes": list(modes),
+        "workloads": [w.name for w in wls],
+        "codes": list(codes),
+        "num_trials": trials,
+        "num_batches": n_eval,
+        "num_cv_batches": n_cv,
+        "worst_case_batches": n_wc,
+        **grids,
+        "search": search,
+        "dataset": dataset,
+        "epochs": int(epochs),
+        "parm_epochs": int(parm_epochs),
+        "dtype": str(dtype),
     }
-    result = _json_clean(result)
-    result["summary"] = summarise(result)
-    return result
+    results = json_clean(
+        {
+            "data_note": note,
+            "models": {"lenet5": lenet, "parm": parm_info},
+            "cells": cells,
+            "cv": cv_curves,
+        }
+    )
+    results["summary"] = summarise({"config": config, **results})
+    timing = {
+        "models": t_model,
+        "parm_training": t_parm,
+        "cross_validation": t_cv,
+        "evaluation": t_eval,
+        "worst_case": t_worst,
+        "total": time.perf_counter() - t_start,
+    }
+    return ExperimentResult(
+        "regimes", json_clean(config), {"seed": int(seed)}, METRICS, results, timing
+    )
 
 
 # -- reporting -----------------------------------------------------------------------------------
@@ -1144,8 +1129,9 @@ def _uniform_tail(ratios: list, cells: list, metric: str) -> str | None:
     return f"from N/K ≥ {tail[0]:g} {tail[1]} wins every straggler fraction."
 
 
-def format_regimes(result: dict) -> str:
+def format_regimes(result: ExperimentResult) -> str:
     """Winner tables (rows: straggler fraction, columns: N/K) and the plain-language summary."""
+    result = _view(result)
     cfg = result["config"]
     lines = [
         f"regime map: K = {cfg['num_inputs']}, {cfg['num_batches']} batches × "
@@ -1211,29 +1197,26 @@ _CODE_COLORS = {
 }
 
 
-def plot_regimes(result: dict, out: str | Path) -> list[Path]:
-    """One heat-map PNG per workload: winner (colour) and margin (text) over N/K × p.
+def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
+    """One heat-map figure per workload (``regimes_<workload>``): winner (colour) and margin
+    (text) over N/K × p.
 
     Panels: rows are the straggler models, columns RMSE, GCC's RMSE relative to the best code
     (log colour scale; 1 = GCC wins) and, for classifiers, accuracy.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap, LogNorm
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    result = _view(result)
     cfg = result["config"]
     ratios, fractions = cfg["ratios"], cfg["fractions"]
-    paths = []
+    figures = {}
     for wl in cfg["workloads"]:
         cells = [c for c in result["cells"] if c["workload"] == wl]
         modes = [m for m in cfg["modes"] if any(c["mode"] == m for c in cells)]
         classify = any(c["winner"]["accuracy"] is not None for c in cells)
         panels = ["rmse", "gcc_rel"] + (["accuracy"] if classify else [])
-        fig, axes = plt.subplots(
+        fig, axes = new_figure(
             len(modes), len(panels), squeeze=False, figsize=(4.6 * len(panels), 3.4 * len(modes))
         )
         cmap = ListedColormap([_CODE_COLORS[c] for c in CODES])
@@ -1325,88 +1308,65 @@ def plot_regimes(result: dict, out: str | Path) -> list[Path]:
             fontsize=10,
         )
         fig.tight_layout(rect=(0, 0.05, 1, 1))
-        path = out / f"regimes_{wl}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
-    return paths
+        figures[f"regimes_{wl}"] = fig
+    return figures
 
 
-def save_regimes(result: dict, out: str | Path) -> dict[str, Any]:
+def save_regimes(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``regimes.json``, ``regimes.txt`` and one ``regimes_<workload>.png`` per workload."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Any] = {"json": out / "regimes.json", "table": out / "regimes.txt"}
-    paths["json"].write_text(json.dumps(_json_clean(result), indent=2, allow_nan=False))
-    paths["table"].write_text(format_regimes(result) + "\n")
-    paths["plots"] = plot_regimes(result, out)
-    return paths
+    return save_result(result, out, summary=format_regimes(result), figures=plot_regimes(result))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``gcc-jax regimes`` / ``python -m gcc_jax.experiments.regimes``: run, save, print."""
-    import argparse
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--num-inputs", "-K", type=int, help="K inputs per coded computation (20)")
+    p.add_argument("--ratios", type=float_list, help="redundancies N/K (1.1,1.25,1.5,2,3)")
+    p.add_argument("--fractions", type=float_list, help="straggler fractions (0,.05,.1,.2,.3)")
+    p.add_argument("--workloads", type=str_list, help=f"subset of {','.join(WORKLOADS)}")
+    p.add_argument("--codes", type=str_list, help=f"subset of {','.join(CODES)}")
+    p.add_argument("--modes", type=str_list, help="random,worst (both)")
+    p.add_argument("--trials", type=int, help="random patterns per batch and cell (20)")
+    p.add_argument("--batches", type=int, help="evaluation batches (5)")
+    p.add_argument("--cv-batches", type=int, help="held-out batches for GCC's λ (5)")
+    p.add_argument("--worst-batches", type=int, help="batches searched for the worst case (2)")
+    p.add_argument("--dataset", help="the classifier's data set (fashion_mnist)")
+    p.add_argument("--data-path", help="directory of the data files")
+    p.add_argument("--epochs", type=int, help="LeNet-5 training epochs (10)")
+    p.add_argument("--parm-epochs", type=int, help="parity-model training epochs (10)")
+    p.add_argument("--no-cache", action="store_true", help="always train; write no checkpoint")
 
-    p = argparse.ArgumentParser(prog="gcc-jax regimes", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="results/regimes")
-    p.add_argument(
-        "--toy",
-        action="store_true",
-        default=bool(os.environ.get("GCC_JAX_TOY")),
-        help="tiny sizes (seconds; also GCC_JAX_TOY=1)",
+
+def _config(args: argparse.Namespace, toy: bool) -> dict:
+    flags = dict(
+        num_inputs=args.num_inputs,
+        ratios=args.ratios,
+        fractions=args.fractions,
+        workloads=args.workloads,
+        codes=args.codes,
+        modes=args.modes,
+        num_trials=args.trials,
+        num_batches=args.batches,
+        num_cv_batches=args.cv_batches,
+        worst_case_batches=args.worst_batches,
+        dataset=args.dataset,
+        data_path=args.data_path,
+        epochs=args.epochs,
+        parm_epochs=args.parm_epochs,
     )
-    p.add_argument("--num-inputs", "-K", type=int)
-    p.add_argument("--ratios", type=float, nargs="+")
-    p.add_argument("--fractions", type=float, nargs="+")
-    p.add_argument("--workloads", nargs="+", choices=WORKLOADS)
-    p.add_argument("--codes", nargs="+", choices=CODES)
-    p.add_argument("--modes", nargs="+", choices=MODES)
-    p.add_argument("--trials", type=int, dest="num_trials")
-    p.add_argument("--batches", type=int, dest="num_batches")
-    p.add_argument("--cv-batches", type=int, dest="num_cv_batches")
-    p.add_argument("--worst-batches", type=int, dest="worst_case_batches")
-    p.add_argument("--dataset")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--parm-epochs", type=int)
-    p.add_argument("--data-path")
-    p.add_argument("--cache-dir")
-    p.add_argument("--no-cache", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true")
-    args = p.parse_args(argv)
-    jax.config.update("jax_enable_x64", True)
-    kwargs = toy_config() if args.toy else {}
-    for name in (
-        "num_inputs",
-        "ratios",
-        "fractions",
-        "workloads",
-        "codes",
-        "modes",
-        "num_trials",
-        "num_batches",
-        "num_cv_batches",
-        "worst_case_batches",
-        "dataset",
-        "epochs",
-        "parm_epochs",
-        "data_path",
-        "cache_dir",
-    ):
-        v = getattr(args, name)
-        if v is not None:
-            kwargs[name] = v
-    result = run_regimes(
-        **kwargs, use_cache=not args.no_cache, seed=args.seed, progress=not args.quiet
-    )
-    paths = save_regimes(result, args.out)
-    print(format_regimes(result))
-    print(
-        f"\nwrote {paths['json']}, {paths['table']} and {len(paths['plots'])} heat map(s) "
-        f"in {args.out} ({result['timing_s']['total']:.0f} s)"
-    )
-    return 0
+    return merge_config(DEFAULTS, TOY if toy else None, flags) | dict(use_cache=not args.no_cache)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+COMMAND = Command(
+    name="regimes",
+    help="when does coding pay? the winner among GCC, BACC, LCC, uncoded, replication, ParM",
+    description="The regime map: for x·sin(x), a smooth map R²→R³ and a LeNet-5's logits and "
+    "softmax (Fashion-MNIST, or digits when absent), over redundancy N/K and straggler fraction "
+    "(random and worst case), the winner and its margin over the runner-up in RMSE and "
+    "accuracy among GCC (λ by CV on held-out batches), BACC, LCC (where it applies), uncoded, "
+    "replication at the same N and ParM with N = K + K/k. Prints winner tables and a "
+    "plain-language summary; writes regimes.json, regimes.txt and one heat map per workload.",
+    add_arguments=_add_arguments,
+    config=_config,
+    run=run_regimes,
+    report=format_regimes,
+    save=save_regimes,
+)
