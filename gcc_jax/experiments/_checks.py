@@ -199,6 +199,9 @@ _SEARCH = (
 def _rules() -> dict[str, tuple[Rule, ...]]:
     from .dnn import CODES
     from .rates import FUNCTIONS
+    from .regimes import CODES as REGIME_CODES
+    from .regimes import MODES
+    from .regimes import WORKLOADS as REGIME_WORKLOADS
     from .serve import SCHEMES
     from .tune import REGIMES, WORKLOADS
 
@@ -240,10 +243,28 @@ def _rules() -> dict[str, tuple[Rule, ...]]:
             ),
             count("num_masks", "--masks/-M"),
             real("p", "--p", 0.0, 1.0, lo_open=True, hi_open=True),
-            lam("lam_enc", "--lam-enc"),
-            lam("lam_dec", "--lam-dec"),
+            count("draws", "--draws", 2),
+            count("cv_draws", "--cv-draws"),
+            count("cv_masks", "--cv-masks"),
+            count("bootstrap", "--bootstrap", 10),
+            real("noise", "--noise", 0.0),
+            lam("lam_dec_grid", "--lam-dec-grid", optional=True),
             choice("functions", "--functions", tuple(FUNCTIONS)),
             nested("search", _SEARCH),
+        ),
+        "regimes": (
+            count("num_inputs", "--num-inputs/-K", 2),
+            real("ratios", "--ratios", 1.0, lo_open=True),
+            real("fractions", "--fractions", 0.0, 1.0, hi_open=True),
+            choice("workloads", "--workloads", REGIME_WORKLOADS),
+            choice("codes", "--codes", REGIME_CODES),
+            choice("modes", "--modes", MODES),
+            count("num_trials", "--trials"),
+            count("num_batches", "--batches"),
+            count("num_cv_batches", "--cv-batches"),
+            count("worst_case_batches", "--worst-batches"),
+            count("epochs", "--epochs"),
+            count("parm_epochs", "--parm-epochs"),
         ),
         "poly": (count("num_trials", "--trials"), _poly_settings),
         "serve-bench": (
