@@ -265,6 +265,7 @@ def _rules() -> dict[str, tuple[Rule, ...]]:
             count("worst_case_batches", "--worst-batches"),
             count("epochs", "--epochs"),
             count("parm_epochs", "--parm-epochs"),
+            nested("search", _SEARCH),
         ),
         "poly": (count("num_trials", "--trials"), _poly_settings),
         "serve-bench": (

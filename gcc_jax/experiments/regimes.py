@@ -1328,6 +1328,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", type=int, help="evaluation batches (5)")
     p.add_argument("--cv-batches", type=int, help="held-out batches for GCC's λ (5)")
     p.add_argument("--worst-batches", type=int, help="batches searched for the worst case (2)")
+    p.add_argument("--restarts", type=int, help="worst-case search chains (4)")
+    p.add_argument("--proposals", type=int, help="neighbours per search step (64)")
+    p.add_argument("--max-iters", type=int, help="local-search steps (10)")
     p.add_argument("--dataset", help="the classifier's data set (fashion_mnist)")
     p.add_argument("--data-path", help="directory of the data files")
     p.add_argument("--epochs", type=int, help="LeNet-5 training epochs (10)")
@@ -1352,7 +1355,10 @@ def _config(args: argparse.Namespace, toy: bool) -> dict:
         epochs=args.epochs,
         parm_epochs=args.parm_epochs,
     )
-    return merge_config(DEFAULTS, TOY if toy else None, flags) | dict(use_cache=not args.no_cache)
+    config = merge_config(DEFAULTS, TOY if toy else None, flags)
+    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
+    config["search"] = merge_config(config.get("search", DEFAULT_SEARCH), None, search)
+    return config | dict(use_cache=not args.no_cache)
 
 
 COMMAND = Command(
