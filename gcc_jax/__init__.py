@@ -45,6 +45,7 @@ from ._worst_case import WorstCase as WorstCase
 from ._worst_case import worst_case_mask as worst_case_mask
 from .codes import AbstractCode as AbstractCode
 from .codes import AbstractLinearCode as AbstractLinearCode
+from .codes import AbstractNodeCode as AbstractNodeCode
 from .codes import ApproxIFERCode as ApproxIFERCode
 from .codes import BerrutCode as BerrutCode
 from .codes import Decoded as Decoded

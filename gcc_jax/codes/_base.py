@@ -16,11 +16,21 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._misc import check_inputs, check_outputs, data_status, float_dtype, input_status
+from .._misc import (
+    as_int,
+    as_mask,
+    check_inputs,
+    check_node_leaves,
+    check_outputs,
+    data_status,
+    float_dtype,
+    input_status,
+)
+from .._nodes import chebyshev_nodes
 from .._status import Status, combine, raise_if_bad
 from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
 
-__all__ = ["AbstractCode", "AbstractLinearCode", "Decoded", "Encoded"]
+__all__ = ["AbstractCode", "AbstractLinearCode", "AbstractNodeCode", "Decoded", "Encoded"]
 
 
 class Decoded(NamedTuple):
@@ -84,7 +94,7 @@ class AbstractCode(abc.ABC):
             provided = any(
                 name in vars(c) or name in vars(c).get("__annotations__", {})
                 for c in cls.__mro__
-                if not c.__name__.startswith("Abstract") and c is not object
+                if c not in (AbstractCode, object)
             )
             if not provided:
                 raise TypeError(
@@ -225,6 +235,55 @@ class AbstractLinearCode(AbstractCode):
         status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
         value = jnp.where(status == 0, value, jnp.nan)
         return Decoded(value.reshape((d.shape[0], *y.shape[1:])), status)
+
+
+class AbstractNodeCode(AbstractLinearCode):
+    """A linear code built on interpolation nodes: ``alpha`` (``k`` inputs), ``beta`` (``n``).
+
+    Shared by the node-based codes (GCC's splines, BACC's Berrut interpolant, LCC's
+    polynomials): the sizes come from the node leaves, the nodes are checked when the code is
+    built (1-D, at least 2, strictly increasing and finite in eager calls), decoding needs
+    :attr:`min_live` live workers, and :meth:`chebyshev_nodes` gives the papers' placement.
+    Subclasses declare ``alpha`` and ``beta`` as array fields and set ``min_live``.
+    """
+
+    alpha: Float[Array, " k"]
+    beta: Float[Array, " n"]
+    min_live: int = 1
+
+    @property
+    def num_inputs(self) -> int:
+        """``k``: the number of input nodes ``alpha``."""
+        return self.alpha.shape[0]
+
+    @property
+    def num_workers(self) -> int:
+        """``n``: the number of worker nodes ``beta``."""
+        return self.beta.shape[0]
+
+    def check_nodes(self) -> None:
+        """Static checks on ``alpha``/``beta`` (value checks only on concrete arrays)."""
+        check_node_leaves(self, ("alpha", "beta"))
+
+    @staticmethod
+    def chebyshev_nodes(num_inputs, num_workers, dtype=None) -> tuple[Array, Array]:
+        """The papers' placement: ``alpha`` Chebyshev-1 (``k``), ``beta`` Chebyshev-2 (``n``).
+
+        Both ascending; ``beta`` includes ``±1``. ``num_inputs, num_workers ≥ 2`` (any integral
+        type); ``dtype`` defaults to JAX's default float.
+        """
+        num_inputs = as_int(num_inputs, "num_inputs", 2)
+        num_workers = as_int(num_workers, "num_workers", 2)
+        dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
+        return (
+            chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
+            chebyshev_nodes(num_workers, kind=2, dtype=dtype),
+        )
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every estimate when at least :attr:`min_live` workers are live, none otherwise."""
+        mask = as_mask(mask, self.num_workers)
+        return jnp.broadcast_to(jnp.sum(mask) >= self.min_live, (self.num_inputs,))
 
 
 def apply_rows(matrix: Array, x: Array) -> Array:

@@ -5,12 +5,11 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from .._misc import as_int, as_mask, check_node_leaves, float_dtype, node_status
-from .._nodes import chebyshev_nodes
+from .._misc import as_mask, float_dtype, node_status
 from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, Int
 from ._barycentric import barycentric_matrix, berrut_weights
-from ._base import AbstractLinearCode
+from ._base import AbstractNodeCode
 
 # Kernels: plain pure functions, jitted so that eager calls compile once per shape (a nested
 # jit inside the caller's jit/vmap is inlined).
@@ -29,7 +28,7 @@ def _decoder_matrix(beta: Array, alpha: Array, mask: Array) -> Array:
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class BerrutCode(AbstractLinearCode):
+class BerrutCode(AbstractNodeCode):
     """Berrut approximated coded computing (BACC; Jahani-Nezhad & Maddah-Ali, 2022).
 
     Encoder: Berrut's first-form rational interpolant through ``(alpha_k, x_k)``,
@@ -66,9 +65,10 @@ class BerrutCode(AbstractLinearCode):
 
     alpha: Float[Array, " k"]
     beta: Float[Array, " n"]
+    min_live = 1  # class constant (Berrut's interpolant needs one live node), not a field
 
     def __post_init__(self):
-        check_node_leaves(self, ("alpha", "beta"))
+        self.check_nodes()
 
     @classmethod
     def chebyshev(cls, *, num_inputs: int, num_workers: int, dtype=None) -> "BerrutCode":
@@ -79,31 +79,11 @@ class BerrutCode(AbstractLinearCode):
             num_workers: ``N ≥ 2``.
             dtype: float dtype of the nodes (default: JAX's default float).
         """
-        num_inputs = as_int(num_inputs, "num_inputs", 2)
-        num_workers = as_int(num_workers, "num_workers", 2)
-        dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
+        alpha, beta = cls.chebyshev_nodes(num_inputs, num_workers, dtype)
         return cls(
-            alpha=chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
-            beta=chebyshev_nodes(num_workers, kind=2, dtype=dtype),
+            alpha=alpha,
+            beta=beta,
         )
-
-    @property
-    def num_inputs(self) -> int:
-        return self.alpha.shape[0]
-
-    @property
-    def num_workers(self) -> int:
-        return self.beta.shape[0]
-
-    @property
-    def min_live(self) -> int:
-        """Live workers needed to decode at all: 1 (Berrut's interpolant needs one node)."""
-        return 1
-
-    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """Every estimate when at least one worker is live (Berrut's interpolant needs one)."""
-        mask = as_mask(mask, self.num_workers)
-        return jnp.broadcast_to(jnp.any(mask), (self.num_inputs,))
 
     # -- encoder ----------------------------------------------------------------------------
 

@@ -6,12 +6,11 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from .._misc import as_int, as_mask, check_node_leaves, float_dtype, node_status
-from .._nodes import chebyshev_nodes
+from .._misc import as_int, as_mask, float_dtype, node_status
 from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, Int
 from ._barycentric import barycentric_matrix, lagrange_weights, live_ranks
-from ._base import AbstractLinearCode
+from ._base import AbstractNodeCode
 
 _BELOW = ("nan", "interpolate")
 
@@ -44,7 +43,7 @@ def _decoder_matrix(beta: Array, alpha: Array, mask: Array, threshold: int) -> A
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class LagrangeCode(AbstractLinearCode):
+class LagrangeCode(AbstractNodeCode):
     """Lagrange coded computing (LCC; Yu et al., AISTATS 2019), over the reals.
 
     Encoder: the interpolating polynomial of degree ``K − 1`` through ``(alpha_k, x_k)``,
@@ -96,6 +95,7 @@ class LagrangeCode(AbstractLinearCode):
 
     alpha: Float[Array, " k"]
     beta: Float[Array, " n"]
+    min_live = 1  # class constant (through one live point: a constant), not a field
     degree: int = dataclasses.field(default=1, metadata=dict(static=True))
     below_threshold: str = dataclasses.field(default="nan", metadata=dict(static=True))
 
@@ -105,7 +105,7 @@ class LagrangeCode(AbstractLinearCode):
             raise ValueError(
                 f"`below_threshold` must be one of {_BELOW}; got {self.below_threshold!r}"
             )
-        check_node_leaves(self, ("alpha", "beta"))
+        self.check_nodes()
 
     @classmethod
     def chebyshev(
@@ -126,28 +126,13 @@ class LagrangeCode(AbstractLinearCode):
             below_threshold: ``"nan"`` or ``"interpolate"`` (see the class docstring).
             dtype: float dtype of the nodes (default: JAX's default float).
         """
-        num_inputs = as_int(num_inputs, "num_inputs", 2)
-        num_workers = as_int(num_workers, "num_workers", 2)
-        dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
+        alpha, beta = cls.chebyshev_nodes(num_inputs, num_workers, dtype)
         return cls(
-            alpha=chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
-            beta=chebyshev_nodes(num_workers, kind=2, dtype=dtype),
+            alpha=alpha,
+            beta=beta,
             degree=degree,
             below_threshold=below_threshold,
         )
-
-    @property
-    def num_inputs(self) -> int:
-        return self.alpha.shape[0]
-
-    @property
-    def num_workers(self) -> int:
-        return self.beta.shape[0]
-
-    @property
-    def min_live(self) -> int:
-        """Live workers needed to decode at all: 1 (through one point: a constant)."""
-        return 1
 
     @property
     def recovery_threshold(self) -> int:

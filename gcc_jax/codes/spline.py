@@ -4,20 +4,18 @@ import dataclasses
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from .._misc import as_int, as_lam, as_mask, check_node_leaves, check_outputs, float_dtype
-from .._nodes import chebyshev_nodes
+from .._misc import as_lam, as_mask, check_outputs, float_dtype
 from .._spline import as_solver, fit_smoothing_spline_with_status, smoother_matrix_with_status
 from .._status import is_concrete
 from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
-from ._base import AbstractLinearCode, Decoded
+from ._base import AbstractNodeCode, Decoded
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class SplineCode(AbstractLinearCode):
+class SplineCode(AbstractNodeCode):
     """General coded computing with smoothing-spline encoder and decoder (GCC / LeTCC).
 
     Encoder: ``u_enc`` = cubic smoothing spline through ``(alpha_k, x_k)`` with ``lam_enc``;
@@ -51,6 +49,7 @@ class SplineCode(AbstractLinearCode):
 
     alpha: Float[Array, " k"]
     beta: Float[Array, " n"]
+    min_live = 2  # class constant (a smoothing spline needs 2 live points), not a field
     lam_enc: Float[Array, ""]
     lam_dec: Float[Array, ""]
     solver: str = dataclasses.field(default="kalman", metadata=dict(static=True))
@@ -65,7 +64,7 @@ class SplineCode(AbstractLinearCode):
             if isinstance(value, int | float | str | bytes | complex | np.number):
                 dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
                 object.__setattr__(self, name, as_lam(value, name, dtype))
-        check_node_leaves(self, ("alpha", "beta"))
+        self.check_nodes()
         if is_concrete(self.lam_enc, self.lam_dec) and all(
             isinstance(a, jax.Array | np.ndarray) for a in (self.lam_enc, self.lam_dec)
         ):
@@ -96,34 +95,15 @@ class SplineCode(AbstractLinearCode):
             solver: see the class docstring.
             dtype: float dtype of the leaves (default: JAX's default float).
         """
-        num_inputs = as_int(num_inputs, "num_inputs", 2)
-        num_workers = as_int(num_workers, "num_workers", 2)
-        dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
+        alpha, beta = cls.chebyshev_nodes(num_inputs, num_workers, dtype)
+        dtype = alpha.dtype
         return cls(
-            alpha=chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
-            beta=chebyshev_nodes(num_workers, kind=2, dtype=dtype),
+            alpha=alpha,
+            beta=beta,
             lam_enc=as_lam(lam_enc, "lam_enc", dtype),
             lam_dec=as_lam(lam_dec, "lam_dec", dtype),
             solver=solver,
         )
-
-    @property
-    def num_inputs(self) -> int:
-        return self.alpha.shape[0]
-
-    @property
-    def num_workers(self) -> int:
-        return self.beta.shape[0]
-
-    @property
-    def min_live(self) -> int:
-        """Live workers needed to decode at all: 2 (a smoothing spline needs 2 points)."""
-        return 2
-
-    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """Every estimate when at least 2 workers are live (a smoothing spline needs 2)."""
-        mask = as_mask(mask, self.num_workers)
-        return jnp.broadcast_to(jnp.sum(mask) >= 2, (self.num_inputs,))
 
     # -- encoder ----------------------------------------------------------------------------
 
