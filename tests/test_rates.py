@@ -131,4 +131,6 @@ def test_cli_rates_and_poly_toy(tmp_path, capsys):
     assert (tmp_path / "rates.png").exists() and (tmp_path / "rates.json").exists()
     assert main(["poly", "--toy", "--no-progress", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "poly.json").exists()
-    assert main(["rates", "--toy", "--functions", "nope", "--out", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exit_info:  # rejected before any compute
+        main(["rates", "--toy", "--functions", "nope", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2

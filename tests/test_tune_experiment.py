@@ -89,5 +89,7 @@ def test_cli_tune_toy(tmp_path, capsys):
     assert main([*args, "--out", str(out)]) == 0
     assert "Held-out loss" in capsys.readouterr().out
     assert (out / "tune.json").exists() and (out / "tune.png").exists()
-    assert main(["tune", "--toy", "--workloads", "nope", "--out", str(out)]) == 2
-    assert "unknown workload" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # rejected before any compute
+        main(["tune", "--toy", "--workloads", "nope", "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert "--workloads: unknown name 'nope'" in capsys.readouterr().err
