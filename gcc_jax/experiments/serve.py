@@ -123,6 +123,12 @@ def summarize_answers(answers: Sequence[Any], labels: np.ndarray, base: np.ndarr
         gap_ms=p999 - p50,
         max_ms=float(lat.max()) if n else math.nan,
         mean_queue_ms=float(np.mean([a.queue_s for a in answers]) * 1e3) if n else math.nan,
+        p999_queue_ms=float(np.percentile([a.queue_s for a in answers], 99.9) * 1e3)
+        if n
+        else math.nan,
+        p999_round_ms=float(np.percentile([a.round_s for a in answers], 99.9) * 1e3)
+        if n
+        else math.nan,
         accuracy=float(correct.mean()) if n else math.nan,
         agreement=float(agree.mean()) if n else math.nan,
         rounds=len({a.batch_id for a in answers if a.batch_id >= 0}),
