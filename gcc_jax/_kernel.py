@@ -9,15 +9,19 @@ Representation (reproducing kernel of ``{g : g(a) = g'(a) = 0}`` on ``[a, ∞)``
 
 anchored at ``a = t_1`` (the first node; ``a = −1`` for Chebyshev-2 workers, as in DESIGN §1),
 and ``s(x) = d_0 + d_1 x + Σ_i c_i R(x, t_i)``. The coefficients solve the symmetric saddle-point
-system of fixed size ``n + 2``
+system of fixed size ``n + 2`` in ``γ`` with ``c = W γ``
 
-    [[W Σ W + λ' W + (I − W),  W T],   [c]   [W y]
+    [[W Σ W + λ' W + (I − L),  W T],   [γ]   [W y]
      [Tᵀ W,                    0  ]] · [d] = [ 0 ],     Σ_ij = R(t_i, t_j), T = [1, t],
 
-with ``W = diag(w)`` and ``λ' = n_live λ``. A dead row reduces to ``c_i = 0``, so a masked fit
-is exactly the fit on the survivors while every shape stays ``n`` (no retrace per mask). The
+with weights ``W = diag(w)``, ``w_i ≥ 0``, ``L = diag(w_i > 0)`` and ``λ' = (Σw) λ``. (Multiply
+the optimality conditions ``Σ c + T d + λ' W⁻¹ c = y`` on the positive-weight rows by ``w_i`` and
+substitute ``c = W γ``.) A zero-weight (dead) row reduces to ``γ_i = 0``, so a masked fit is
+exactly the fit on the survivors while every shape stays ``n`` (no retrace per mask). The
 ``Tᵀc = 0`` side conditions make ``s`` linear left of the first live knot; the kernel is linear in
-``x`` right of the last one. Cost O(n³) per fit (see :mod:`gcc_jax._kalman` for the O(n) path).
+``x`` right of the last one. For ``λ' > 0`` the exact limit ``γ_i = (y_i − s(t_i))/λ'`` of a dead
+row re-enters through a zero-valued correction term, so gradients w.r.t. a weight are exact at
+``w_i = 0`` too. Cost O(n³) per fit (see :mod:`gcc_jax._kalman` for the O(n) path).
 """
 
 import jax
@@ -58,45 +62,77 @@ def _reflect(v: Array, m: Array) -> Array:
     return m - jnp.outer(v, (2.0 / jnp.dot(v, v)) * (v @ m)).reshape(m.shape)
 
 
-def _solve(t: Array, mask: Array, lam: Array, rhs: Array) -> tuple[Array, Array]:
-    """Solve the masked kernel system for ``(c, d)`` with right-hand sides ``rhs`` of shape (n, r).
+def _solve(t: Array, w: Array, lam: Array, rhs: Array) -> tuple[Array, Array]:
+    """Solve the weighted kernel system for ``(c, d)`` with right-hand sides ``rhs`` (n, r).
 
-    The side conditions ``(WT)ᵀ c = 0`` are eliminated with the two Householder reflectors of
-    ``WT = Q [R; 0]``: writing ``c = Q [0; θ]`` leaves the symmetric positive definite system
-    ``(QᵀAQ)₂₂ θ = (Qᵀ W y)₂`` (Cholesky), then ``R d = (Qᵀ W y)₁ − (QᵀAQ)₁₂ θ``. This null-space
-    form is markedly better conditioned than LU on the saddle-point matrix as ``λ → 0``.
+    The side conditions ``(WT)ᵀ γ = e`` are eliminated with the two Householder reflectors of
+    ``WT = Q [R; 0]``: writing ``γ = Q [z; θ]`` with ``Rᵀ z = e`` leaves the symmetric positive
+    definite system ``(QᵀAQ)₂₂ θ = (Qᵀ b)₂ − (QᵀAQ)₂₁ z`` (Cholesky), then
+    ``R d = (Qᵀ b)₁ − (QᵀAQ)₁₁ z − (QᵀAQ)₁₂ θ``. This null-space form is markedly better
+    conditioned than LU on the saddle-point matrix as ``λ → 0``.
     """
-    w = mask.astype(t.dtype)
-    n_live = jnp.sum(w)
+    dtype = t.dtype
+    live = w > 0
+    lam_eff = jnp.sum(w) * lam
     gram = kernel(t[:, None], t[None, :], t[0])
-    a = (w[:, None] * w[None, :]) * gram + jnp.diag(w * (n_live * lam) + (1.0 - w))
+    a_true = (w[:, None] * w[None, :]) * gram + jnp.diag(w * lam_eff)
+    a = a_true + jnp.diag((~live).astype(dtype))
+    wt_cols = jnp.stack([w, w * t], axis=1)  # W T
     v1 = _householder(w)
     wt = _reflect(v1, w * t)
     v2 = _householder(wt[1:])
-    v2 = jnp.concatenate([jnp.zeros((1,), t.dtype), v2])
+    v2 = jnp.concatenate([jnp.zeros((1,), dtype), v2])
     r = jnp.stack(
         [
-            jnp.stack([-jnp.sqrt(n_live), wt[0]]),
-            jnp.stack([jnp.zeros((), t.dtype), wt[1] - v2[1]]),
+            jnp.stack([-jnp.sqrt(jnp.sum(w * w)), wt[0]]),
+            jnp.stack([jnp.zeros((), dtype), wt[1] - v2[1]]),
         ]
-    ).astype(t.dtype)
+    ).astype(dtype)
 
     def qt(m):  # Qᵀ m = H2 H1 m
         return _reflect(v2, _reflect(v1, m))
 
+    def q(m):  # Q m = H1 H2 m
+        return _reflect(v1, _reflect(v2, m))
+
     qaq = qt(qt(a).T).T
-    b = qt(rhs * w[:, None])
     chol = jnp.linalg.cholesky(qaq[2:, 2:])
-    theta = jax.scipy.linalg.cho_solve((chol, True), b[2:])
-    d = jax.scipy.linalg.solve_triangular(r, b[:2] - qaq[:2, 2:] @ theta, lower=False)
-    c = _reflect(v1, _reflect(v2, jnp.concatenate([jnp.zeros((2, rhs.shape[1]), t.dtype), theta])))
-    c = jnp.where(mask[:, None], c, 0.0)
-    return c, d
+
+    def saddle(b, e):
+        """``[[A, WT], [(WT)ᵀ, 0]] [γ; d] = [b; e]`` → ``(γ, d)``."""
+        qb = qt(b)
+        z = jax.scipy.linalg.solve_triangular(r.T, e, lower=True)
+        theta = jax.scipy.linalg.cho_solve((chol, True), qb[2:] - qaq[2:, :2] @ z)
+        d = jax.scipy.linalg.solve_triangular(
+            r, qb[:2] - qaq[:2, :2] @ z - qaq[:2, 2:] @ theta, lower=False
+        )
+        return q(jnp.concatenate([z, theta])), d
+
+    zero_e = jnp.zeros((2, rhs.shape[1]), dtype)
+    gamma, d = saddle(rhs * w[:, None], zero_e)
+    gamma = jnp.where(live[:, None], gamma, 0.0)
+    # Dead rows (λ' > 0): γ_i = (y_i − s(t_i))/λ', the limit of the live equations as w_i → 0.
+    # Their columns of the true system are w_i-multiples, so this correction is 0 in value and
+    # only restores the exact derivative w.r.t. w_i at w_i = 0.
+    s = gram @ (w[:, None] * gamma) + d[0][None, :] + t[:, None] * d[1][None, :]
+    pos = lam_eff > 0
+    gamma_dead = jnp.where(pos & ~live[:, None], (rhs - s) / jnp.where(pos, lam_eff, 1.0), 0.0)
+    gamma, d = saddle(rhs * w[:, None] - a_true @ gamma_dead, -wt_cols.T @ gamma_dead)
+    gamma = jnp.where(live[:, None], gamma, gamma_dead)
+    return w[:, None] * gamma, d
 
 
-def solve_kernel(t: Array, mask: Array, lam: Array, y: Array) -> tuple[Array, Array]:
-    """Kernel-form fit; returns the spline's values and slopes at all nodes, each ``(n, r)``."""
-    c, d = _solve(t, mask, lam, y)
+def solve_kernel(t: Array, w: Array, lam: Array, y: Array) -> tuple[Array, Array]:
+    """Kernel-form fit; the spline's values and slopes at all nodes, each ``(n, r)``.
+
+    Args:
+        t: strictly increasing nodes ``(n,)``.
+        w: weights ``(n,)``, ``≥ 0`` (a boolean mask is the 0/1 case); at least 2 positive.
+        lam: ``λ ≥ 0`` (mean-data-term convention; ``λ' = (Σw) λ`` is formed here).
+        y: data ``(n, r)``; zero-weight rows must be finite.
+    """
+    w = jnp.asarray(w).astype(t.dtype)
+    c, d = _solve(t, w, lam, y)
     gram = kernel(t[:, None], t[None, :], t[0])
     dgram = kernel_ds(t[:, None], t[None, :], t[0])
     values = gram @ c + d[0][None, :] + t[:, None] * d[1][None, :]

@@ -24,6 +24,7 @@ __all__ = [
     "as_masks",
     "as_nodes",
     "as_prob",
+    "as_weights",
     "check_code",
     "check_node_leaves",
     "check_inputs",
@@ -34,6 +35,7 @@ __all__ = [
     "input_status",
     "lam_status",
     "node_status",
+    "weight_status",
 ]
 
 
@@ -215,6 +217,28 @@ def _as_bool_array(mask, name: str):
     return mask
 
 
+def as_weights(
+    weights, n: int, dtype, name: str = "weights", *, check_value: bool = True
+) -> Float[Array, " n"]:
+    """Observation weights: real, shape ``(n,)`` (``None`` = all ones); in eager calls also
+    finite and ``>= 0`` (``check_value=False`` leaves that to :func:`weight_status`)."""
+    if weights is None:
+        return jnp.ones((n,), dtype)
+    w = as_float_array(weights, name)
+    if w.shape != (n,):
+        raise ValueError(f"`{name}` must have shape ({n},), one weight per node; got {w.shape}")
+    w = w.astype(dtype)
+    if check_value and is_concrete(w):
+        wn = np.asarray(w)
+        bad = np.flatnonzero(~(np.isfinite(wn) & (wn >= 0)))
+        if bad.size:
+            raise GCCValueError(
+                f"`{name}` must be finite and >= 0; got {name}[{bad[0]}] = {wn[bad[0]]} "
+                f"({bad.size} bad entries)"
+            )
+    return w
+
+
 def as_mask(mask, n: int, name: str = "mask") -> Bool[Array, " n"]:
     """One straggler mask: boolean of shape ``(n,)`` (``None`` = all live)."""
     if mask is None:
@@ -319,6 +343,11 @@ def node_status(t: Float[Array, " n"]) -> Int[Array, ""]:
     """``BAD_NODES`` when ``t`` is not strictly increasing and finite (checked under tracing)."""
     bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
     return combine((bad, Status.BAD_NODES))
+
+
+def weight_status(w: Float[Array, " n"], used: Bool[Array, " n"]) -> Int[Array, ""]:
+    """``BAD_WEIGHTS`` when a used weight is negative, NaN or Inf (checked under tracing)."""
+    return combine((jnp.any(used & ~(jnp.isfinite(w) & (w >= 0))), Status.BAD_WEIGHTS))
 
 
 def lam_status(lam: Array) -> Int[Array, ""]:

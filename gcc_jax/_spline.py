@@ -1,20 +1,22 @@
-"""Cubic smoothing splines with 0/1 weights (straggler masks): fit, evaluate, smoother matrix.
+"""Cubic smoothing splines with weights and straggler masks: fit, evaluate, smoother matrix.
 
 The public entry points take ``solver="kalman"`` (default, O(n) Kalman filter + smoother:
 :mod:`gcc_jax._kalman`; ``"banded"`` is an accepted alias) or ``solver="kernel"`` (the Gram-form
 reference, O(n³): :mod:`gcc_jax._kernel`); both return a :class:`Spline` stored by values and
 slopes at every node.
 
-Binding convention (DESIGN §1). For nodes ``t_1 < … < t_n`` with weights ``w_i ∈ {0, 1}``
-(``w_i = 1``: the point is live) the fit minimises
+Binding convention (DESIGN §1). For nodes ``t_1 < … < t_n`` with weights ``w_i ≥ 0`` (a straggler
+mask is the 0/1 case, ``w_i = 1``: the point is live; ``weights`` and ``mask`` combine as
+``w_i = weights_i · mask_i``) the fit minimises
 
     (1/Σw) Σ_i w_i (y_i − s(t_i))² + λ ∫ s''(t)² dt
 
 over the second-order Sobolev space. The minimiser is the natural cubic spline with knots at the
-live nodes: a cubic between live nodes, **linear outside the hull of the live nodes**; ``λ = 0``
-is the natural interpolating spline. With ``n_live = Σw`` it equals
-``scipy.interpolate.make_smoothing_spline(t_live, y_live, lam=n_live * λ)`` between the outermost
-live nodes (SciPy extrapolates the end cubic instead of the line).
+live (positive-weight) nodes: a cubic between live nodes, **linear outside the hull of the live
+nodes**; ``λ = 0`` is the natural interpolating spline. It equals
+``scipy.interpolate.make_smoothing_spline(t_live, y_live, w=w_live, lam=Σw · λ)`` between the
+outermost live nodes (SciPy extrapolates the end cubic instead of the line). Multiplying every
+weight by the same constant changes nothing.
 """
 
 import dataclasses
@@ -25,7 +27,7 @@ import jax.numpy as jnp
 
 from ._kalman import evaluate, solve_kalman
 from ._kernel import solve_kernel
-from ._misc import as_float_array, as_lam, as_mask, as_nodes, float_dtype
+from ._misc import as_float_array, as_lam, as_mask, as_nodes, as_weights, float_dtype
 from ._status import Status, combine, is_concrete, raise_if_bad
 from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
 
@@ -57,17 +59,25 @@ def as_solver(solver: str) -> str:
     return name
 
 
-def _value_status(t: Array, mask: Array, lam: Array, y_flat: Array | None) -> Array:
-    """Status flags for the value problems of one fit (per pattern under vmap)."""
-    n_live = jnp.sum(mask)
+def _value_status(t: Array, w: Array, lam: Array, y_flat: Array | None) -> Array:
+    """Status flags for the value problems of one fit (per pattern under vmap).
+
+    ``w`` is a boolean mask or the (masked) weights; a weight that is negative, NaN or Inf is
+    ``BAD_WEIGHTS`` (give masked-off entries weight 0 first).
+    """
     flags = [
-        (n_live < 2, Status.TOO_FEW_LIVE),
         (jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t)), Status.BAD_NODES),
         (~(lam >= 0), Status.NEGATIVE_LAM),
     ]
+    if w.dtype == jnp.bool_:
+        live = w
+    else:
+        live = w > 0
+        flags.append((~jnp.all(jnp.isfinite(w) & (w >= 0)), Status.BAD_WEIGHTS))
+    flags.append((jnp.sum(live) < 2, Status.TOO_FEW_LIVE))
     if y_flat is not None:
         finite = jnp.all(jnp.isfinite(y_flat), axis=1)
-        flags.append((jnp.any(mask & ~finite), Status.NONFINITE_DATA))
+        flags.append((jnp.any(live & ~finite), Status.NONFINITE_DATA))
     return combine(*flags)
 
 
@@ -101,7 +111,8 @@ class Spline:
 
     Attributes:
         knots: the nodes ``t`` (all of them, live or dead), shape ``(n,)``.
-        mask: which nodes were live, shape ``(n,)``.
+        mask: the straggler mask given to the fit (True = returned), shape ``(n,)``.
+        weights: the weights used, ``weights · mask`` (0 at masked-off nodes), shape ``(n,)``.
         values: ``s(t_i)``, shape ``(n, *tail)``.
         slopes: ``s'(t_i)``, shape ``(n, *tail)``.
         status: :class:`gcc_jax.Status` flags (int32 scalar); 0 means the fit is valid. A failed
@@ -112,6 +123,7 @@ class Spline:
 
     knots: Float[Array, " n"]
     mask: Bool[Array, " n"]
+    weights: Float[Array, " n"]
     values: Float[Array, "n ..."]
     slopes: Float[Array, "n ..."]
     status: Int[Array, ""]
@@ -135,6 +147,7 @@ def fit_smoothing_spline_with_status(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
+    weights: Float[ArrayLike, " n"] | None = None,
     solver: str = "kalman",
 ) -> Spline:
     """Like :func:`fit_smoothing_spline` but never raises on value problems.
@@ -156,13 +169,15 @@ def fit_smoothing_spline_with_status(
         raise ValueError(f"`y` must have one row per node (n={n}); got shape {y.shape}")
     lam = as_lam(lam, "lam", dtype, check_value=False)
     mask = as_mask(mask, n)
+    weights = as_weights(weights, n, dtype, check_value=False)
     tail = y.shape[1:]
     y_flat = y.reshape(n, -1).astype(dtype)
 
-    values, slopes, status = _fit_core(t, mask, lam, y_flat, solver=solver)
+    values, slopes, status, w = _fit_core(t, mask, weights, lam, y_flat, solver=solver)
     return Spline(
         knots=t,
         mask=mask,
+        weights=w,
         values=values.reshape((n, *tail)),
         slopes=slopes.reshape((n, *tail)),
         status=status,
@@ -170,17 +185,21 @@ def fit_smoothing_spline_with_status(
 
 
 @functools.partial(jax.jit, static_argnames="solver")
-def _fit_core(t, mask, lam, y_flat, *, solver):
-    """Status, then a guarded solve: values and slopes ``(n, r)`` (NaN when status != 0)."""
-    status = _value_status(t, mask, lam, y_flat)
-    t_ok, mask_ok, lam_ok = _safe_inputs(t, mask, lam, status)
-    # A straggler's output (even NaN/Inf) never reaches the solve or the gradient.
-    y_ok = jnp.where(mask_ok[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-    values, slopes = SOLVERS[solver](t_ok, mask_ok, lam_ok, y_ok)
+def _fit_core(t, mask, weights, lam, y_flat, *, solver):
+    """Status, then a guarded solve: values and slopes ``(n, r)`` (NaN when status != 0), the
+    status and the effective weights ``weights · mask``."""
+    w = jnp.where(mask, weights, 0.0)  # a straggler's weight (even NaN) is 0
+    status = _value_status(t, w, lam, y_flat)
+    t_ok, w_ok, lam_ok = _safe_inputs(t, w, lam, status)
+    # A straggler's output (even NaN/Inf) never reaches the solve or the gradient; a live
+    # zero-weight output is kept when finite (it enters the gradient w.r.t. its weight only).
+    use = jnp.where(status != 0, True, mask)
+    y_ok = jnp.where(use[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
+    values, slopes = SOLVERS[solver](t_ok, w_ok, lam_ok, y_ok)
     finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(slopes))
     status = status | combine((~finite, Status.NONFINITE_RESULT))
     ok = status == 0
-    return jnp.where(ok, values, jnp.nan), jnp.where(ok, slopes, jnp.nan), status
+    return jnp.where(ok, values, jnp.nan), jnp.where(ok, slopes, jnp.nan), status, w
 
 
 def fit_smoothing_spline(
@@ -189,26 +208,33 @@ def fit_smoothing_spline(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
+    weights: Float[ArrayLike, " n"] | None = None,
     solver: str = "kalman",
 ) -> Spline:
-    """Fit a cubic smoothing spline to ``(t_i, y_i)`` over the live points of ``mask``.
+    """Fit a weighted cubic smoothing spline to ``(t_i, y_i)`` over the live points of ``mask``.
 
-    Minimises ``(1/Σw) Σ_i w_i (y_i − s(t_i))² + lam ∫ s''(t)² dt`` with ``w_i = mask[i]``.
-    The result is the natural cubic spline with knots at the live nodes, linear outside their
-    hull; ``lam = 0`` is the natural interpolating spline. Each trailing coordinate of ``y`` is
-    its own 1-D spline, all sharing ``lam``. Equivalent to
-    ``scipy.interpolate.make_smoothing_spline(t[mask], y[mask], lam=mask.sum() * lam)`` between
-    the outermost live nodes.
+    Minimises ``(1/Σw) Σ_i w_i (y_i − s(t_i))² + lam ∫ s''(t)² dt`` with
+    ``w_i = weights[i] · mask[i]`` (``weights=None``: all 1, so ``w`` is the 0/1 mask). The result
+    is the natural cubic spline with knots at the live (``w_i > 0``) nodes, linear outside their
+    hull; ``lam = 0`` is the natural interpolating spline through the live points (the weights
+    then only select them). Each trailing coordinate of ``y`` is its own 1-D spline, all sharing
+    ``lam`` and ``w``. Equivalent to
+    ``scipy.interpolate.make_smoothing_spline(t[live], y[live], w=w[live], lam=w.sum() * lam)``
+    between the outermost live nodes; rescaling all weights by one constant changes nothing.
 
-    Shapes are static: a dead point changes no shape, so ``jax.vmap`` over masks compiles once,
-    and ``lam``/``t``/``y`` are differentiable. A straggler's ``y`` (even NaN/Inf) does not affect
-    the result or its gradient.
+    Shapes are static: a dead point changes no shape, so ``jax.vmap`` over masks or weight
+    vectors compiles once, and ``lam``/``t``/``y``/``weights`` are differentiable (with
+    ``lam > 0`` also at a zero weight). A straggler's ``y`` (even NaN/Inf) does not affect the
+    result or its gradient; a zero weight drops its point from the fit (a NaN/Inf ``y`` there is
+    ignored too).
 
     Args:
         t: strictly increasing nodes, shape ``(n,)``, ``n ≥ 2``.
         y: data, shape ``(n, *tail)``.
         lam: smoothing parameter ``λ ≥ 0`` (scalar).
         mask: boolean ``(n,)``, True where the point is live; ``None`` means all live.
+        weights: non-negative observation weights ``(n,)``; ``None`` means all 1. The Kalman
+            solver treats ``w_i`` as observation noise variance ``∝ 1/w_i``.
         solver: ``"kalman"`` (default; O(n) Kalman filter + smoother, see ``gcc_jax._kalman``;
             ``"banded"`` is an alias) or ``"kernel"`` (the Gram-form reference, O(n³), see
             ``gcc_jax._kernel``).
@@ -226,8 +252,9 @@ def fit_smoothing_spline(
         ValueError: wrong shapes or ranks, an unknown solver (at trace time).
         TypeError: a non-boolean mask.
         GCCValueError: in eager calls, a value problem (fewer than 2 live points, NaN/Inf in a live
-            ``y``, unsorted or duplicate nodes, ``lam < 0``). Under ``jit``/``vmap`` these are
-            reported in ``Spline.status`` instead (and the values are NaN).
+            ``y``, unsorted or duplicate nodes, ``lam < 0``, a negative/NaN/Inf weight). Under
+            ``jit``/``vmap`` these are reported in ``Spline.status`` instead (and the values are
+            NaN; a bad weight is ``Status.BAD_WEIGHTS``).
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
@@ -235,12 +262,18 @@ def fit_smoothing_spline(
         >>> s = gcc.fit_smoothing_spline(t, 2.0 * t + 1.0, lam=0.1)
         >>> bool(jnp.allclose(s(jnp.array([-3.0, 0.25, 4.0])), jnp.array([-5.0, 1.5, 9.0])))
         True
+        >>> y = jnp.sin(3.0 * t).at[2].set(9.0)  # an outlier, down-weighted
+        >>> w = jnp.ones(7).at[2].set(1e-9)
+        >>> s = gcc.fit_smoothing_spline(t, y, lam=1e-4, weights=w)
+        >>> bool(abs(s(t[2]) - jnp.sin(3.0 * t[2])) < 0.1)
+        True
     """
-    if is_concrete(t, y, lam, mask):
+    if is_concrete(t, y, lam, mask, weights):
         dtype = float_dtype(t, y)
         as_nodes(t, "t", dtype)
         as_lam(lam, "lam", dtype)
-    spline = fit_smoothing_spline_with_status(t, y, lam, mask, solver=solver)
+        as_weights(weights, jnp.shape(t)[0], dtype)
+    spline = fit_smoothing_spline_with_status(t, y, lam, mask, weights=weights, solver=solver)
     raise_if_bad(spline.status, "fit_smoothing_spline")
     return spline
 
@@ -251,6 +284,7 @@ def smoother_matrix_with_status(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
+    weights: Float[ArrayLike, " n"] | None = None,
     solver: str = "kalman",
 ) -> tuple[Float[Array, "q n"], Int[Array, ""]]:
     """:func:`smoother_matrix` plus its status, never raising on value problems."""
@@ -263,7 +297,7 @@ def smoother_matrix_with_status(
     n = t.shape[0]
     dtype = float_dtype(t, tq)
     spline = fit_smoothing_spline_with_status(
-        t.astype(dtype), jnp.eye(n, dtype=dtype), lam, mask, solver=solver
+        t.astype(dtype), jnp.eye(n, dtype=dtype), lam, mask, weights=weights, solver=solver
     )
     return spline(tq.astype(dtype)), spline.status
 
@@ -274,12 +308,14 @@ def smoother_matrix(
     lam: Float[ArrayLike, ""],
     mask: Bool[ArrayLike, " n"] | None = None,
     *,
+    weights: Float[ArrayLike, " n"] | None = None,
     solver: str = "kalman",
 ) -> Float[Array, "q n"]:
     """The linear map ``H`` from data ``y`` to the fitted spline's values at ``tq``.
 
-    ``fit_smoothing_spline(t, y, lam, mask)(tq) == H @ y`` for every ``y``; columns of dead nodes
-    are zero. For a code, ``smoother_matrix(alpha, beta, lam_enc)`` is the ``(N, K)`` encoder and
+    ``fit_smoothing_spline(t, y, lam, mask, weights=w)(tq) == H @ y`` for every ``y``; columns
+    of dead (masked-off or zero-weight) nodes are zero. For a code,
+    ``smoother_matrix(alpha, beta, lam_enc)`` is the ``(N, K)`` encoder and
     ``smoother_matrix(beta, alpha, lam_dec, mask)`` the ``(K, N)`` decoder.
 
     Raises:
@@ -292,10 +328,11 @@ def smoother_matrix(
         >>> bool(jnp.allclose(h.sum(axis=1), 1.0))  # constants are reproduced
         True
     """
-    if is_concrete(t, tq, lam, mask):
+    if is_concrete(t, tq, lam, mask, weights):
         dtype = float_dtype(t, tq)
         as_nodes(t, "t", dtype)
         as_lam(lam, "lam", dtype)
-    h, status = smoother_matrix_with_status(t, tq, lam, mask, solver=solver)
+        as_weights(weights, jnp.shape(t)[0], dtype)
+    h, status = smoother_matrix_with_status(t, tq, lam, mask, weights=weights, solver=solver)
     raise_if_bad(status, "smoother_matrix")
     return h

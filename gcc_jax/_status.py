@@ -32,6 +32,8 @@ class Status(enum.IntFlag):
     NONFINITE_RESULT = 16
     BELOW_RECOVERY_THRESHOLD = 32
     TOO_MANY_ERASURES = 64
+    BAD_WEIGHTS = 128
+    ILL_CONDITIONED = 256
 
 
 _MESSAGES = {
@@ -50,6 +52,11 @@ _MESSAGES = {
     Status.TOO_MANY_ERASURES: (
         "more outputs missing than the code's redundancy r (ParityModelCode and LearnedCode "
         "recover at most r unavailable outputs)"
+    ),
+    Status.BAD_WEIGHTS: "a weight is negative, NaN or Inf (weights must be finite and >= 0)",
+    Status.ILL_CONDITIONED: (
+        "the kernel (Gram-form) solve is too ill-conditioned for this precision (its estimated "
+        "error exceeds the tolerance); use solver='kalman'"
     ),
 }
 
