@@ -12,6 +12,7 @@ from gcc_jax.models import (
     MLP,
     MODEL_NAMES,
     LeNet5,
+    RepVGG,
     SmallCNN,
     ViT,
     count_params,
@@ -20,7 +21,7 @@ from gcc_jax.models import (
     worker_function,
 )
 
-MODULES = {"mlp": MLP, "lenet5": LeNet5, "cnn": SmallCNN, "vit": ViT}
+MODULES = {"mlp": MLP, "lenet5": LeNet5, "cnn": SmallCNN, "vit": ViT, "repvgg": RepVGG}
 SHAPES = [(8, 8, 1), (28, 28, 1)]
 
 

@@ -17,6 +17,8 @@ from ._modules import MLP as MLP
 from ._modules import LeNet5 as LeNet5
 from ._modules import SmallCNN as SmallCNN
 from ._modules import ViT as ViT
+from ._repvgg import RepVGG as RepVGG
+from ._repvgg import reparameterize_repvgg as reparameterize_repvgg
 
 __all__ = [
     "MLP",
@@ -24,9 +26,11 @@ __all__ = [
     "LeNet5",
     "ModelApply",
     "SmallCNN",
+    "RepVGG",
     "ViT",
     "count_params",
     "make_model",
     "predict_proba",
+    "reparameterize_repvgg",
     "worker_function",
 ]

@@ -13,6 +13,7 @@ from flax import nnx
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, PyTree
 
 from ._modules import MLP, LeNet5, SmallCNN, ViT
+from ._repvgg import RepVGG
 
 __all__ = [
     "MODEL_NAMES",
@@ -28,10 +29,11 @@ _MODELS: dict[str, type[nnx.Module]] = {
     "lenet5": LeNet5,
     "cnn": SmallCNN,
     "vit": ViT,
+    "repvgg": RepVGG,
 }
 _ALIASES = {"lenet": "lenet5", "lenet_5": "lenet5", "small_cnn": "cnn", "smallcnn": "cnn"}
 MODEL_NAMES = tuple(_MODELS)
-"""Names accepted by `make_model`: ``"mlp"``, ``"lenet5"``, ``"cnn"``, ``"vit"``."""
+"""Names accepted by `make_model`: ``"mlp"``, ``"lenet5"``, ``"cnn"``, ``"vit"``, ``"repvgg"``."""
 
 Params = PyTree[Float[Array, "*shape"]]
 
