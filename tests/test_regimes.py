@@ -231,7 +231,7 @@ def test_toy_outputs_and_summary(toy):
     assert paths["regimes_xsinx"].name == "regimes_xsinx.png"
     assert paths["regimes_xsinx"].stat().st_size > 5000
     text = "\n".join(result.results["summary"])
-    assert "at N/K = 1.5 (N = 6)" in text and "uncoded beats GCC in" in text
+    assert "at N/K = 1.5 (N = 6)" in text and "better than GCC: " in text and "uncoded in" in text
     table = regimes.format_regimes(result)
     assert "xsinx — worst stragglers — winner by rmse" in table
 
