@@ -11,8 +11,9 @@ import sys
 
 from . import __version__
 from .data import DatasetError
-from .experiments import COMMANDS, Command
+from .experiments import COMMANDS, Command, save_result
 from .experiments._checks import ConfigError, check_config, check_out, effective_config
+from .experiments._command import Interrupted
 
 
 def _toy(args: argparse.Namespace) -> bool:
@@ -53,11 +54,36 @@ def _execute(command: Command, args: argparse.Namespace) -> int:
 
         x64 = command.x64 and not (command.float32_flag and args.float32)
         jax.config.update("jax_enable_x64", x64)
-    result = _run_command(command, config, args)
+    try:
+        result = _run_command(command, config, args)
+    except Interrupted as stop:  # Ctrl-C: save what finished, say so, exit 130
+        paths = _save_partial(command, stop.partial, args.out)
+        print(
+            f"gcc-jax {command.name}: interrupted; partial results written to "
+            + ", ".join(str(v) for v in paths.values()),
+            file=sys.stderr,
+        )
+        return 130
+    except KeyboardInterrupt:
+        print(
+            f"gcc-jax {command.name}: interrupted before any result was complete; nothing written",
+            file=sys.stderr,
+        )
+        return 130
     print(command.report(result))
     paths = command.save(result, args.out)
     print("wrote " + ", ".join(str(v) for v in paths.values()))
     return 0
+
+
+def _save_partial(command: Command, partial, out) -> dict:
+    """Save an interrupted run's result: as usual, else (tables or plots of a partial result can
+    fail) at least its JSON record."""
+    try:
+        return dict(command.save(partial, out))
+    except Exception as err:  # noqa: BLE001 - the JSON record must still be written
+        print(f"gcc-jax {command.name}: could not write the summary ({err})", file=sys.stderr)
+        return dict(save_result(partial, out))
 
 
 def build_parser() -> argparse.ArgumentParser:

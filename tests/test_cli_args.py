@@ -55,11 +55,19 @@ BAD = [
     (["demo", "-K", "30", "-N", "12"], "--num-inputs/-K", "2 <= K <= N"),
     (["run", "-K", "30", "-N", "12"], "--num-inputs/-K", "2 <= K <= N"),
     (["rates", "-K", "7", "-N", "5,60"], "--num-inputs/-K", "2 <= K <= N"),
-    (["serve-bench", "-K", "9", "-N", "8"], "--num-inputs/-K", "1 <= K <= N"),
+    (
+        ["serve-bench", "--sweep-inputs", "9", "--sweep-workers", "8"],
+        "--sweep-inputs",
+        "2 <= K <= N",
+    ),
     (["demo", "-K", "4", "-N", "16", "-S", "0,15"], "--stragglers/-S", "0 <= S <= N - 2 = 14"),
     (["run", "-N", "10", "-K", "4", "-S", "9"], "--stragglers/-S", "0 <= S <= N - 2 = 8"),
     (["rates", "-N", "12,24", "-S", "11"], "--stragglers/-S", "0 <= S <= N - 2 = 10"),
-    (["serve-bench", "-N", "4", "-K", "2", "-S", "3"], "--stragglers/-S", "N - 2 = 2"),
+    (
+        ["serve-bench", "--sweep-workers", "6", "--sweep-inputs", "2", "--sweep-stragglers", "5"],
+        "--sweep-stragglers",
+        "N - 2 = 4",
+    ),
     (["demo", "-N", "1"], "--num-workers/-N", ">= 2"),
     (["demo", "-K", "1"], "--num-inputs/-K", ">= 2"),
     (["poly", "--n-low", "3"], "--n-low", ">= K = 5"),
@@ -101,6 +109,8 @@ BAD = [
     (["rates", "--functions", "xsinx,nope"], "--functions", "'nope'"),
     (["run", "--codes", "gcc,nope"], "--codes", "'nope'"),
     (["serve-bench", "--schemes", "gcc,nope"], "--schemes", "'nope'"),
+    (["serve-bench", "--release", "sometimes"], "--release", "'sometimes'"),
+    (["serve-bench", "--groups", "0"], "--groups", ">= 1"),
     (["tune", "--workloads", "nope"], "--workloads", "'nope'"),
     (["tune", "--regimes", "nope"], "--regimes", "'nope'"),
     # common flags
@@ -194,3 +204,28 @@ def test_every_flag_a_rule_names_exists_with_that_spelling():
         assert flags, name
         for flag in flags:
             assert flag in labels, f"{name}: a rule names {flag}; its flags are {sorted(labels)}"
+
+
+@pytest.mark.parametrize("module", ["demo", "poly"])
+def test_ctrl_c_saves_the_finished_part(module, monkeypatch, tmp_path, capsys):
+    """An interrupt after the first measurement: exit 130, the finished rows saved, flagged."""
+    import importlib
+    import json
+
+    mod = importlib.import_module(f"gcc_jax.experiments.{module}")
+    real, calls = mod.monte_carlo_loss, []
+    per_row = 1 if module == "demo" else 3  # poly measures GCC, BACC and LCC per S
+
+    def interrupt_later(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > per_row:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mod, "monte_carlo_loss", interrupt_later)
+    rc = cli.main([module, "--toy", "--no-progress", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 130 and "interrupted; partial results written" in err
+    saved = json.loads((tmp_path / f"{module}.json").read_text())
+    assert saved["config"]["interrupted"] is True
+    assert len(saved["results"]["rows"]) == per_row

@@ -71,3 +71,24 @@ def test_code_examples_run(page):
     namespace: dict = {}
     for block in blocks:
         exec(compile(block.replace("num=2000", "num=64"), page, "exec"), namespace)
+
+
+def test_documented_json_schema_matches_a_real_record(tmp_path):
+    """The keys in docs/outputs.md are exactly the keys save_result writes."""
+    import json
+
+    from gcc_jax.experiments import ExperimentResult, save_result
+
+    text = (ROOT / "docs" / "outputs.md").read_text()
+    example = json.loads(re.search(r"```json\n(.*?)```", text, flags=re.S).group(1))
+    table = set(re.findall(r"^\| `(\w+)`", text, flags=re.M))
+    table |= {
+        k.strip("` ")
+        for row in re.findall(r"^\| (`\w+`(?:, `\w+`)+) \|", text, flags=re.M)
+        for k in row.split(",")
+    }
+    result = ExperimentResult("demo", {"n": 1}, {"seed": 0}, {"loss": "a loss"}, {"rows": []})
+    saved = json.loads(save_result(result, tmp_path)["json"].read_text())
+    assert set(example) == set(saved)
+    assert set(saved) <= table, set(saved) - table
+    assert example["schema_version"] == saved["schema_version"]

@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "Command",
+    "Interrupted",
     "float_list",
     "int_list",
     "json_dict",
@@ -55,6 +56,18 @@ class Command:
     x64: bool | None = True
     float32_flag: bool = False
     errors: tuple[type[BaseException], ...] = (ValueError, TypeError)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised by a ``run_*`` function stopped by the user (Ctrl-C) with what it had finished.
+
+    ``partial`` is a complete result of the finished part (its ``config["interrupted"]`` is
+    true); the command line saves it like a full result and exits with status 130.
+    """
+
+    def __init__(self, partial: Any):
+        super().__init__("interrupted")
+        self.partial = partial
 
 
 def merge_config(

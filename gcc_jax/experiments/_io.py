@@ -145,7 +145,7 @@ def save_figure(fig, path: str | Path, *, dpi: int = 120) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")  # legends outside the axes stay in
     plt.close(fig)
     return path
 

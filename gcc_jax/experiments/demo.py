@@ -17,8 +17,9 @@ from .._pipeline import monte_carlo_loss
 from .._stragglers import sample_masks
 from .._types import Array, Float
 from ..codes import SplineCode
-from ._command import Command, int_list, merge_config
-from ._io import ExperimentResult, save_result
+from ._command import Command, Interrupted, int_list, merge_config
+from ._io import ExperimentResult, new_figure, save_result
+from ._plots import integer_ticks, legend_outside, positive
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY", "format_demo_table", "run_demo", "save_demo", "smooth_map"]
 
@@ -81,20 +82,25 @@ def run_demo(
     x = jax.random.uniform(kx, (k, dim), minval=-2.0, maxval=2.0)
     code = SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_enc=lam_enc, lam_dec=lam_dec)
     rows = []
-    for i, s in enumerate(stragglers):
-        masks = sample_masks(jax.random.fold_in(km, i), n, num=num_masks, stragglers=s)
-        t0 = time.perf_counter()
-        loss = monte_carlo_loss(code, smooth_map, x, masks, progress=progress)
-        rows.append(
-            dict(
-                stragglers=int(s),
-                mean_loss=float(np.mean(loss)),
-                median_loss=float(np.median(loss)),
-                worst_loss=float(np.max(loss)),
-                seconds=time.perf_counter() - t0,
+    interrupted = False
+    try:
+        for i, s in enumerate(stragglers):
+            masks = sample_masks(jax.random.fold_in(km, i), n, num=num_masks, stragglers=s)
+            t0 = time.perf_counter()
+            loss = monte_carlo_loss(code, smooth_map, x, masks, progress=progress)
+            rows.append(
+                dict(
+                    stragglers=int(s),
+                    mean_loss=float(np.mean(loss)),
+                    median_loss=float(np.median(loss)),
+                    worst_loss=float(np.max(loss)),
+                    seconds=time.perf_counter() - t0,
+                )
             )
-        )
+    except KeyboardInterrupt:  # keep what finished; the caller saves it
+        interrupted = True
     config = dict(
+        interrupted=interrupted,
         num_inputs=k,
         num_workers=n,
         stragglers=list(stragglers),
@@ -105,7 +111,7 @@ def run_demo(
         function="smooth_map",
         dtype=str(code.beta.dtype),
     )
-    return ExperimentResult(
+    result = ExperimentResult(
         "demo",
         config,
         {"seed": int(seed)},
@@ -113,28 +119,67 @@ def run_demo(
         {"rows": rows},
         {"total": time.perf_counter() - t_start},
     )
+    if interrupted:
+        raise Interrupted(result)
+    return result
 
 
 def format_demo_table(result: ExperimentResult) -> str:
-    """A plain-text table of a :func:`run_demo` result."""
+    """A plain-text summary of a :func:`run_demo` result: what was measured, then the table."""
     cfg = result.config
-    head = (
-        f"GCC demo: K={cfg['num_inputs']} inputs, N={cfg['num_workers']} workers, "
-        f"{cfg['num_masks']} random straggler sets per S, lam_enc={cfg['lam_enc']:g}, "
-        f"lam_dec={cfg['lam_dec']:g}, {cfg['dtype']}"
-    )
-    lines = [head, f"{'S':>5} {'mean loss':>12} {'median':>12} {'worst':>12} {'time':>8}"]
+    head = [
+        f"GCC demo: K={cfg['num_inputs']} inputs in [-2, 2]^{cfg['dim']}, N={cfg['num_workers']} "
+        f"workers, f = smooth_map (R^{cfg['dim']} -> R^{cfg['dim'] + 2}), "
+        f"lam_enc={cfg['lam_enc']:g}, lam_dec={cfg['lam_dec']:g}, {cfg['dtype']}.",
+        "loss = (1/K) sum_k ||f^(x_k) - f(x_k)||^2, the squared error of GCC's estimates of "
+        "f(x_1..x_K) for one straggler set;",
+        f"for each S: mean, median and largest loss over {cfg['num_masks']} random sets of "
+        "exactly S stragglers (the largest of random sets is not the adversarial worst case).",
+    ]
+    if cfg.get("interrupted"):
+        head.append("INTERRUPTED: only the rows below were measured.")
+    cols = f"{'S':>5} {'mean loss':>12} {'median':>12} {'max of sets':>12} {'time':>8}"
+    lines = [*head, "", cols]
     for r in result.results["rows"]:
         lines.append(
             f"{r['stragglers']:>5} {r['mean_loss']:>12.3e} {r['median_loss']:>12.3e} "
             f"{r['worst_loss']:>12.3e} {r['seconds']:>7.2f}s"
         )
+    lines.append("(the first row's time includes compiling the decoder)")
     return "\n".join(lines)
 
 
+def plot_demo(result: ExperimentResult):
+    """Mean, median and largest loss versus S on a log axis (zeros noted, not dropped)."""
+    cfg, rows = result.config, result.results["rows"]
+    fig, ax = new_figure(figsize=(6.4, 4.0))
+    s = [r["stragglers"] for r in rows]
+    series = (
+        ("mean_loss", "mean over the random sets", "o-"),
+        ("median_loss", "median", "s--"),
+        ("worst_loss", f"largest of {cfg['num_masks']} random sets", "^:"),
+    )
+    for key, label, style in series:
+        y, label = positive([r[key] for r in rows], label)
+        ax.plot(s, y, style, label=label)
+    ax.set_yscale("log")
+    integer_ticks(ax, s)
+    ax.set_xlabel(f"stragglers S (of N = {cfg['num_workers']} workers)")
+    ax.set_ylabel("loss  (1/K) Σ_k ‖f̂(x_k) − f(x_k)‖²")
+    ax.set_title(
+        f"GCC, K = {cfg['num_inputs']}, λ_enc = {cfg['lam_enc']:g}, λ_dec = {cfg['lam_dec']:g}"
+        + (" (interrupted)" if cfg.get("interrupted") else "")
+    )
+    ax.grid(True, which="major", alpha=0.3)
+    legend_outside(ax)
+    return fig
+
+
 def save_demo(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
-    """Write ``demo.json`` and ``demo.txt`` into the folder ``out``."""
-    return save_result(result, out, summary=format_demo_table(result))
+    """Write ``demo.json``, ``demo.txt`` and ``demo.png`` into the folder ``out``."""
+    return save_result(
+        result, out, summary=format_demo_table(result), figures={"demo": plot_demo(result)}
+    )
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -165,8 +210,9 @@ def _config(args: argparse.Namespace, toy: bool) -> dict:
 COMMAND = Command(
     name="demo",
     help="synthetic GCC demo: loss versus S on a smooth vector-valued function",
-    description="GCC on a smooth vector-valued function: mean and worst loss versus the "
-    "number of stragglers S over random straggler sets. Writes demo.json and demo.txt.",
+    description="GCC on a smooth vector-valued function R^d -> R^(d+2): mean, median and "
+    "largest loss versus the number of stragglers S over random straggler sets (loss = "
+    "(1/K) sum_k ||f^(x_k) - f(x_k)||^2). Writes demo.json, demo.txt and demo.png.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_demo,

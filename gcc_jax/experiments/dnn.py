@@ -101,6 +101,7 @@ from .._evaluator import MaskEvaluator
 from .._metrics import mean_ci, mse, ratio_ci, rmse
 from .._misc import check_code, check_inputs
 from .._pipeline import apply_workers
+from .._precision import Float32PrecisionWarning
 from .._status import describe_status
 from .._stragglers import sample_masks
 from .._types import Array, ArrayLike, Bool, Float, Int
@@ -112,6 +113,7 @@ from ..training import TrainedModel, train_classifier
 from ..tuning import StragglerModel, grid_search, tune
 from ._command import Command, float_list, int_list, json_dict, merge_config, str_list
 from ._io import ExperimentResult, json_clean, new_figure, save_result
+from ._plots import integer_ticks, legend_outside, log_errorbar, positive
 
 __all__ = [
     "COMMAND",
@@ -414,6 +416,7 @@ def run_dnn(
         warnings.warn(
             "run_dnn in float32: the spline solves lose digits once lam > 0; enable x64 "
             '(jax.config.update("jax_enable_x64", True))',
+            Float32PrecisionWarning,
             stacklevel=2,
         )
     dtype = jnp.zeros(()).dtype
@@ -936,75 +939,105 @@ _COLORS = {
 def plot_dnn(result: ExperimentResult):
     """Four panels versus ``S``: RMSE and MSE (log), RelAcc vs labels and vs base argmax.
 
-    Error bars are 95% CIs; dashed lines with crosses are the worst case (where searched). On
-    the log axes, values below ``1e-9`` times the panel's largest value (exact zeros and
-    round-off, e.g. replication with every copy alive) are left out.
+    Error bars are 95% CIs (on the log panels symmetric where positive, see
+    :func:`gcc_jax.experiments._plots.log_errorbar`). Dashed lines are the worst case where it
+    was searched: crosses when exhaustive (the true worst case), open triangles when found by a
+    local search (a lower bound on it). Values a log axis cannot show (exact zeros, e.g.
+    replication with every copy alive) are counted in the legend, never dropped silently.
     """
     result = _view(result)
-    fig, axes = new_figure(2, 2, figsize=(11, 8))
+    fig, axes = new_figure(2, 2, figsize=(13, 8))
     panels = (("rmse", True), ("mse", True), ("rel_acc_labels", False), ("rel_acc_base", False))
+    ylabels = dict(
+        rmse="RMSE of the decoded probabilities",
+        mse="MSE of the decoded probabilities",
+        rel_acc_labels="decoded accuracy / base accuracy",
+        rel_acc_base="agreement with the base model",
+    )
 
     def value(stat) -> float:
         return np.nan if stat is None or stat["mean"] is None else stat["mean"]
 
+    s_all = set()
     for ax, (metric, log) in zip(axes.ravel(), panels, strict=True):
-        everything = [
-            value(st)
-            for rows in result["results"].values()
-            for r in rows
-            for st in (r[metric], r["worst_case"][metric] if r["worst_case"] else None)
-        ]
-        floor = 1e-9 * np.nanmax(np.abs(everything)) if log else -np.inf
-
-        def shown(v: np.ndarray, floor=floor) -> np.ndarray:
-            return np.where(np.abs(v) >= floor, v, np.nan)
-
         for code, rows in result["results"].items():
             s = np.array([r["S"] for r in rows], float)
-            mean = shown(np.array([value(r[metric]) for r in rows], float))
+            s_all.update(int(v) for v in s)
+            mean = np.array([value(r[metric]) for r in rows], float)
             ci = np.array([0.0 if r[metric]["ci95"] is None else r[metric]["ci95"] for r in rows])
             color = _COLORS.get(code)
-            lower = np.minimum(ci, 0.999 * np.abs(mean)) if log else ci
-            ax.errorbar(s, mean, yerr=(lower, ci), fmt="o-", color=color, capsize=3, label=code)
-            wc = [r["worst_case"][metric]["mean"] if r["worst_case"] else None for r in rows]
-            if any(v is not None for v in wc):
-                w = shown(np.array([np.nan if v is None else v for v in wc], float))
-                ax.plot(s, w, "x--", color=color, alpha=0.6, label=f"{code} worst case")
+            if log:
+                log_errorbar(ax, s, mean, ci, code, fmt="o-", color=color)
+            else:
+                ax.errorbar(
+                    s, mean, yerr=ci, fmt="o-", color=color, capsize=3, label=f"{code}, ±95% CI"
+                )
+            wcs = [r["worst_case"] for r in rows]
+            if any(w is not None for w in wcs):
+                w = np.array([np.nan if wc is None else value(wc[metric]) for wc in wcs], float)
+                exact = np.array([bool(wc and wc.get("exhaustive")) for wc in wcs])
+                label = f"{code} worst case"
+                if log:
+                    w, label = positive(w, label)
+                ax.plot(s, w, "--", color=color, alpha=0.6)
+                ax.plot(s[exact], w[exact], "x", color=color, label=f"{label} (exact)")
+                if (~exact).any():
+                    ax.plot(
+                        s[~exact],
+                        w[~exact],
+                        "^",
+                        color=color,
+                        markerfacecolor="none",
+                        label=f"{code} worst case (search: lower bound)",
+                    )
         if log:
             ax.set_yscale("log")
-        ax.set_xlabel("S (stragglers)")
+        ax.set_xlabel("stragglers S")
+        ax.set_ylabel(ylabels[metric])
         ax.set_title(_TITLES[metric], fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
+        ax.grid(True, which="major", alpha=0.3)
+        legend_outside(ax, fontsize=7)
+    for ax in axes.ravel():
+        integer_ticks(ax, sorted(s_all))
     cfg = result["config"]
     fig.suptitle(
         f"{result['model']['name']} on {result['model']['dataset']}: N={cfg['num_workers']}, "
-        f"K={cfg['num_inputs']}, {cfg['num_batches']}×{cfg['num_trials']} trials per S"
+        f"K={cfg['num_inputs']}, {cfg['num_batches']}×{cfg['num_trials']} random straggler sets "
+        "per S"
     )
     fig.tight_layout()
     return fig
 
 
 def plot_cv(result: ExperimentResult):
-    """Heat maps of the cross-validation loss (log10 MSE on the held-out batches) over
-    ``(λ_enc, λ_dec)`` for up to four ``S``; the star is the chosen pair."""
+    """Heat maps of the cross-validation loss over ``(λ_enc, λ_dec)``, one per ``S``.
+
+    The colour is ``log10`` of the MSE on the held-out batches (its bar is labelled); the red
+    star is the chosen pair.
+    """
     cv = result.results["cv"]
     s_all = cv["stragglers"]
-    pick = sorted(set(np.linspace(0, len(s_all) - 1, min(4, len(s_all))).round().astype(int)))
-    fig, axes = new_figure(1, len(pick), figsize=(4.2 * len(pick), 3.6), squeeze=False)
-    for ax, i in zip(axes[0], pick, strict=True):
+    cols = min(len(s_all), 3)
+    rows_n = -(-len(s_all) // cols)
+    fig, axes = new_figure(rows_n, cols, figsize=(4.6 * cols, 3.8 * rows_n), squeeze=False)
+    for ax in axes.ravel()[len(s_all) :]:
+        ax.set_visible(False)
+    for ax, i in zip(axes.ravel(), range(len(s_all))):
         table = np.log10(np.array(cv["mse"][i], float))
         im = ax.imshow(table, origin="lower", aspect="auto", cmap="viridis")
         e, d = np.unravel_index(np.nanargmin(table), table.shape)
-        ax.plot(d, e, "r*", ms=12)
+        ax.plot(d, e, "r*", ms=12, label="chosen (lowest CV loss)")
         ax.set_xticks(range(len(cv["lam_dec_grid"])))
         ax.set_xticklabels([f"{v:g}" for v in cv["lam_dec_grid"]], rotation=60, fontsize=7)
         ax.set_yticks(range(len(cv["lam_enc_grid"])))
         ax.set_yticklabels([f"{v:g}" for v in cv["lam_enc_grid"]], fontsize=7)
         ax.set_xlabel("λ_dec")
         ax.set_ylabel("λ_enc")
-        ax.set_title(f"log10 CV loss (MSE), S={s_all[i]}", fontsize=10)
-        fig.colorbar(im, ax=ax)
+        ax.set_title(f"S = {s_all[i]}", fontsize=10)
+        bar = fig.colorbar(im, ax=ax)
+        bar.set_label("log10 held-out MSE", fontsize=8)
+    axes.ravel()[0].legend(loc="upper left", fontsize=7, framealpha=0.8)
+    fig.suptitle("GCC: cross-validation loss over (λ_enc, λ_dec) on held-out batches")
     fig.tight_layout()
     return fig
 

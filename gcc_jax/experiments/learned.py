@@ -88,6 +88,7 @@ from ..models import count_params, make_model
 from ..training import base_outputs, train_classifier, train_learned_code, train_parity_model
 from ._command import Command, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, json_clean, new_figure, save_result
+from ._plots import legend_outside
 
 __all__ = [
     "COMMAND",
@@ -830,11 +831,16 @@ def plot_compare(result: ExperimentResult):
                 ax.axhline(base, color="k", ls="--", lw=1, label="base model")
             ax.set_xticks(range(len(ks)))
             ax.set_xticklabels([f"k={k}" for k in ks])
-            ax.set_ylabel(f"degraded {metric} accuracy (%)")
+            ax.set_ylabel(
+                "accuracy vs true labels (%)"
+                if metric == "overall"
+                else "agreement with the base model (%)"
+            )
             ax.set_title(f"{model} on {result['dataset']['name']}: {metric}", fontsize=10)
             ax.set_ylim(0, 100)
             ax.grid(True, axis="y", alpha=0.3)
-    axes[0, 0].legend(fontsize=7, ncol=2, loc="lower left")
+    legend_outside(axes[0, -1], fontsize=7)  # outside the data, next to the last column
+    fig.suptitle("Degraded mode: accuracy on the queries whose output was unavailable (±95% CI)")
     fig.tight_layout()
     return fig
 

@@ -15,6 +15,7 @@ the inputs are ``x_k ~ U(−1, 1)``. GCC uses ``λ_enc = λ_dec = 0`` unless ove
 
 import argparse
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,8 +27,9 @@ import numpy as np
 from .._pipeline import monte_carlo_loss
 from .._stragglers import sample_masks
 from ..codes import BerrutCode, LagrangeCode, SplineCode
-from ._command import Command, merge_config
+from ._command import Command, Interrupted, merge_config
 from ._io import ExperimentResult, new_figure, save_result
+from ._plots import integer_ticks, legend_outside, log_errorbar
 from .rates import pick_solver
 
 __all__ = [
@@ -109,51 +111,62 @@ def run_poly(
     solver = pick_solver(solver)
     key = jax.random.key(seed)
     rows = []
-    for si, (deg, k, n) in enumerate(settings):
-        f, coef = polynomial(deg, seed=seed + si)
-        kx = jax.random.fold_in(key, si)
-        x = jax.random.uniform(kx, (k, 1), minval=-1.0, maxval=1.0)
-        codes = dict(
-            GCC=SplineCode.chebyshev(
-                num_inputs=k, num_workers=n, lam_enc=lam_enc, lam_dec=lam_dec, solver=solver
-            ),
-            BACC=BerrutCode.chebyshev(num_inputs=k, num_workers=n),
-            LCC=LagrangeCode.chebyshev(
-                num_inputs=k, num_workers=n, degree=deg, below_threshold="interpolate"
-            ),
-        )
-        threshold = codes["LCC"].recovery_threshold
-        s_values = list(stragglers) if stragglers is not None else _default_stragglers(n)
-        if any(s < 0 or s > n - 2 for s in s_values):
-            raise ValueError(f"every S must be in [0, N − 2] = [0, {n - 2}]; got {s_values}")
-        for s in s_values:
-            masks = sample_masks(jax.random.fold_in(kx, 1000 + s), n, num=num_trials, stragglers=s)
-            line = []
-            for name, code in codes.items():
-                t0 = time.perf_counter()
-                res = monte_carlo_loss(code, f, x, masks, return_status=True)
-                ok = res.status == 0
-                loss = res.loss[ok]
-                mean = float(np.mean(loss)) if ok.any() else float("nan")
-                ci = 1.96 * float(np.std(loss)) / math.sqrt(max(ok.sum(), 1))
-                row = dict(
-                    degree=deg,
-                    K=k,
-                    N=n,
-                    S=int(s),
-                    code=name,
-                    mean=mean,
-                    ci95=ci,
-                    failed=int((~ok).sum()),
-                    seconds=time.perf_counter() - t0,
+    interrupted = False
+    try:
+        for si, (deg, k, n) in enumerate(settings):
+            f, coef = polynomial(deg, seed=seed + si)
+            kx = jax.random.fold_in(key, si)
+            x = jax.random.uniform(kx, (k, 1), minval=-1.0, maxval=1.0)
+            codes = dict(
+                GCC=SplineCode.chebyshev(
+                    num_inputs=k, num_workers=n, lam_enc=lam_enc, lam_dec=lam_dec, solver=solver
+                ),
+                BACC=BerrutCode.chebyshev(num_inputs=k, num_workers=n),
+                LCC=LagrangeCode.chebyshev(
+                    num_inputs=k, num_workers=n, degree=deg, below_threshold="interpolate"
+                ),
+            )
+            threshold = codes["LCC"].recovery_threshold
+            s_values = list(stragglers) if stragglers is not None else _default_stragglers(n)
+            if any(s < 0 or s > n - 2 for s in s_values):
+                raise ValueError(f"every S must be in [0, N − 2] = [0, {n - 2}]; got {s_values}")
+            for s in s_values:
+                masks = sample_masks(
+                    jax.random.fold_in(kx, 1000 + s), n, num=num_trials, stragglers=s
                 )
-                if name == "LCC":
-                    row["exact"] = bool(n - s >= threshold)
-                rows.append(row)
-                line.append(f"{name} {mean:.2e}")
-            if progress:
-                print(f"deg={deg:>2} K={k:>2} N={n:>3} S={s:>3}: " + "  ".join(line), flush=True)
+                line = []
+                for name, code in codes.items():
+                    t0 = time.perf_counter()
+                    res = monte_carlo_loss(code, f, x, masks, return_status=True)
+                    ok = res.status == 0
+                    loss = res.loss[ok]
+                    mean = float(np.mean(loss)) if ok.any() else float("nan")
+                    ci = 1.96 * float(np.std(loss)) / math.sqrt(max(ok.sum(), 1))
+                    row = dict(
+                        degree=deg,
+                        K=k,
+                        N=n,
+                        S=int(s),
+                        code=name,
+                        mean=mean,
+                        ci95=ci,
+                        failed=int((~ok).sum()),
+                        seconds=time.perf_counter() - t0,
+                    )
+                    if name == "LCC":
+                        row["exact"] = bool(n - s >= threshold)
+                    rows.append(row)
+                    line.append(f"{name} {mean:.2e}")
+                if progress:
+                    print(
+                        f"deg={deg:>2} K={k:>2} N={n:>3} S={s:>3}: " + "  ".join(line),
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    except KeyboardInterrupt:  # keep what finished; the caller saves it
+        interrupted = True
     config = dict(
+        interrupted=interrupted,
         settings=[dict(degree=d, K=k, N=n) for d, k, n in settings],
         stragglers=None if stragglers is None else [int(s) for s in stragglers],
         num_trials=num_trials,
@@ -162,7 +175,7 @@ def run_poly(
         solver=solver,
         dtype=str(jnp.zeros(()).dtype),
     )
-    return ExperimentResult(
+    result = ExperimentResult(
         "poly",
         config,
         {"seed": int(seed), "polynomial_seeds": [seed + i for i in range(len(settings))]},
@@ -170,6 +183,9 @@ def run_poly(
         {"rows": rows},
         {"total": time.perf_counter() - t_start},
     )
+    if interrupted:
+        raise Interrupted(result)
+    return result
 
 
 def _rows(result: ExperimentResult, setting: dict, code: str) -> list[dict]:
@@ -207,27 +223,38 @@ def format_poly_table(result: ExperimentResult) -> str:
 
 
 def plot_poly(result: ExperimentResult):
-    """Loss versus ``S`` (log scale, 95% CI bars), one panel per setting; LCC's limit dashed."""
+    """Mean loss versus ``S`` (log scale, ±95% CI bars), one panel per setting.
+
+    Exact zeros (LCC within its recovery threshold decodes polynomials exactly, up to round-off)
+    cannot sit on a log axis: they are counted in the legend, not drawn. LCC's threshold, the
+    largest ``S`` it can tolerate, is the dashed line.
+    """
     settings = result.config["settings"]
-    fig, axes = new_figure(1, len(settings), figsize=(5.5 * len(settings), 4), squeeze=False)
+    trials = result.config["num_trials"]
+    fig, axes = new_figure(1, len(settings), figsize=(7.5 * len(settings), 4), squeeze=False)
     colors = dict(GCC="C0", BACC="C3", LCC="C2")
-    tiny = 1e-32  # exact zeros cannot be drawn on a log axis
     for ax, st in zip(axes[0], settings, strict=True):
+        s_all = []
         for c in CODES:
             rows = _rows(result, st, c)
             s = np.array([r["S"] for r in rows])
-            m = np.maximum(np.array([r["mean"] for r in rows]), tiny)
-            ci = np.array([r["ci95"] for r in rows])
-            ax.errorbar(s, m, yerr=np.minimum(ci, m * 0.999), fmt="o-", color=colors[c], label=c)
+            s_all.extend(s.tolist())
+            mean = np.array([r["mean"] for r in rows], float)
+            ci = np.array([r["ci95"] for r in rows], float)
+            log_errorbar(ax, s, mean, ci, c, fmt="o-", color=colors[c])
         limit = st["N"] - ((st["K"] - 1) * st["degree"] + 1)
         if limit >= 0:
-            ax.axvline(limit, ls="--", color=colors["LCC"], alpha=0.6, label="LCC threshold")
+            ax.axvline(
+                limit, ls="--", color=colors["LCC"], alpha=0.6, label=f"LCC exact for S ≤ {limit}"
+            )
         ax.set_yscale("log")
-        ax.set_xlabel("S (stragglers)")
-        ax.set_ylabel("loss (1/K) Σ‖f^ − f‖²")
-        ax.set_title(f"deg f={st['degree']}, K={st['K']}, N={st['N']}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        if s_all:
+            integer_ticks(ax, s_all)
+        ax.set_xlabel(f"stragglers S (of N = {st['N']})")
+        ax.set_ylabel(f"mean loss over {trials} sets  (1/K) Σ‖f̂ − f‖²")
+        ax.set_title(f"deg f = {st['degree']}, K = {st['K']}, N = {st['N']}")
+        ax.grid(True, which="major", alpha=0.3)
+        legend_outside(ax, fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -46,6 +46,7 @@ Functions: the papers' ``x·sin(x)`` (scalar inputs ``x_k ~ U(−3, 3)``) and a 
 import argparse
 import dataclasses
 import math
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -57,12 +58,14 @@ import numpy as np
 
 from .._evaluator import MaskEvaluator
 from .._pipeline import outputs_and_targets
+from .._precision import Float32PrecisionWarning
 from .._stragglers import sample_masks
 from .._types import Array, Float
 from .._worst_case import search_worst_case
 from ..codes import BerrutCode, SplineCode
 from ._command import Command, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, new_figure, save_result
+from ._plots import legend_outside
 
 __all__ = [
     "COMMAND",
@@ -363,6 +366,7 @@ def run_rates(
         warnings.warn(
             "run_rates in float32: losses below ~1e-10 are round-off; enable x64 "
             '(jax.config.update("jax_enable_x64", True)) for the rates',
+            Float32PrecisionWarning,
             stacklevel=2,
         )
     solver = pick_solver(solver)
@@ -483,6 +487,7 @@ def run_rates(
                     print(
                         f"{fname:>10} σ={sigma:g} N={n:>5}: λ_cv worst {lam['worst']:g} iid "
                         f"{lam['iid']:g}; medians " + ", ".join(line),
+                        file=sys.stderr,
                         flush=True,
                     )
     config = dict(
@@ -683,7 +688,7 @@ def plot_rates(result: ExperimentResult):
     their *slopes* are theory). One row per function and σ, columns worst case and iid."""
     cfg, rows = result.config, result.results["rows"]
     panels = [(f, sigma) for f in cfg["functions"] for sigma in cfg["noise"]]
-    fig, axes = new_figure(len(panels), 2, figsize=(11, 4 * len(panels)), squeeze=False)
+    fig, axes = new_figure(len(panels), 2, figsize=(15, 4 * len(panels)), squeeze=False)
     colors = {"GCC-interp": "C9", "GCC-cv": "C0", "BACC": "C3"}
     for i, (fname, sigma) in enumerate(panels):
         for j, regime in enumerate(("worst", "iid")):
@@ -728,7 +733,7 @@ def plot_rates(result: ExperimentResult):
             ax.set_xlabel("N (workers)")
             ax.set_ylabel("loss (1/K) Σ‖f^ − f‖² (dotted: mean)")
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+            legend_outside(ax, fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -16,6 +16,7 @@ import optax
 
 from .._evaluator import MaskEvaluator
 from .._misc import as_int, check_key
+from .._precision import Float32PrecisionWarning
 from .._status import GCCValueError
 from .._stragglers import contiguous_masks
 from .._types import ArrayLike, Float, PRNGKeyArray
@@ -319,6 +320,7 @@ def tune(
         warnings.warn(
             f"tuning in {params.beta_logits.dtype}: smoothing with λ > 0 is inaccurate on "
             'clustered nodes; enable x64 (jax.config.update("jax_enable_x64", True))',
+            Float32PrecisionWarning,
             stacklevel=2,
         )
 

@@ -1,0 +1,79 @@
+"""Small plotting conventions shared by the experiments' figures.
+
+Log axes never drop values silently (:func:`positive` counts what it cannot draw, and the label
+says so), discrete axes get integer ticks (:func:`integer_ticks`), legends go outside the data
+(:func:`legend_outside`), and error bars on a log axis are symmetric in log space
+(:func:`log_errorbar`: the 95% interval ``mean ± ci`` is drawn as far as it is positive, and the
+clipped side is drawn to the axis edge with an open cap, never hidden).
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["integer_ticks", "legend_outside", "log_errorbar", "positive"]
+
+
+def positive(y, label: str) -> tuple[np.ndarray, str]:
+    """``y`` with non-positive or non-finite values masked (NaN) and ``label`` noting how many.
+
+    Example:
+        >>> y, label = positive([1.0, 0.0, 2.0, float("nan")], "GCC")
+        >>> label
+        'GCC (1 zero, 1 failed: not drawn)'
+    """
+    y = np.asarray(y, dtype=float)
+    zeros = int(np.sum(y == 0))
+    bad = int(np.sum(~np.isfinite(y))) + int(np.sum(y < 0))
+    notes = []
+    if zeros:
+        notes.append(f"{zeros} zero{'s' if zeros > 1 else ''}")
+    if bad:
+        notes.append(f"{bad} failed")
+    if notes:
+        label = f"{label} ({', '.join(notes)}: not drawn)"
+    return np.where(np.isfinite(y) & (y > 0), y, np.nan), label
+
+
+def integer_ticks(ax, values: Sequence[int], axis: str = "x") -> None:
+    """Ticks exactly at the integer ``values`` (e.g. every S measured), nothing in between."""
+    values = sorted({int(v) for v in values})
+    if axis == "x":
+        ax.set_xticks(values)
+        ax.set_xticklabels([str(v) for v in values])
+    else:
+        ax.set_yticks(values)
+        ax.set_yticklabels([str(v) for v in values])
+
+
+def legend_outside(ax, **kwargs) -> None:
+    """The legend to the right of the axes, where it cannot cover data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def log_errorbar(ax, x, mean, ci, label: str, **kwargs):
+    """``mean ± ci`` (a 95% interval) on a log y-axis, labelled as such.
+
+    Where ``mean − ci ≤ 0`` the lower bar would be infinitely long on a log axis: it is drawn
+    down to one decade below the mean and marked with an open marker, so the interval is
+    visibly unbounded below rather than clipped without notice.
+    """
+    mean, label = positive(mean, label)
+    ci = np.nan_to_num(np.asarray(ci, dtype=float), nan=0.0)
+    low = mean - ci
+    unbounded = np.isfinite(mean) & (low <= 0)
+    lower = np.where(unbounded, 0.9 * mean, ci)
+    note = "; ▽: CI reaches 0" if unbounded.any() else ""
+    line = ax.errorbar(
+        x, mean, yerr=[lower, ci], capsize=3, label=f"{label}, ±95% CI{note}", **kwargs
+    )
+    if unbounded.any():
+        ax.plot(
+            np.asarray(x)[unbounded],
+            0.1 * mean[unbounded],
+            linestyle="none",
+            marker="v",
+            markerfacecolor="none",
+            color=line[0].get_color(),
+        )
+    return line
