@@ -491,3 +491,45 @@ def test_deadline_sweep_matches_a_loop_over_rounds():
         np.testing.assert_allclose(got[rule]["undecodable"], bad / 24, rtol=1e-12)
     assert got["n-s"]["undecodable"][0] > 0  # 1 ms is before anyone answers
     assert got["deadline"]["agreement"][-1] == 1.0  # every worker in: GCC agrees with f
+
+
+# -- any AbstractCode ----------------------------------------------------------------------------
+
+
+def test_exact_and_approximate_codes_are_told_apart_by_the_contract():
+    from gcc_jax.distributed._executor import is_approximate
+
+    parm = gcc.ParityModelCode(jnp.asarray(W_LIN), _linear, num_inputs=2)
+    for code in (gcc.UncodedCode(num_inputs=3), gcc.ReplicationCode(num_inputs=2, num_workers=5)):
+        assert not is_approximate(code)
+    assert not is_approximate(parm)
+    for code in (
+        gcc.SplineCode.chebyshev(num_inputs=2, num_workers=6),
+        gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=7),
+        gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=8, degree=2),  # not systematic
+        gcc.codes.ApproxIFERCode.chebyshev(num_inputs=3, num_workers=9, num_adversaries=1),
+    ):
+        assert is_approximate(code), type(code).__name__
+    # N = 7 Chebyshev-2 nodes contain the K = 3 Chebyshev-1 nodes: LCC's workers 1, 3, 5
+    # compute f(x_k) itself, so the code is exact and systematic
+    lcc = gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=7, degree=2)
+    assert not is_approximate(lcc)
+
+
+def test_a_byzantine_robust_code_serves_through_the_same_service():
+    """ApproxIFER (error location) as a plain code: answers = its decode of the mask.
+
+    ``release="batch"``: with Byzantine workers, per-query release would trust a systematic
+    worker's own output (here K=2, N=9 Chebyshev nodes coincide, so workers 2 and 6 are).
+    """
+    n = 9
+    code = gcc.codes.ApproxIFERCode.chebyshev(num_inputs=2, num_workers=n, num_adversaries=1)
+    ex = LocalExecutor(smooth, num_workers=n, faults=[Fault(4, "garbage")])
+    queries = _queries(6, seed=23)
+    with CodedInferenceService(ex, code, stragglers=1, release="batch") as svc:
+        answers = svc.serve(queries)
+    for group, ref in _reference(code, answers, queries):
+        assert 4 in group[0].workers_answered  # garbage is finite: only the decoder can tell
+        for a in group:
+            assert a.source == "decoder"
+            np.testing.assert_allclose(a.value, ref[a.slot], rtol=1e-10, atol=1e-12)

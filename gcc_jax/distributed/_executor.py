@@ -188,12 +188,11 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
     """The wait rule that matches a code (any :class:`gcc_jax.AbstractCode`).
 
     * ``stragglers=S`` given: wait for ``N − S`` valid results (GCC, BACC, LCC, ParM …).
-    * Otherwise, for *exact* codes (which can decode no input from fewer than ``K`` results:
-      uncoded, replication, ParM, LCC, learned codes): wait until ``code.available(mask)``
-      holds for every input — all ``K`` workers for the uncoded scheme, one copy of every input
-      for replication, ``k`` of ``k + 1`` for ParM.
-    * Otherwise (approximate codes, whose ``available`` already holds with ``K − 1`` live
-      workers: GCC, BACC): wait for all ``N``.
+    * Otherwise, for *exact* codes (:func:`is_approximate` false: uncoded, replication,
+      ParM): wait until ``code.available(mask)`` holds for every input — all ``K`` workers
+      for the uncoded scheme, one copy of every input for replication, ``k`` of ``k + 1`` for
+      ParM.
+    * Otherwise (GCC, BACC, LCC, robust decoders): wait for all ``N``.
 
     Returns:
         An int or a predicate ``mask -> bool`` for :meth:`Executor.run_round`.
@@ -219,13 +218,18 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
 
 
 def is_approximate(code: Any) -> bool:
-    """Whether ``code`` is approximate (GCC, BACC) rather than exact (uncoded, ParM, LCC …).
+    """Whether the service should treat ``code`` as approximate rather than exact.
 
-    An exact code cannot decode ``K`` inputs from fewer than ``K`` results: if ``available``
-    holds for every input with ``K − 1`` live workers, the code is approximate. With ``K ≤ 2``
-    that test cannot tell a spline (2 live) from ParM (``k`` of ``k + 1``), so there a code
-    counts as exact only if it has a systematic worker (:func:`systematic_workers`). When in
-    doubt the answer is "approximate", which only makes the service release later.
+    *Exact* here means: every input has a systematic worker (:func:`systematic_workers`: one
+    whose coded input is that input itself — uncoded, replication, ParM, grouped ParM) and cannot
+    estimate all ``K`` inputs from ``K − 1`` live workers (no exact code can). Such a code's
+    estimates are final as soon as ``available`` holds, so a query can be released then.
+    Everything else — GCC and BACC, which decode something from any 2 (1) live workers, LCC,
+    the robust and error-locating decoders — counts as approximate and is released at its wait
+    rule, unless all its input nodes are worker nodes too (those workers compute ``f(x_k)``
+    itself). When in doubt the answer is
+    "approximate", which only makes the service release later, never with fewer results than
+    the rule asks.
 
     Example:
         >>> import gcc_jax as gcc
@@ -240,12 +244,11 @@ def is_approximate(code: Any) -> bool:
     mask[: max(k - 1, 0)] = True
     if bool(np.all(np.asarray(code_available(code, mask)))):
         return True
-    if k >= 3:
-        return False
     try:
-        return not bool(np.any(systematic_workers(code, (1,), np.float32) >= 0))
+        owner = systematic_workers(code, (1,), np.float32)
     except Exception:  # an encoder that needs another input shape: assume approximate
         return True
+    return not bool(np.all(np.isin(np.arange(k), owner)))
 
 
 def systematic_workers(code: Any, input_shape: Sequence[int], dtype: Any) -> np.ndarray:

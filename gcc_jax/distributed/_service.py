@@ -162,11 +162,13 @@ class CodedInferenceService:
     coded input is the query itself, :func:`systematic_workers`) is answered with it at once
     — uncoded when its worker answers, replication at its first replica, ParM at its own base
     output; for *exact* codes (:func:`is_approximate` false), as soon as ``code.available``
-    says the results so far decode it — ParM at its parity plus the other ``k − 1`` outputs,
-    LCC at its recovery threshold; the others when the round's wait rule holds (or its
-    deadline passes) — GCC and BACC, approximate codes, at ``N − S``. Nothing here is
-    special-cased per code: any :class:`gcc_jax.AbstractCode` works.
-    With ``release="batch"`` every query of a batch is answered at the round's cut-off.
+    says the results so far decode it — ParM at its parity plus the other ``k − 1`` outputs;
+    the others when the round's wait rule holds (or its deadline passes) — GCC, BACC, LCC and
+    robust decoders at ``N − S``. Nothing here is special-cased per code: any
+    :class:`gcc_jax.AbstractCode` works.
+    With ``release="batch"`` every query of a batch is answered at the round's cut-off. With
+    Byzantine workers and a robust decoder use ``"batch"``: per-query release answers a query
+    with its systematic worker's own output, unchecked by the decoder.
 
     **Deadline decoding.** ``deadline_s=T`` ends a round at ``T`` seconds after dispatch if its
     wait rule has not held by then ("``N − S`` results or ``T``, whichever first"; with
