@@ -652,7 +652,8 @@ def plot_serve(result: dict, path: str | Path) -> Path:
             )
     ax3.set_xscale("log")
     ax3.set(xlabel="p99.9 latency (ms)", ylabel="accuracy", title="accuracy vs p99.9")
-    ax3.legend(fontsize=7)
+    if ax3.get_legend_handles_labels()[0]:
+        ax3.legend(fontsize=7)
     for a in (ax, ax2, ax3):
         a.grid(True, which="both", alpha=0.3)
     cfg = result["config"]
