@@ -1064,6 +1064,7 @@ def summarise(result: dict) -> list[str]:
             wins: dict[str, int] = {}
             beat_gcc = {c: [0, 0] for c in CODES if c != "GCC"}  # [beats GCC, compared]
             rel: list[float] = []
+            exact_wins = 0
             for r in cfg["ratios"]:
                 row = [c for c in cells if c["ratio"] == r]
                 runs = []
@@ -1074,8 +1075,11 @@ def summarise(result: dict) -> list[str]:
                     codes = c["codes"]
                     g = codes.get("GCC")
                     if g and g.get("applicable"):
-                        if metric == "rmse" and w and w["code"] != "GCC" and w["value"] > 0:
-                            rel.append(g["rmse"]["mean"] / w["value"])
+                        if metric == "rmse" and w and w["code"] != "GCC":
+                            if _exact(w["value"], g["rmse"]["mean"]):
+                                exact_wins += 1
+                            else:
+                                rel.append(g["rmse"]["mean"] / w["value"])
                         for other in beat_gcc:
                             o = codes.get(other)
                             if o and o.get("applicable"):
@@ -1118,10 +1122,20 @@ def summarise(result: dict) -> list[str]:
                 lines.append(f"  better than GCC: {', '.join(versus)} cells where both apply.")
             if rel:
                 lines.append(
-                    f"  where another code wins, GCC's RMSE is {min(rel):.3g}-{max(rel):.3g}x "
-                    "the winner's."
+                    f"  where the winner's error is above round-off, GCC's RMSE is {min(rel):.3g}-"
+                    f"{max(rel):.3g}x the winner's."
+                )
+            if exact_wins:
+                lines.append(
+                    f"  in {exact_wins} cells an exact code wins (error at round-off: every "
+                    "result arrived or was recovered exactly) while GCC approximates."
                 )
     return lines
+
+
+def _exact(value: float, reference: float) -> bool:
+    """A winner's error at round-off level next to GCC's (``≤ 1e-9`` of it, or zero)."""
+    return value <= 1e-9 * max(reference, 0.0)
 
 
 def _uniform_tail(ratios: list, cells: list, metric: str) -> str | None:
@@ -1249,7 +1263,7 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                         g = c["codes"].get("GCC")
                         if not (w and g and g.get("applicable")):
                             continue
-                        if w["value"] > 0:
+                        if not _exact(w["value"], g["rmse"]["mean"]):
                             grid[y, x] = g["rmse"]["mean"] / w["value"]
                             text[y][x] = f"{grid[y, x]:.2g}"
                         elif g["rmse"]["mean"] > 0:  # an exact code wins; GCC approximates
@@ -1271,7 +1285,8 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                             + ("" if w["significant"] else "?")
                         )
                     )
-                    text[y][x] = ("tie\n" + _winner_label(w)) if w["tie"] else w["code"] + margin
+                    label = _winner_label(w).replace("=", "=\n")
+                    text[y][x] = ("tie:\n" + label) if w["tie"] else w["code"] + margin
                 if panel == "gcc_rel":
                     finite = grid[np.isfinite(grid)]
                     hi = max(float(finite.max()) if finite.size else 2.0, 2.0)
