@@ -497,8 +497,12 @@ def plot_tune(result: ExperimentResult):
                 if r is None or r["loss"] is None or not np.isfinite(r["loss"]) or r["loss"] <= 0:
                     missing.append(method)
                     continue
-                ci = r["ci95"] or 0.0
-                log_errorbar(ax, [x], [r["loss"]], [ci], method, fmt="o", ms=7, color=f"C{x}")
+                if r["ci95"]:
+                    log_errorbar(
+                        ax, [x], [r["loss"]], [r["ci95"]], method, fmt="o", ms=7, color=f"C{x}"
+                    )
+                else:  # the worst case is one number (the largest loss found), no interval
+                    ax.plot([x], [r["loss"]], "o", ms=7, color=f"C{x}", label=method)
             ax.set_yscale("log")
             ax.yaxis.set_major_locator(_log_locator())
             ax.yaxis.set_minor_formatter(_null_formatter())
@@ -519,8 +523,7 @@ def plot_tune(result: ExperimentResult):
                     transform=ax.transAxes,
                     fontsize=7,
                 )
-            if j == len(regimes) - 1:
-                legend_outside(ax, fontsize=7)
+            legend_outside(ax, fontsize=7)
     fig.suptitle("Held-out loss of GCC per way of choosing its λs (and nodes); lower is better")
     fig.tight_layout()
     return fig
