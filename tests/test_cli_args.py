@@ -229,3 +229,13 @@ def test_ctrl_c_saves_the_finished_part(module, monkeypatch, tmp_path, capsys):
     saved = json.loads((tmp_path / f"{module}.json").read_text())
     assert saved["config"]["interrupted"] is True
     assert len(saved["results"]["rows"]) == per_row
+
+
+def test_progress_goes_to_stderr_only(capsys):
+    """Per-measurement progress lines are on stderr; stdout stays for results."""
+    from gcc_jax.experiments.poly import run_poly
+
+    run_poly(settings=((3, 5, 8),), stragglers=(0,), num_trials=2, progress=True)
+    captured = capsys.readouterr()
+    assert "deg= 3 K= 5 N=  8 S=  0" in captured.err
+    assert captured.out == ""
