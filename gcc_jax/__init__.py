@@ -2,7 +2,7 @@
 
 A master encodes K inputs into N coded inputs, N workers each evaluate an arbitrary function f,
 some straggle, and the master decodes approximations of f on the original inputs from whoever
-answered. See DESIGN.md for the method and the binding conventions.
+answered. See docs/design.md (the method) and docs/conventions.md (the binding conventions).
 """
 
 from . import tuning as tuning
