@@ -1,15 +1,22 @@
-"""Benchmark: monte_carlo_loss against the SciPy peer, float32 and float64, both solvers.
+"""Benchmark: monte_carlo_loss against the SciPy and csaps peers and the matmul floor.
 
-Setting (issue 2): N = 100 workers, K = 20 inputs, m = 10 outputs, M = 4096 masks with exactly
-S = 10 stragglers each. The SciPy peer is a Python loop calling
-``scipy.interpolate.make_smoothing_spline`` on the live workers per mask and evaluating at the K
-points (the decode step only, as ours is timed). Correctness is checked before timing. Prints
-masks/s, the speed-up over the peer, and compile time; writes JSON to bench/results/.
+Setting (issue 12): N = 100 workers, K = 20 inputs, m = 10 outputs, M = 4096 masks with exactly
+S = 10 stragglers each, in float64 and float32. In the same run:
 
-Usage: python bench/monte_carlo.py [--masks 4096] [--peer-masks 400] [--repeat 3]
+* ours: ``gcc_jax.monte_carlo_loss`` with the default (batch-native Kalman) decoder;
+* the SciPy peer: a Python loop of ``scipy.interpolate.make_smoothing_spline`` on the live
+  workers per mask, evaluated at the K points (the decode step only), timed on a subset;
+* the csaps peer (optional ``bench`` extra): the same loop with ``csaps.CubicSmoothingSpline``
+  (``smooth = 1/(1 + λ')``, the same objective);
+* the floor: applying precomputed ``K × N`` decoder matrices to the outputs, one batched
+  ``einsum('pkn,nm->pkm')`` in the same dtype (a lower bound for any decoder).
+
+Correctness is checked before timing (our decode vs SciPy on 16 masks, float64 reference).
+Prints masks/s and the ratios; writes JSON to ``bench/results/``.
+
+Usage: python bench/monte_carlo.py [--masks 4096] [--peer-masks 200] [--repeat 3]
+       [--workers 100] [--dtypes float64,float32] [--device cpu|gpu] [--out PATH]
 """
-
-from __future__ import annotations
 
 import argparse
 import datetime
@@ -24,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.interpolate import make_smoothing_spline
 
-N, K, M_OUT, S = 100, 20, 10, 10
+K, M_OUT = 20, 10
 LAM_DEC = 1e-6  # SciPy needs lam > 0 to be a smoothing spline; a small, realistic value
 
 
@@ -41,48 +48,60 @@ def scipy_peer(beta, alpha, yt, masks, lam):
     return out
 
 
-def run(dtype: str, solver: str, masks_np, peer_rate, args) -> dict:
+def csaps_peer(beta, alpha, yt, masks, lam):
+    from csaps import CubicSmoothingSpline
+
+    out = np.empty((masks.shape[0], alpha.size, yt.shape[1]))
+    for i, m in enumerate(masks):
+        smooth = 1.0 / (1.0 + m.sum() * lam)
+        spl = CubicSmoothingSpline(beta[m], yt[m], smooth=smooth, axis=0)
+        out[i] = spl(alpha)
+    return out
+
+
+def best_of(fn, repeat):
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
+
+
+def run(dtype: str, masks_np, args) -> dict:
     import gcc_jax as gcc
 
-    jax.config.update("jax_enable_x64", dtype == "float64")
-    code = gcc.SplineCode.chebyshev(
-        num_inputs=K, num_workers=N, lam_dec=LAM_DEC, solver=solver, dtype=dtype
-    )
+    n = masks_np.shape[1]
+    code = gcc.SplineCode.chebyshev(num_inputs=K, num_workers=n, lam_dec=LAM_DEC, dtype=dtype)
     x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (K, 4)), dtype)
     masks = jnp.asarray(masks_np)
-    # correctness first: our decode against SciPy on a few masks (float64 reference)
-    _, yt = gcc.apply_workers(code, worker_fn, x)
-    yt64 = np.asarray(yt, np.float64)
+    yt = code.worker_outputs(worker_fn, x)
     ref = scipy_peer(
         np.asarray(code.beta, np.float64),
         np.asarray(code.alpha, np.float64),
-        yt64,
+        np.asarray(yt, np.float64),
         masks_np[:16],
         LAM_DEC,
     )
-    ours = np.stack([np.asarray(code.decode(yt, m)) for m in masks[:16]])
+    ours = np.asarray(code.decode_batch_with_status(yt, masks[:16]).value, np.float64)
     rel_err = float(np.max(np.abs(ours - ref)) / np.max(np.abs(ref)))
 
-    jax.clear_caches()
+    def ours_run():
+        return gcc.monte_carlo_loss(code, worker_fn, x, masks, chunk_size=args.chunk)
+
     t0 = time.perf_counter()
-    gcc.monte_carlo_loss(code, worker_fn, x, masks, chunk_size=args.chunk)
+    ours_run()
     first = time.perf_counter() - t0
-    best = min(
-        timeit.repeat(
-            lambda: gcc.monte_carlo_loss(code, worker_fn, x, masks, chunk_size=args.chunk),
-            number=1,
-            repeat=args.repeat,
-        )
-    )
-    rate = masks.shape[0] / best
+    seconds = best_of(ours_run, args.repeat)
+
+    # the floor: precomputed decoder matrices applied to the outputs (same dtype, capped count)
+    num_floor = int(min(masks_np.shape[0], 2e7 // (K * n)))
+    dmat = jax.random.normal(jax.random.key(1), (num_floor, K, n), dtype)
+    mm = jax.jit(lambda d: jnp.einsum("pkn,nm->pkm", d, yt))
+    jax.block_until_ready(mm(dmat))
+    floor_s = best_of(lambda: jax.block_until_ready(mm(dmat)), max(args.repeat, 3))
     return dict(
         dtype=dtype,
-        solver=solver,
-        masks=int(masks.shape[0]),
-        seconds=best,
-        masks_per_s=rate,
-        compile_s=max(first - best, 0.0),
-        speedup_vs_scipy=rate / peer_rate,
+        masks=int(masks_np.shape[0]),
+        seconds=seconds,
+        masks_per_s=masks_np.shape[0] / seconds,
+        compile_s=max(first - seconds, 0.0),
+        floor_masks_per_s=num_floor / floor_s,
         rel_err_vs_scipy=rel_err,
     )
 
@@ -90,52 +109,65 @@ def run(dtype: str, solver: str, masks_np, peer_rate, args) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--masks", type=int, default=4096)
-    p.add_argument("--peer-masks", type=int, default=400)
+    p.add_argument("--workers", type=int, default=100)
+    p.add_argument("--stragglers", type=int, default=10)
+    p.add_argument("--peer-masks", type=int, default=200)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--chunk", type=int, default=None, help="masks per block (default: auto)")
+    p.add_argument("--chunk", type=int, default=None, help="masks per chunk (default: auto)")
+    p.add_argument("--dtypes", default="float64,float32")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "monte_carlo.json"))
     p.add_argument("--device", default=None, help="JAX platform, e.g. cpu or gpu (default: any)")
     args = p.parse_args()
     if args.device:
         jax.config.update("jax_platforms", args.device)
-
+    jax.config.update("jax_enable_x64", True)
     import gcc_jax as gcc
 
-    jax.config.update("jax_enable_x64", True)
-    masks_np = np.asarray(gcc.sample_masks(jax.random.key(0), N, num=args.masks, stragglers=S))
-    code = gcc.SplineCode.chebyshev(num_inputs=K, num_workers=N, lam_dec=LAM_DEC)
+    n, s = args.workers, args.stragglers
+    masks_np = np.asarray(gcc.sample_masks(jax.random.key(0), n, num=args.masks, stragglers=s))
+    code = gcc.SplineCode.chebyshev(num_inputs=K, num_workers=n, lam_dec=LAM_DEC)
     x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (K, 4)))
-    _, yt = gcc.apply_workers(code, worker_fn, x)
-    beta, alpha, yt = np.asarray(code.beta), np.asarray(code.alpha), np.asarray(yt)
+    yt = np.asarray(code.worker_outputs(worker_fn, x))
+    beta, alpha = np.asarray(code.beta), np.asarray(code.alpha)
     pm = masks_np[: args.peer_masks]
-    peer_s = min(
-        timeit.repeat(
-            lambda: scipy_peer(beta, alpha, yt, pm, LAM_DEC), number=1, repeat=args.repeat
+    peer_rate = pm.shape[0] / best_of(lambda: scipy_peer(beta, alpha, yt, pm, LAM_DEC), 2)
+    try:
+        ref = scipy_peer(beta, alpha, yt, pm[:4], LAM_DEC)
+        csaps_err = float(
+            np.max(np.abs(csaps_peer(beta, alpha, yt, pm[:4], LAM_DEC) - ref)) / np.abs(ref).max()
         )
-    )
-    peer_rate = pm.shape[0] / peer_s
-    print(f"N={N} K={K} m={M_OUT} S={S} M={args.masks}  devices={jax.devices()}")
-    print(f"SciPy peer (make_smoothing_spline loop, {pm.shape[0]} masks): {peer_rate:,.0f} masks/s")
+        csaps_rate = pm.shape[0] / best_of(lambda: csaps_peer(beta, alpha, yt, pm, LAM_DEC), 2)
+    except ImportError:
+        csaps_rate, csaps_err = float("nan"), float("nan")
+    print(f"N={n} K={K} m={M_OUT} S={s} M={args.masks} devices={jax.devices()}")
+    print(f"SciPy peer ({pm.shape[0]} masks): {peer_rate:,.0f} masks/s")
+    print(f"csaps peer ({pm.shape[0]} masks): {csaps_rate:,.0f} masks/s (vs SciPy {csaps_err:.1e})")
     rows = []
-    print(f"{'dtype':>8} {'solver':>7} {'masks/s':>10} {'x SciPy':>8} {'compile':>8} {'err':>9}")
-    for dtype in ("float64", "float32"):
-        for solver in ("kalman", "kernel"):
-            r = run(dtype, solver, masks_np, peer_rate, args)
-            rows.append(r)
-            print(
-                f"{dtype:>8} {solver:>7} {r['masks_per_s']:>10,.0f} "
-                f"{r['speedup_vs_scipy']:>7.1f}x {r['compile_s']:>7.2f}s "
-                f"{r['rel_err_vs_scipy']:>9.1e}"
-            )
+    print(
+        f"{'dtype':>8} {'masks/s':>11} {'x SciPy':>8} {'x csaps':>8} {'/floor':>7} {'compile':>8}"
+    )
+    for dtype in args.dtypes.split(","):
+        r = run(dtype, masks_np, args)
+        r["speedup_vs_scipy"] = r["masks_per_s"] / peer_rate
+        r["speedup_vs_csaps"] = r["masks_per_s"] / csaps_rate
+        r["slowdown_vs_floor"] = r["floor_masks_per_s"] / r["masks_per_s"]
+        rows.append(r)
+        print(
+            f"{dtype:>8} {r['masks_per_s']:>11,.0f} {r['speedup_vs_scipy']:>7.0f}x "
+            f"{r['speedup_vs_csaps']:>7.0f}x {r['slowdown_vs_floor']:>6.2f}x "
+            f"{r['compile_s']:>7.2f}s   err {r['rel_err_vs_scipy']:.1e}"
+        )
     out = dict(
         benchmark="monte_carlo",
-        N=N,
+        N=n,
         K=K,
         m=M_OUT,
-        S=S,
+        S=s,
         M=args.masks,
         lam_dec=LAM_DEC,
         scipy_peer_masks_per_s=peer_rate,
+        csaps_peer_masks_per_s=csaps_rate,
+        csaps_rel_err_vs_scipy=csaps_err,
         rows=rows,
         jax_version=jax.__version__,
         device=str(jax.devices()[0]),

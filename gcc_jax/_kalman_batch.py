@@ -75,6 +75,9 @@ def _smooth_core(
     """
     dtype = tt.dtype
     r_cols, p = inv_scale.shape
+    # float32: the value component is propagated with compensated sums (the position along a
+    # long run of steps otherwise accumulates ~N·eps; float64 has digits to spare).
+    compensate = jnp.finfo(dtype).bits < 64
     hr, rr, hn, rho = _grid(tt)
     big = lam_eff > 1
     q = jnp.where(big, 1.0 / jnp.where(big, lam_eff, 1.0), 1.0).astype(dtype)
@@ -102,7 +105,7 @@ def _smooth_core(
     buf_p = jnp.zeros((num_out + 1, 3, p), dtype)
 
     def forward(carry, xs):
-        ad0, ad1, ab0, ab1, p00, p01, p11, i00, i01, i11, s0, s1, bd, bb, bp = carry
+        ad0, ad1, ab0, ab1, p00, p01, p11, i00, i01, i11, s0, s1, bd, bb, bp, cd, cb = carry
         y_i, w_i, c_i, nu_i, kn_i, ratio_i, hr_i, rr_i, hn_i, slot_i = xs
         bd = lax.dynamic_update_index_in_dim(bd, jnp.stack([ad0, ad1]), slot_i, 0)
         bb = lax.dynamic_update_index_in_dim(bb, jnp.stack([ab0, ab1]), slot_i, 0)
@@ -120,8 +123,9 @@ def _smooth_core(
         m0, m1 = g * p00, g * p01  # filter gain
         k0 = m0 + hr_i * m1  # predictive gain A P̂ e0 g
         k1 = rr_i * m1
-        ad0, ad1 = ad0 + hr_i * ad1 + k0 * vd, rr_i * ad1 + k1 * vd
-        ab0, ab1 = ab0 + hr_i * ab1 + k0 * vb, rr_i * ab1 + k1 * vb
+        ad0, cd = _kahan(ad0, hr_i * ad1 + k0 * vd, cd)
+        ab0, cb = _kahan(ab0, hr_i * ab1 + k0 * vb, cb)
+        ad1, ab1 = rr_i * ad1 + k1 * vd, rr_i * ab1 + k1 * vb
         keep = jnp.where(live, nu_i / f_safe, 1.0)  # 1 − g p00, written to stay >= 0
         f00, f01 = p00 * keep, p01 * keep
         f11 = p11 - m1 * p01
@@ -130,7 +134,7 @@ def _smooth_core(
         p01 = ratio_i * rr_i * (f01 + hr_i * f11) + kn_i * hn2 / 2.0
         p11 = ratio_i * rr_i * rr_i * f11 + kn_i * hn_i
         out = (g * vd, g * vb, k0, k1)
-        return (ad0, ad1, ab0, ab1, p00, p01, p11, i00, i01, i11, s0, s1, bd, bb, bp), out
+        return (ad0, ad1, ab0, ab1, p00, p01, p11, i00, i01, i11, s0, s1, bd, bb, bp, cd, cb), out
 
     init = (
         zeros_rp,
@@ -146,10 +150,12 @@ def _smooth_core(
         buf_d,
         buf_b,
         buf_p,
+        zeros_rp if compensate else None,
+        jnp.zeros((2, p), dtype) if compensate else None,
     )
     xs = (y, w, c_all, nu, kappa_next, ratio, hr, rr, hn, slot)
     carry, (vgd, vgb, k0s, k1s) = lax.scan(forward, init, xs)
-    i00, i01, i11, s0, s1, bd, bb, bp = carry[7:]
+    i00, i01, i11, s0, s1, bd, bb, bp = carry[7:15]
 
     def backward(carry, xs):
         rd0, rd1, rb0, rb1, od, ob = carry
@@ -189,6 +195,15 @@ def _smooth_core(
     return z, rho
 
 
+def _kahan(total, incr, comp):
+    """Compensated ``total + incr`` (Kahan): returns the new total and its rounding error."""
+    if comp is None:
+        return total + incr, None
+    y = incr - comp
+    new = total + y
+    return new, (new - total) - y
+
+
 def _merge(t: Array, tq: Array) -> tuple[Array, Array, Array]:
     """Sorted merge of nodes and query points: order, and each position's slot (q = none)."""
     n, nq = t.shape[0], tq.shape[0]
@@ -224,7 +239,7 @@ def smooth_at(
     No validation: ``t`` strictly increasing, at least 2 positive weights per column, ``y``
     finite where ``w > 0``, ``λ ≥ 0``. ``λ' = (Σ_i w_ip) λ`` per column.
     """
-    n, nq = t.shape[0], tq.shape[0]
+    nq = tq.shape[0]
     order, slot, tt = _merge(t, tq)
     tau, half, _ = _normalise(t, tt)
     wm = jnp.concatenate([w, jnp.zeros((nq, w.shape[1]), w.dtype)])[order]
@@ -263,6 +278,7 @@ def smooth_batch_with_status(
     """
     dtype = t.dtype
     n = t.shape[0]
+    lam, y, tq = jnp.asarray(lam, dtype), jnp.asarray(y, dtype), jnp.asarray(tq, dtype)
     finite_rows = jnp.all(jnp.isfinite(y), axis=1)
     node_bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
     lam_bad = ~(lam >= 0)
@@ -282,6 +298,5 @@ def smooth_batch_with_status(
     values = smooth_at(t_ok, masks_ok.T.astype(dtype), lam_ok, y_ok, tq)  # (q, r, p)
     values = jnp.moveaxis(values, -1, 0)
     finite = jnp.all(jnp.isfinite(values), axis=(1, 2))
-    status = status | combine((~finite, Status.NONFINITE_RESULT))
+    status = status | combine((~finite & ~bad, Status.NONFINITE_RESULT))
     return jnp.where((status == 0)[:, None, None], values, jnp.nan), status
-

@@ -353,3 +353,15 @@ def weight_status(w: Float[Array, " n"], used: Bool[Array, " n"]) -> Int[Array, 
 def lam_status(lam: Array) -> Int[Array, ""]:
     """``NEGATIVE_LAM`` when λ is negative or not finite (checked under tracing)."""
     return combine(((lam < 0) | ~jnp.isfinite(lam), Status.NEGATIVE_LAM))
+
+
+def as_mask_rows(masks, n: int, name: str = "masks") -> Bool[Array, "p n"]:
+    """A batch of masks as a (possibly traced) boolean array of shape ``(p, n)``."""
+    masks = jnp.asarray(masks)
+    if masks.dtype != jnp.bool_:
+        raise TypeError(f"`{name}` must be boolean (True = returned in time); got {masks.dtype}")
+    if masks.ndim != 2 or masks.shape[1] != n:
+        raise ValueError(
+            f"`{name}` must have shape (p, {n}), one row per pattern; got {masks.shape}"
+        )
+    return masks

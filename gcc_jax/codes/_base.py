@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from .._misc import (
     as_int,
     as_mask,
+    as_mask_rows,
     check_inputs,
     check_node_leaves,
     check_outputs,
@@ -143,6 +144,27 @@ class AbstractCode(abc.ABC):
         Only live workers (``mask[n] = True``) may influence the value or its gradient, whatever
         a straggler returned (NaN/Inf included). Use under ``jit``/``vmap`` over masks.
         """
+
+    def decode_batch_with_status(
+        self, y: Shaped[ArrayLike, "n *m"], masks: Bool[ArrayLike, "p n"]
+    ) -> Decoded:
+        """:meth:`decode_with_status` for every mask: values ``(p, k, *m)``, status ``(p,)``.
+
+        Default ``vmap(decode_with_status)`` over the masks; a code with a batch-native decoder
+        (``SplineCode``) overrides it with the same values. :class:`gcc_jax.MaskEvaluator` calls it
+        once per chunk of masks.
+
+        Example:
+            >>> import jax, jax.numpy as jnp, gcc_jax as gcc
+            >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
+            >>> y = code.worker_outputs(jnp.sin, jnp.linspace(-1.0, 1.0, 3)[:, None])
+            >>> masks = gcc.sample_masks(jax.random.key(0), 8, num=5, stragglers=2)
+            >>> out = code.decode_batch_with_status(y, masks)
+            >>> out.value.shape, out.status.shape
+            ((5, 3, 1), (5,))
+        """
+        masks = as_mask_rows(masks, self.num_workers)
+        return jax.vmap(lambda mask: self.decode_with_status(y, mask))(masks)
 
     def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
         """Estimates ``(k, *m)`` of ``f(x_k)`` from worker outputs ``y`` ``(n, *m)``.

@@ -4,9 +4,11 @@ import dataclasses
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .._misc import as_lam, as_mask, check_outputs, float_dtype
+from .._kalman_batch import smooth_batch_with_status
+from .._misc import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
 from .._spline import as_solver, fit_smoothing_spline_with_status, smoother_matrix_with_status
 from .._status import is_concrete
 from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
@@ -137,7 +139,46 @@ class SplineCode(AbstractNodeCode):
         y, mask = check_outputs(y, mask, self.num_workers)
         if math.prod(y.shape[1:]) > self.num_workers:
             return self.decode_by_matrix_with_status(y, mask)
-        spline = fit_smoothing_spline_with_status(
-            self.beta, y, self.lam_dec, mask, solver=self.solver
+        if self.solver == "kernel":
+            spline = fit_smoothing_spline_with_status(
+                self.beta, y, self.lam_dec, mask, solver=self.solver
+            )
+            return Decoded(spline(self.alpha), spline.status)
+        out = self.decode_batch_with_status(y, mask[None])
+        return Decoded(out.value[0], out.status[0])
+
+    def decode_batch_with_status(
+        self, y: Shaped[ArrayLike, "n ..."], masks: Bool[ArrayLike, "p n"]
+    ) -> Decoded:
+        """:meth:`decode_with_status` for every row of ``masks``, batch-native.
+
+        The masks are the vectorised axis of one forward/backward smoother pass
+        (:mod:`gcc_jax._kalman_batch`) that returns the spline only at ``alpha``: values
+        ``(p, k, *m)`` and statuses ``(p,)`` equal to the per-mask decode (same flags; NaN where
+        not OK). Falls back to ``vmap(decode_with_status)`` for the kernel solver and for more
+        columns than workers (the decoder-matrix path).
+
+        Example:
+            >>> import jax, jax.numpy as jnp, gcc_jax as gcc
+            >>> code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=16)
+            >>> y = code.worker_outputs(jnp.sin, jnp.linspace(-1.0, 1.0, 4)[:, None])
+            >>> masks = gcc.sample_masks(jax.random.key(0), 16, num=8, stragglers=3)
+            >>> out = code.decode_batch_with_status(y, masks)
+            >>> loop = jnp.stack([code.decode_with_status(y, m).value for m in masks])
+            >>> out.value.shape, bool(jnp.allclose(out.value, loop, atol=1e-6))
+            ((8, 4, 1), True)
+        """
+        n = self.num_workers
+        y = check_outputs(y, jnp.ones((n,), bool), n)[0]
+        masks = as_mask_rows(masks, n)
+        if self.solver == "kernel" or math.prod(y.shape[1:]) > n:
+            return super().decode_batch_with_status(y, masks)
+        dtype = float_dtype(self.beta, y)
+        values, status = smooth_batch_with_status(
+            self.beta.astype(dtype),
+            masks,
+            self.lam_dec.astype(dtype),
+            y.reshape(n, -1).astype(dtype),
+            self.alpha.astype(dtype),
         )
-        return Decoded(spline(self.alpha), spline.status)
+        return Decoded(values.reshape((masks.shape[0], self.num_inputs, *y.shape[1:])), status)
