@@ -83,13 +83,13 @@ def auto_chunk_size(num_workers: int, out_size: int) -> int:
     The batch-native O(N) decoder (masks as the vectorised axis) stores per mask and step the
     weighted innovations, ``8 (m + 4)`` bytes in float64, and carries ``~ 8 (3m + 12)`` bytes;
     the carried state of a chunk is kept within 256 KiB (it stays in cache across steps: measured
-    best at 256 masks for N = 100, m = 10 on CPU) and the stored innovations within 64 MiB, so
-    memory is bounded for any N.
+    best at 256 masks for N = 100, m = 10 on CPU) and the stored innovations within 256 MiB, so
+    memory is bounded for any N while large N keeps a vector of at least a few masks.
     """
     num_workers = as_int(num_workers, "num_workers", 1)
     out_size = as_int(out_size, "out_size", 1)
     cache_chunk = (256 << 10) // (8 * (3 * out_size + 12))
-    memory_chunk = (64 << 20) // (8 * num_workers * (out_size + 4))
+    memory_chunk = (256 << 20) // (8 * num_workers * (out_size + 4))
     chunk = max(1, min(cache_chunk, memory_chunk, 256))
     return int(1 << (chunk.bit_length() - 1))
 

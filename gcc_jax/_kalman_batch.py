@@ -78,19 +78,25 @@ def _smooth_core(
     # float32: the value component is propagated with compensated sums (the position along a
     # long run of steps otherwise accumulates ~N·eps; float64 has digits to spare).
     compensate = jnp.finfo(dtype).bits < 64
+    big_y = jnp.asarray(jnp.finfo(dtype).max / 8, dtype)  # a straggler's huge y stays finite
     hr, rr, hn, rho = _grid(tt)
     big = lam_eff > 1
     q = jnp.where(big, 1.0 / jnp.where(big, lam_eff, 1.0), 1.0).astype(dtype)
     r = jnp.where(big, 1.0, lam_eff).astype(dtype)
     rho3 = rho**3
-    c_all = 1.0 / (q[None, :] * rho3[:, None] + r[None, :])  # (L, p): 1/(qρ³ + r)
-    kappa = q[None, :] * rho3[:, None] * c_all
-    nu = r[None, :] * c_all
-    # ratio_i = c_{i+1}/c_i = κ_{i+1}(ρ_i/ρ_{i+1})³ + ν_{i+1}; 1 after the last node.
-    kappa_next = jnp.concatenate([kappa[1:], kappa[-1:]])
-    nu_next = jnp.concatenate([nu[1:], nu[-1:]])
-    ratio = kappa_next * (1.0 / rr[:, None]) ** 3 + nu_next
-    ratio = ratio.at[-1].set(1.0)
+    rho3_next = jnp.concatenate([rho3[1:], rho3[-1:]])
+    inv_rr3 = jnp.where(jnp.arange(tt.shape[0]) < tt.shape[0] - 1, (1.0 / rr) ** 3, 0.0)
+
+    def coefficients(rho3_i, rho3_n, inv_rr3_i, last):
+        """Per-mask ``c_i = 1/(qρ_i³ + r)``, ``ν_i = r c_i``, ``κ_{i+1}`` and ``c_{i+1}/c_i``."""
+        c_i = 1.0 / (q * rho3_i + r)
+        c_n = 1.0 / (q * rho3_n + r)
+        kn = q * rho3_n * c_n
+        ratio = jnp.where(last, 1.0, kn * inv_rr3_i + r * c_n)
+        return c_i, r * c_i, kn, ratio
+
+    last = jnp.arange(tt.shape[0]) == tt.shape[0] - 1
+    kappa0 = q * rho3[0] / (q * rho3[0] + r)
 
     zeros_rp = jnp.zeros((r_cols, p), dtype)
     zeros_p = jnp.zeros((p,), dtype)
@@ -98,23 +104,24 @@ def _smooth_core(
     # β columns: the state at a virtual node one step ρ_0 before the first one (diffuse).
     ab0 = jnp.stack([ones_p, ones_p])
     ab1 = jnp.stack([zeros_p, ones_p])
-    k1st = kappa[0]
-    p_init = (k1st / 3.0, k1st / 2.0, k1st)
+    p_init = (kappa0 / 3.0, kappa0 / 2.0, kappa0)
     buf_d = jnp.zeros((num_out + 1, 2, r_cols, p), dtype)
     buf_b = jnp.zeros((num_out + 1, 2, 2, p), dtype)
     buf_p = jnp.zeros((num_out + 1, 3, p), dtype)
 
     def forward(carry, xs):
         ad0, ad1, ab0, ab1, p00, p01, p11, i00, i01, i11, s0, s1, bd, bb, bp, cd, cb = carry
-        y_i, w_i, c_i, nu_i, kn_i, ratio_i, hr_i, rr_i, hn_i, slot_i = xs
+        y_i, w_i, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, hn_i, slot_i = xs
+        c_i, nu_i, kn_i, ratio_i = coefficients(rho3_i, rho3_n, inv_rr3_i, last_i)
         bd = lax.dynamic_update_index_in_dim(bd, jnp.stack([ad0, ad1]), slot_i, 0)
         bb = lax.dynamic_update_index_in_dim(bb, jnp.stack([ab0, ab1]), slot_i, 0)
         bp = lax.dynamic_update_index_in_dim(bp, jnp.stack([p00, p01, p11]), slot_i, 0)
-        live = w_i > 0
+        # g = 1/F̂ with F̂ = w P̂00 + ν: smooth in w down to 0 when λ > 0 (exact weight gradients)
         f = w_i * p00 + nu_i
+        live = f > 0  # False only for w = 0 at λ = 0
         f_safe = jnp.where(live, f, 1.0)
         g = jnp.where(live, w_i / f_safe, 0.0)
-        vd = jnp.where(live, y_i[:, None] * inv_scale - ad0, 0.0)  # (r, p)
+        vd = jnp.clip(y_i[:, None] * inv_scale, -big_y, big_y) - ad0  # (r, p); finite
         vb = -ab0  # (2, p)
         wg = g * c_i  # 1/F_i, the GLS weight
         wb0, wb1 = wg * vb[0], wg * vb[1]
@@ -153,13 +160,14 @@ def _smooth_core(
         zeros_rp if compensate else None,
         jnp.zeros((2, p), dtype) if compensate else None,
     )
-    xs = (y, w, c_all, nu, kappa_next, ratio, hr, rr, hn, slot)
+    xs = (y, w, rho3, rho3_next, inv_rr3, last, hr, rr, hn, slot)
     carry, (vgd, vgb, k0s, k1s) = lax.scan(forward, init, xs)
     i00, i01, i11, s0, s1, bd, bb, bp = carry[7:15]
 
     def backward(carry, xs):
         rd0, rd1, rb0, rb1, od, ob = carry
-        vgd_i, vgb_i, k0, k1, ratio_i, hr_i, rr_i, slot_i = xs
+        vgd_i, vgb_i, k0, k1, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, slot_i = xs
+        ratio_i = coefficients(rho3_i, rho3_n, inv_rr3_i, last_i)[3]
         # r̂_{i−1} = e0 g v + (c_{i+1}/c_i) Lᵀ r̂_i with L = [[1 − k0, hr], [−k1, rr]]
         a0, b0 = ratio_i * (1.0 - k0), ratio_i * k1
         a1, b1 = ratio_i * hr_i, ratio_i * rr_i
@@ -171,7 +179,7 @@ def _smooth_core(
 
     zeros_2p = jnp.zeros((2, p), dtype)
     init_b = (zeros_rp, zeros_rp, zeros_2p, zeros_2p, jnp.zeros_like(buf_d), jnp.zeros_like(buf_b))
-    xs_b = (vgd, vgb, k0s, k1s, ratio, hr, rr, slot)
+    xs_b = (vgd, vgb, k0s, k1s, rho3, rho3_next, inv_rr3, last, hr, rr, slot)
     (_, _, _, _, od, ob), _ = lax.scan(backward, init_b, xs_b, reverse=True)
 
     bd, bb, bp, od, ob = bd[:num_out], bb[:num_out], bp[:num_out], od[:num_out], ob[:num_out]
@@ -250,11 +258,14 @@ def smooth_at(
     return z[0] / inv[None]
 
 
-def smooth_nodes(t: Array, mask: Array, lam: Array, y: Array) -> tuple[Array, Array]:
-    """Values and slopes of one fitted spline at all nodes, each ``(n, r)`` (no validation)."""
+def smooth_nodes(t: Array, w: Array, lam: Array, y: Array) -> tuple[Array, Array]:
+    """Values and slopes of one fitted spline at all nodes, each ``(n, r)`` (no validation).
+
+    ``w``: weights ``(n,)`` ``≥ 0`` (or a boolean mask); ``λ' = (Σw) λ``, noise ``λ'/w_i``.
+    """
     n = t.shape[0]
     tau, half, _ = _normalise(t, t)
-    w = mask.astype(t.dtype)[:, None]
+    w = jnp.asarray(w).astype(t.dtype)[:, None]
     inv = _scales(y, w)
     lam_eff = lam * jnp.sum(w, axis=0) / half**3
     z, rho = _smooth_core(tau, w, y, inv, lam_eff, jnp.arange(n, dtype=jnp.int32), n)

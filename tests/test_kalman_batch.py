@@ -79,7 +79,7 @@ def test_batch_status_and_straggler_garbage():
     assert int(out.status[1]) == 0  # NaN on a straggler, 1e300 on a live worker: fine
     assert int(out.status[2]) == 0
     assert int(out.status[3]) == gcc.Status.NONFINITE_DATA
-    assert np.all(np.isnan(out.value[[0, 1, 3]]))
+    assert np.all(np.isnan(np.asarray(out.value)[[0, 3]]))
     ref = code.decode(jnp.where(masks[2][:, None], y_bad, 0.0), jnp.asarray(masks[2]))
     np.testing.assert_allclose(out.value[2], ref, rtol=1e-12)
     # a straggler's NaN never reaches the gradient
