@@ -6,7 +6,7 @@ functions (a plain-text table, figures), a ``save_*`` function writing them with
 registered in :data:`COMMANDS` (what ``gcc-jax`` lists).
 """
 
-from . import _serve_command, demo, dnn, learned, poly, rates, regimes, tune
+from . import _serve_command, adversarial, demo, dnn, learned, poly, rates, regimes, tune
 from ._command import Command as Command
 from ._io import SCHEMA_VERSION as SCHEMA_VERSION
 from ._io import ExperimentResult as ExperimentResult
@@ -44,5 +44,6 @@ COMMANDS: tuple[Command, ...] = (
     _serve_command.COMMAND,
     learned.COMMAND,
     tune.COMMAND,
+    adversarial.COMMAND,
 )
 """The ``gcc-jax`` subcommands, in ``--help`` order."""
