@@ -78,6 +78,7 @@ DEFAULTS = dict(
     pgd_steps=40,
     search=dict(restarts=2, proposals=32, max_iters=4, patience=2),
     lenet_epochs=5,
+    rate_positions="sample",
 )
 """Full-size keyword arguments of :func:`run_adversarial` (the command line's defaults)."""
 
@@ -94,14 +95,16 @@ TOY = dict(
     pgd_steps=5,
     search=dict(restarts=1, proposals=4, max_iters=1, patience=1),
     lenet_epochs=1,
+    rate_positions="sample",
 )
 """Toy sizes (``--toy``)."""
 
 METRICS = {
     "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² of one coded job after the attack",
     "worst": "largest loss over the strategies (max, sign_flip, random, bias on a contiguous "
-    "block, and the gradient attack at the worst positions found by local search): a lower "
-    "bound on the supremum over all adversaries",
+    "block, and the gradient attack at the worst positions found by local search in the table, "
+    "at the worst of four sampled position sets in the rates by default): a lower bound on the "
+    "supremum over all adversaries",
     "slope": "least-squares slope of log(mean worst loss) against log N",
     "theory_slope": "the paper's rate exponent 6/5 (a − 1) for γ = N^a",
 }
@@ -181,8 +184,12 @@ def _make_decoder(name: str, k: int, n: int, gamma: int, lam: float, degree: int
     raise ValueError(f"unknown decoder {name!r}; use {DECODERS}")
 
 
-def _losses(code, f, x, gamma, bound, strategies, key, pgd_steps, search) -> dict[str, float]:
-    """Loss after each strategy (fixed ones at random/contiguous positions, pgd at the worst)."""
+def _losses(
+    code, f, x, gamma, bound, strategies, key, pgd_steps, search, positions="search"
+) -> dict[str, float]:
+    """Loss after each strategy: fixed ones at random (``"bias"``: contiguous) positions; pgd at
+    the worst positions found by the search (``positions="search"``) or the worst of four
+    sampled position sets (``"sample"``: two random, a random block, the block at the end)."""
     xj = jnp.asarray(x)
     yt, fx = code.worker_outputs(f, xj), jax.vmap(f)(xj)
     n = code.num_workers
@@ -190,11 +197,25 @@ def _losses(code, f, x, gamma, bound, strategies, key, pgd_steps, search) -> dic
     k_pos, k_block, k_att = jax.random.split(key, 3)
     for s in strategies:
         adversary = Adversary(bound, s, steps=pgd_steps)
-        if s == "pgd":
+        if s == "pgd" and positions == "search":
             res = worst_case_adversaries(
                 code, yt, fx, adversary, gamma, key=k_att, chunk_size=16, **search
             )
             out[s] = float(res.loss)
+            continue
+        if s == "pgd":
+            keys = jax.random.split(k_pos, 3)
+            sets = [
+                adversary_positions(keys[0], n, gamma),
+                adversary_positions(keys[1], n, gamma),
+                adversary_positions(keys[2], n, gamma, kind="contiguous"),
+                jnp.arange(n) >= n - gamma,
+            ]
+            vals = []
+            for adv in sets:
+                loss, status = attack_loss(code, yt, fx, adv, adversary, key=k_att)
+                vals.append(float(loss) if int(status) == 0 else float("inf"))
+            out[s] = max(vals)
             continue
         kind = "contiguous" if s == "bias" else "random"
         adv = adversary_positions(k_block if kind == "contiguous" else k_pos, n, gamma, kind=kind)
@@ -224,6 +245,7 @@ def run_adversarial(
     pgd_steps: int = DEFAULTS["pgd_steps"],
     search: dict | None = None,
     lenet_epochs: int = DEFAULTS["lenet_epochs"],
+    rate_positions: str = DEFAULTS["rate_positions"],
     seed: int = 0,
     progress: bool = True,
 ) -> ExperimentResult:
@@ -246,6 +268,9 @@ def run_adversarial(
         search: worst-case position search settings (``restarts``, ``proposals``,
             ``max_iters``, ``patience``).
         lenet_epochs: training epochs of LeNet-5 (cached).
+        rate_positions: where the gradient attack puts its adversaries in the rate experiment:
+            ``"search"`` (the worst-case search, as in the table) or ``"sample"`` (the worst of
+            four sampled position sets; much cheaper at large ``N``, a weaker adversary).
         seed: seeds inputs, positions, attacks and training.
         progress: one line per measurement on stderr.
 
@@ -283,7 +308,7 @@ def run_adversarial(
             code = _make_decoder("gcc", num_inputs, n_cal, g_cal, lam, None)
             losses = _losses(
                 code, job.f, x, g_cal, job.bound, cal_strategies,
-                jax.random.key(seed + 1), pgd_steps, search,
+                jax.random.key(seed + 1), pgd_steps, search, positions=rate_positions,
             )  # fmt: skip
             scores[c] = max(losses.values())
             _log(progress, f"calibrate {name}: N={n_cal} γ={g_cal} c={c:g} worst={scores[c]:.3e}")
@@ -310,9 +335,10 @@ def run_adversarial(
                     key = jax.random.key(seed * 1000 + trial)
                     per_trial.append(
                         _losses(
-                            code, job.f, x, gamma, job.bound, strategies, key, pgd_steps, search
+                            code, job.f, x, gamma, job.bound, strategies, key, pgd_steps, search,
+                            positions=rate_positions,
                         )
-                    )
+                    )  # fmt: skip
                 worst = [max(t.values()) for t in per_trial]
                 rows.append(
                     dict(
@@ -381,6 +407,7 @@ def run_adversarial(
         table_workers=n, table_adversaries=gamma, decoders=list(decoders),
         strategies=list(strategies), trials=trials, constants=list(constants),
         pgd_steps=pgd_steps, search=search, lenet_epochs=lenet_epochs,
+        rate_positions=rate_positions,
         bounds={name: job.bound for name, job in jobs.items()},
         dtype=str(jnp.zeros(()).dtype),
     )  # fmt: skip
@@ -505,6 +532,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trials", type=int, help="jobs per cell (3)")
     p.add_argument("--pgd-steps", type=int, help="gradient-attack steps (40)")
     p.add_argument("--lenet-epochs", type=int, help="LeNet-5 training epochs (5, cached)")
+    p.add_argument(
+        "--rate-positions", choices=("sample", "search"), help="pgd positions in the rates (sample)"
+    )
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
@@ -519,6 +549,7 @@ def _config(args: argparse.Namespace, toy: bool) -> dict:
         trials=args.trials,
         pgd_steps=args.pgd_steps,
         lenet_epochs=args.lenet_epochs,
+        rate_positions=args.rate_positions,
     )
     config = merge_config(DEFAULTS, TOY if toy else None, flags)
     return config | dict(decoders=args.decoders, strategies=args.strategies)
