@@ -204,7 +204,7 @@ ALL_CODES: list[CodeCase] = [
         f=_smooth,
         x=_X,
         max_stragglers=4,
-        undecodable=_only(10, [3, 6]),  # 2 live < 2 + trim
+        undecodable=_only(10, [3]),
         flag=gcc.Status.TOO_FEW_LIVE,
         tol_all_live=0.1,
     ),

@@ -166,7 +166,9 @@ def test_status_and_errors():
     code, y, _, _ = _setup()
     rob = gcc.RobustSplineCode.from_spline(code, loss="trim", trim=3)
     few = np.zeros(30, bool)
-    few[:4] = True
+    few[:4] = True  # 4 live < 2 + trim: keeps the 2 best-fitting
+    assert int(rob.decode_with_status(y, few).status) == 0
+    few[1:4] = False
     out = rob.decode_with_status(y, few)
     assert int(out.status) & int(gcc.Status.TOO_FEW_LIVE) and np.all(np.isnan(out.value))
     bad = y.copy()

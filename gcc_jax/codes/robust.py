@@ -109,15 +109,16 @@ def robust_weights(
     """IRLS weights ``w_i = ψ(u_i)/u_i`` of the live workers from residual norms ``r_i``.
 
     ``u_i = r_i / σ``, ``σ = max(1.4826 · median_live(r), floor)`` (MAD about 0: the residuals
-    of a good fit are centred). Huber: ``w = min(1, c/u)``; Tukey: ``w = (1 − (u/c)²)²`` for
-    ``u < c`` else 0; trim: 1 for the ``n_live − trim`` smallest residuals, 0 for the rest.
+    of a good fit are centred; ``floor`` = the code's ``min_scale`` or round-off). Huber:
+    ``w = min(1, c/u)``; Tukey: ``w = (1 − (u/c)²)²`` for ``u < c`` else 0; trim: 1 for the
+    ``max(n_live − trim, 2)`` smallest residuals, 0 for the rest.
     Dead workers get 0.
     """
     if loss == "trim":
         n_live = jnp.sum(mask)
         order = jnp.argsort(jnp.where(mask, residual, jnp.inf))
         rank = jnp.argsort(order)
-        keep = mask & (rank < n_live - trim)
+        keep = mask & (rank < jnp.maximum(n_live - trim, 2))
         return keep.astype(residual.dtype)
     sigma = jnp.maximum(_MAD * _masked_median(residual, mask), floor)
     u = residual / sigma
@@ -135,7 +136,7 @@ def _weighted_fit(beta, y_flat, lam, w, alpha):
     return weighted_fit_eval(beta, w, lam, y_flat, alpha)
 
 
-@functools.partial(jax.jit, static_argnames=("loss", "iterations", "tuning", "trim"))
+@functools.partial(jax.jit, static_argnames=("loss", "iterations", "tuning", "trim", "min_scale"))
 def robust_fit(
     beta: Array,
     y_flat: Array,
@@ -147,6 +148,7 @@ def robust_fit(
     iterations: int,
     tuning: float,
     trim: int,
+    min_scale: float = 0.0,
 ) -> tuple[Array, Array]:
     """Fixed-count IRLS: decoded values at ``alpha`` ``(q, r)`` and the final weights ``(n,)``.
 
@@ -161,7 +163,7 @@ def robust_fit(
     w0 = mask.astype(dtype)
     live_y = jnp.where(mask[:, None], y_flat, 0.0)
     scale = jnp.sqrt(jnp.sum(live_y * live_y) / jnp.maximum(jnp.sum(w0) * m, 1.0))
-    floor = jnp.finfo(dtype).eps * 16 * (scale + jnp.finfo(dtype).tiny)
+    floor = jnp.maximum(jnp.finfo(dtype).eps * 16 * (scale + jnp.finfo(dtype).tiny), min_scale)
 
     def residuals(w):
         at_nodes, _ = _weighted_fit(beta, y_flat, lam, w, alpha)
@@ -202,7 +204,10 @@ class RobustSplineCode(AbstractCode):
     * ``"tukey"``: Tukey's biweight ``w_n = (1 − (u_n/c)²)²₊`` (``c = 4.685``), which rejects
       outliers completely (first half of the steps use Huber weights as a robust start);
     * ``"trim"``: ``w_n = 1`` for the ``n_live − trim`` live workers with the smallest residuals,
-      0 for the rest (least trimmed squares by alternation).
+      0 for the rest (least trimmed squares by alternation); with fewer than ``trim + 2`` live
+      workers it keeps the 2 best (a spline needs 2), so it decodes whatever a spline decodes
+      (deadline decoding, and services that treat codes decoding from fewer than ``K`` results
+      as approximate, rely on this).
 
     ``u_n = r_n/σ`` with ``r_n = ‖y~_n − u_dec(beta_n)‖/√m`` the worker's RMS residual over the
     output coordinates (an adversary corrupts a whole worker, so one weight per worker) and
@@ -225,6 +230,11 @@ class RobustSplineCode(AbstractCode):
         iterations: IRLS steps (fixed; ``0`` = the plain :class:`SplineCode` decoder).
         tuning: the Huber/Tukey constant ``c`` (in units of σ; ``None``: 1.345 / 4.685).
         trim: workers dropped by ``"trim"`` (typically ``γ``).
+        min_scale: a floor on the residual scale ``σ``, in output units (default 0: only a
+            round-off floor). With noiseless workers the honest residuals are pure smoothing
+            bias, concentrated where the spline bends most; a MAD scale of such tiny, structured
+            residuals lets Huber/Tukey down-weight honest workers. Set it to the residual level
+            that does not matter for your outputs (e.g. ``1e-2`` for probabilities).
         solver: the spline solver of the encoder (see :class:`gcc_jax.SplineCode`).
 
     Example:
@@ -247,6 +257,7 @@ class RobustSplineCode(AbstractCode):
     iterations: int = dataclasses.field(default=10, metadata=dict(static=True))
     tuning: float | None = dataclasses.field(default=None, metadata=dict(static=True))
     trim: int = dataclasses.field(default=0, metadata=dict(static=True))
+    min_scale: float = dataclasses.field(default=0.0, metadata=dict(static=True))
     solver: str = dataclasses.field(
         default=SplineCode.__dataclass_fields__["solver"].default, metadata=dict(static=True)
     )
@@ -262,6 +273,10 @@ class RobustSplineCode(AbstractCode):
         if self.loss != "trim" and not (np.isfinite(tuning) and tuning > 0):
             raise ValueError(f"`tuning` must be finite and > 0; got {self.tuning!r}")
         object.__setattr__(self, "tuning", float(tuning))
+        min_scale = float(self.min_scale)
+        if not (np.isfinite(min_scale) and min_scale >= 0):
+            raise ValueError(f"`min_scale` must be finite and >= 0; got {self.min_scale!r}")
+        object.__setattr__(self, "min_scale", min_scale)
         for name in ("lam_enc", "lam_dec"):
             value = getattr(self, name)
             if isinstance(value, int | float | np.number):
@@ -287,6 +302,7 @@ class RobustSplineCode(AbstractCode):
         iterations: int = 10,
         tuning: float | None = None,
         trim: int = 0,
+        min_scale: float = 0.0,
         solver: str | None = None,
         dtype=None,
     ) -> "RobustSplineCode":
@@ -299,7 +315,9 @@ class RobustSplineCode(AbstractCode):
             dtype=dtype,
             **({} if solver is None else {"solver": solver}),
         )
-        return cls.from_spline(base, loss=loss, iterations=iterations, tuning=tuning, trim=trim)
+        return cls.from_spline(
+            base, loss=loss, iterations=iterations, tuning=tuning, trim=trim, min_scale=min_scale
+        )
 
     @classmethod
     def from_spline(
@@ -310,6 +328,7 @@ class RobustSplineCode(AbstractCode):
         iterations: int = 10,
         tuning: float | None = None,
         trim: int = 0,
+        min_scale: float = 0.0,
     ) -> "RobustSplineCode":
         """The robust decoder on top of an existing :class:`SplineCode` (same leaves)."""
         if not isinstance(code, SplineCode):
@@ -323,6 +342,7 @@ class RobustSplineCode(AbstractCode):
             iterations=iterations,
             tuning=tuning,
             trim=trim,
+            min_scale=min_scale,
             solver=code.solver,
         )
 
@@ -341,8 +361,8 @@ class RobustSplineCode(AbstractCode):
 
     @property
     def min_live(self) -> int:
-        """Live workers needed: 2 for a spline, plus ``trim`` for ``"trim"``."""
-        return 2 + (self.trim if self.loss == "trim" else 0)
+        """Live workers needed: 2 (a smoothing spline needs 2 points)."""
+        return 2
 
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         """Every estimate when at least :attr:`min_live` workers are live."""
@@ -360,7 +380,7 @@ class RobustSplineCode(AbstractCode):
     ) -> Decoded:
         """The IRLS decode at ``alpha`` with its status; never raises on value problems.
 
-        Status flags: ``TOO_FEW_LIVE`` (fewer than ``2 + trim`` live workers), ``NONFINITE_DATA``
+        Status flags: ``TOO_FEW_LIVE`` (fewer than 2 live workers), ``NONFINITE_DATA``
         (NaN/Inf from a live worker: an honest-but-broken worker is reported, not silently
         down-weighted), ``BAD_NODES``, ``NEGATIVE_LAM``, ``NONFINITE_RESULT``.
         """
@@ -396,6 +416,7 @@ class RobustSplineCode(AbstractCode):
             iterations=self.iterations,
             tuning=self.tuning,
             trim=self.trim,
+            min_scale=self.min_scale,
         )
         status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
         value = jnp.where(status == 0, value, jnp.nan)
@@ -416,5 +437,6 @@ class RobustSplineCode(AbstractCode):
             iterations=self.iterations,
             tuning=self.tuning,
             trim=self.trim,
+            min_scale=self.min_scale,
         )
         return w

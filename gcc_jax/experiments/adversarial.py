@@ -15,8 +15,9 @@ found by :func:`gcc_jax.worst_case_adversaries`. Reported: the mean over ``trial
 **Table**. At one ``(N, γ)``, every decoder against every adversary, each cell the mean over
 ``trials`` jobs of the loss: GCC with the paper's λ, GCC with ``λ = 0`` (what a straggler-only
 deployment uses), the robust decoders (:class:`gcc_jax.RobustSplineCode`: Huber, Tukey, trimming
-``γ``), BACC without error location, ApproxIFER (:class:`gcc_jax.ApproxIFERCode`, ``A = γ``) and,
-for the polynomial job only, LCC with error correction (:class:`gcc_jax.LagrangeECCode`).
+``γ``; residual-scale floor ``10⁻³ M``), BACC without error location, ApproxIFER
+(:class:`gcc_jax.ApproxIFERCode`, ``A = γ``) and, for the polynomial job only, LCC with error
+correction (:class:`gcc_jax.LagrangeECCode`).
 
 Functions: ``xsinx`` (``x·sin x``, ``x_k ~ U(−3, 3)``, ``M = 2``), ``cubic`` (``x³ − 3x``,
 ``x_k ~ U(−2, 2)``, ``M = 2``; degree 3 so LCC-EC applies) and ``lenet5`` (LeNet-5 logits on
@@ -74,7 +75,7 @@ DEFAULTS = dict(
     table_workers=80,
     table_adversaries=3,
     trials=3,
-    constants=(1e-4, 1e-3, 1e-2, 1e-1, 1.0),
+    constants=(1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
     pgd_steps=40,
     search=dict(restarts=2, proposals=32, max_iters=4, patience=2),
     lenet_epochs=5,
@@ -163,14 +164,18 @@ class _Job:
         return self._images[rng.choice(len(self._images), self.k, replace=False)]
 
 
-def _make_decoder(name: str, k: int, n: int, gamma: int, lam: float, degree: int | None):
+def _make_decoder(
+    name: str, k: int, n: int, gamma: int, lam: float, degree: int | None, bound: float = 1.0
+):
     base = SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=lam)
     if name == "gcc":
         return base
     if name == "gcc-lam0":
         return SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=0.0)
     if name in ("huber", "tukey", "trim"):
-        return RobustSplineCode.from_spline(base, loss=name, iterations=10, trim=gamma)
+        return RobustSplineCode.from_spline(
+            base, loss=name, iterations=10, trim=gamma, min_scale=1e-3 * bound
+        )
     if name == "bacc":
         return BerrutCode.chebyshev(num_inputs=k, num_workers=n)
     if name == "approxifer":
@@ -374,7 +379,7 @@ def run_adversarial(
         job = jobs[name]
         lam = adversarial_lam_dec(n, gamma, job.bound, constant=calibration[name]["constant"])
         for dname in decoders:
-            code = _make_decoder(dname, num_inputs, n, gamma, lam, job.degree)
+            code = _make_decoder(dname, num_inputs, n, gamma, lam, job.degree, job.bound)
             if code is None:
                 continue
             per_trial = []
