@@ -2,8 +2,8 @@
 parity, learned; robust, approxifer, lagrange_ec for Byzantine workers)."""
 
 from ._base import AbstractCode as AbstractCode
-from ._base import AbstractNodeCode as AbstractNodeCode
 from ._base import AbstractLinearCode as AbstractLinearCode
+from ._base import AbstractNodeCode as AbstractNodeCode
 from ._base import Decoded as Decoded
 from ._base import Encoded as Encoded
 from .approxifer import ApproxIFERCode as ApproxIFERCode

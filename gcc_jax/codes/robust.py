@@ -31,10 +31,10 @@ from .._misc import (
     lam_status,
     node_status,
 )
+from .._spline import fit_smoothing_spline_with_status
 from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, Shaped
 from ._base import AbstractCode, Decoded, Encoded
-from ._weighted_dev import weighted_fit_eval
 from .spline import SplineCode
 
 __all__ = ["RobustSplineCode", "adversarial_lam_dec"]
@@ -131,12 +131,19 @@ def robust_weights(
     return jnp.where(mask, w, 0.0).astype(residual.dtype)
 
 
-def _weighted_fit(beta, y_flat, lam, w, alpha):
-    """Weighted smoothing spline through ``(beta, y)``: values at ``beta`` and at ``alpha``."""
-    return weighted_fit_eval(beta, w, lam, y_flat, alpha)
+def _weighted_fit(beta, y_flat, lam, w, alpha, solver):
+    """Weighted smoothing spline through ``(beta, y)``: values at ``beta`` and at ``alpha``.
+
+    :func:`gcc_jax.fit_smoothing_spline` with ``weights=w``: minimises
+    ``(1/Σw) Σ w_i (y_i − s(β_i))² + λ ∫ s''²``.
+    """
+    spline = fit_smoothing_spline_with_status(beta, y_flat, lam, weights=w, solver=solver)
+    return spline.values, spline(alpha)
 
 
-@functools.partial(jax.jit, static_argnames=("loss", "iterations", "tuning", "trim", "min_scale"))
+@functools.partial(
+    jax.jit, static_argnames=("loss", "iterations", "tuning", "trim", "min_scale", "solver")
+)
 def robust_fit(
     beta: Array,
     y_flat: Array,
@@ -149,6 +156,7 @@ def robust_fit(
     tuning: float,
     trim: int,
     min_scale: float = 0.0,
+    solver: str = "kalman",
 ) -> tuple[Array, Array]:
     """Fixed-count IRLS: decoded values at ``alpha`` ``(q, r)`` and the final weights ``(n,)``.
 
@@ -166,7 +174,7 @@ def robust_fit(
     floor = jnp.maximum(jnp.finfo(dtype).eps * 16 * (scale + jnp.finfo(dtype).tiny), min_scale)
 
     def residuals(w):
-        at_nodes, _ = _weighted_fit(beta, y_flat, lam, w, alpha)
+        at_nodes, _ = _weighted_fit(beta, y_flat, lam, w, alpha, solver)
         d = jnp.where(mask[:, None], y_flat - at_nodes, 0.0)
         ss = jnp.sum(d * d, axis=1) / m
         pos = ss > 0  # sqrt's gradient at 0 is infinite: keep zeros out of it
@@ -181,7 +189,7 @@ def robust_fit(
         return robust_weights(r, mask, loss, tuning, trim, floor)
 
     w = lax.fori_loop(0, iterations, step, w0)
-    _, at_alpha = _weighted_fit(beta, y_flat, lam, w, alpha)
+    _, at_alpha = _weighted_fit(beta, y_flat, lam, w, alpha, solver)
     return at_alpha, w
 
 
@@ -235,7 +243,8 @@ class RobustSplineCode(AbstractCode):
             bias, concentrated where the spline bends most; a MAD scale of such tiny, structured
             residuals lets Huber/Tukey down-weight honest workers. Set it to the residual level
             that does not matter for your outputs (e.g. ``1e-2`` for probabilities).
-        solver: the spline solver of the encoder (see :class:`gcc_jax.SplineCode`).
+        solver: the spline solver of the encoder and of every weighted fit (see
+            :class:`gcc_jax.SplineCode`).
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
@@ -417,6 +426,7 @@ class RobustSplineCode(AbstractCode):
             tuning=self.tuning,
             trim=self.trim,
             min_scale=self.min_scale,
+            solver=self.solver,
         )
         status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
         value = jnp.where(status == 0, value, jnp.nan)
@@ -438,5 +448,6 @@ class RobustSplineCode(AbstractCode):
             tuning=self.tuning,
             trim=self.trim,
             min_scale=self.min_scale,
+            solver=self.solver,
         )
         return w
