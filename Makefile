@@ -16,7 +16,11 @@ run: $(STAMP)
 	$(BIN)/gcc-jax run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
+
+# The same suite with every gcc_jax annotation checked at call time (jaxtyping + beartype).
+test-types: $(STAMP)
+	$(BIN)/python -m pytest -q --jaxtyping-packages=gcc_jax,beartype.beartype
 
 bench: $(STAMP)
 	$(BIN)/python bench/monte_carlo.py

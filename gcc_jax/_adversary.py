@@ -74,7 +74,7 @@ class Adversary:
         (2.0, True)
     """
 
-    bound: Float[Array, ""]
+    bound: Float[ArrayLike, ""]
     strategy: str = dataclasses.field(default="pgd", metadata=dict(static=True))
     steps: int = dataclasses.field(default=50, metadata=dict(static=True))
     learning_rate: float = dataclasses.field(default=0.1, metadata=dict(static=True))

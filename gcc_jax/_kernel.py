@@ -32,7 +32,7 @@ from ._types import Array, Float
 __all__ = ["kernel", "kernel_ds", "solve_kernel"]
 
 
-def kernel(s: Float[Array, "*a"], t: Float[Array, "*a"], anchor) -> Float[Array, "*a"]:
+def kernel(s: Float[Array, "..."], t: Float[Array, "..."], anchor) -> Float[Array, "..."]:
     """Cubic-spline reproducing kernel ``R(s, t) = (u − a)²(3v − u − 2a)/6`` (broadcasting).
 
     ``u = min(s, t)``, ``v = max(s, t)``, ``a = anchor``. For ``s, t ≥ a`` this is

@@ -1,10 +1,19 @@
-"""Tests run in float64 (reference comparisons), on the CPU."""
+"""Shared fixtures for the tests (the session set-up, x64 included, is in ../conftest.py)."""
 
-import os
+import jaxtyping
+import pytest
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("GCC_JAX_TOY", "1")
 
-import jax  # noqa: E402
+@pytest.fixture
+def without_jaxtyping():
+    """Turn jaxtyping's runtime shape checks off for one test.
 
-jax.config.update("jax_enable_x64", True)
+    ``make test`` checks every gcc_jax annotation at call time (``--jaxtyping-packages``). Tests
+    of gcc_jax's *own* validation (the messages users see, which name the argument) request
+    this fixture, since jaxtyping would otherwise reject the bad input first.
+    """
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)

@@ -24,10 +24,22 @@ def case(request) -> CodeCase:
     return request.param
 
 
+_BUILT: dict[str, tuple] = {}
+
+
 def _setup(case: CodeCase):
-    code = case.build()
-    y = code.worker_outputs(case.f, case.x)
-    return code, y
+    """The code and its worker outputs, built once per session (codes are immutable)."""
+    if case.name not in _BUILT:
+        code = case.build()
+        _BUILT[case.name] = code, code.worker_outputs(case.f, case.x)
+    return _BUILT[case.name]
+
+
+# One jitted function per operation, shared by the tests: compiled once per code (the code is an
+# argument, so its static fields and leaf shapes key the cache).
+_ENC = jax.jit(lambda c, x: c.encode_with_status(x))
+_DEC = jax.jit(lambda c, y, m: c.decode_with_status(y, m))
+_AVAILABLE = jax.jit(lambda c, m: c.available(m))
 
 
 def _masks(case: CodeCase, n: int, seed: int = 0) -> np.ndarray:
@@ -65,7 +77,7 @@ def test_worker_outputs_shape_and_no_straggler_accuracy(case):
 def test_encode_jit_equals_eager(case):
     code = case.build()
     eager = code.encode_with_status(case.x)
-    jitted = jax.jit(lambda c, x: c.encode_with_status(x))(code, jnp.asarray(case.x))
+    jitted = _ENC(code, jnp.asarray(case.x))
     assert int(eager.status) == int(jitted.status) == 0
     assert eager.value.shape == (code.num_workers, *case.x.shape[1:])
     _close(jitted.value, eager.value)
@@ -74,10 +86,9 @@ def test_encode_jit_equals_eager(case):
 
 def test_decode_jit_equals_eager(case):
     code, y = _setup(case)
-    dec = jax.jit(lambda c, y, m: c.decode_with_status(y, m))
     for mask in _masks(case, code.num_workers):
         eager = code.decode_with_status(y, mask)
-        jitted = dec(code, y, jnp.asarray(mask))
+        jitted = _DEC(code, y, jnp.asarray(mask))
         assert int(eager.status) == int(jitted.status)
         _close(jitted.value, eager.value, equal_nan=True)
 
@@ -138,6 +149,7 @@ def test_compiles_once_across_masks_and_leaves(case):
         chex.clear_trace_counter()
 
 
+@pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
 def test_bad_shapes_and_masks_raise_naming_the_argument(case):
     code, y = _setup(case)
     n, k = code.num_workers, code.num_inputs
@@ -165,13 +177,16 @@ def test_bad_shapes_and_masks_raise_naming_the_argument(case):
     with pytest.raises(TypeError, match="`x`"):
         code.encode_with_status(np.full(case.x.shape, "a"))
     with pytest.raises(TypeError, match="`mask`"):  # also under jit: static checks stay static
-        jax.jit(lambda m: code.decode_with_status(y, m))(jnp.ones(n, jnp.int32))
+        _DEC(code, y, jnp.ones(n, jnp.int32))
 
 
 def test_status_flags_under_jit(case):
     code, y = _setup(case)
     n = code.num_workers
-    dec = jax.jit(lambda y, m: code.decode_with_status(y, m))
+
+    def dec(y, m):
+        return _DEC(code, y, m)
+
     ok = jnp.ones(n, bool)
     # NaN from a live worker: flagged, value NaN
     out = dec(y.at[0].set(jnp.nan), ok)
@@ -192,7 +207,7 @@ def test_status_flags_under_jit(case):
             code.decode(y, case.undecodable)
         assert type(code).__name__ in gcc.describe_status(case.flag, code)
     # the encoder: NaN in x is flagged under jit, value NaN or the NaN passed through
-    enc = jax.jit(lambda x: code.encode_with_status(x))(jnp.asarray(case.x).at[0, 0].set(jnp.nan))
+    enc = _ENC(code, jnp.asarray(case.x).at[0, 0].set(jnp.nan))
     assert int(enc.status) & int(gcc.Status.NONFINITE_DATA)
     with pytest.raises(gcc.GCCValueError, match="NaN"):
         code.encode(np.where(np.eye(*case.x.shape, dtype=bool), np.nan, case.x))
@@ -218,7 +233,7 @@ def test_available_shape_and_agreement_with_decode(case):
         np.testing.assert_array_equal(
             np.asarray(other.value)[~avail], np.asarray(out.value)[~avail]
         )
-    jitted = jax.jit(code.available)(jnp.asarray(case.undecodable))
+    jitted = _AVAILABLE(code, jnp.asarray(case.undecodable))
     np.testing.assert_array_equal(jitted, code.available(case.undecodable))
 
 

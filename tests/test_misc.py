@@ -16,6 +16,9 @@ import pytest
 import gcc_jax as gcc
 from gcc_jax import tuning
 
+# These tests check gcc_jax's own validation (what users see), not the annotations.
+pytestmark = pytest.mark.usefixtures("without_jaxtyping")
+
 T = np.linspace(-1.0, 1.0, 8)
 X = np.random.default_rng(0).normal(size=(3, 2))
 

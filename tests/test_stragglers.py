@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import gcc_jax as gcc
+from gcc_jax import _stragglers as stragglers_module
 
 
 @pytest.mark.parametrize("n, s", [(5, 0), (10, 3), (30, 29), (7, 7)])
@@ -67,11 +68,13 @@ def test_all_subsets_reachable_small():
     assert seen == set(itertools.combinations(range(5), 2))
 
 
-def test_large_batches_are_sampled_blockwise_and_stay_exact():
-    m = np.asarray(gcc.sample_masks(jax.random.key(5), 6, num=70_000, stragglers=2))
-    assert m.shape == (70_000, 6)
+def test_large_batches_are_sampled_blockwise_and_stay_exact(monkeypatch):
+    # Blocks of 1000 rows instead of 65536: the same code path at toy size.
+    monkeypatch.setattr(stragglers_module, "_BLOCK", 1000)
+    m = np.asarray(gcc.sample_masks(jax.random.key(5), 6, num=2_500, stragglers=2))
+    assert m.shape == (2_500, 6)
     np.testing.assert_array_equal((~m).sum(axis=1), 2)
-    # the two blocks are different draws, not a repeat
-    assert not np.array_equal(m[:4464], m[65536:])
-    p = np.asarray(gcc.sample_masks(jax.random.key(6), 4, num=70_000, p=0.25))
+    # the blocks are different draws, not a repeat
+    assert not np.array_equal(m[:500], m[1000:1500]) and not np.array_equal(m[:500], m[2000:])
+    p = np.asarray(gcc.sample_masks(jax.random.key(6), 4, num=2_500, p=0.25))
     assert abs((~p).mean() - 0.25) < 5 * np.sqrt(0.25 * 0.75 / p.size)

@@ -38,8 +38,8 @@ METRICS = {
 }
 
 
-def smooth_map(x: Float[Array, " d"]) -> Float[Array, " d+2"]:
-    """A smooth map ℝ^d → ℝ^(d+2): ``[x·sin(x), tanh(x), mean(cos x), ‖x‖²/d]``."""
+def smooth_map(x: Float[Array, " d"]) -> Float[Array, " 2*d+2"]:
+    """A smooth map ℝ^d → ℝ^(2d+2): ``[x·sin(x), tanh(x), mean(cos x), ‖x‖²/d]``."""
     return jnp.concatenate(
         [x * jnp.sin(x), jnp.tanh(x), jnp.mean(jnp.cos(x))[None], (jnp.sum(x * x) / x.size)[None]]
     )

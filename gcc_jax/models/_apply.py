@@ -35,7 +35,7 @@ _ALIASES = {"lenet": "lenet5", "lenet_5": "lenet5", "small_cnn": "cnn", "smallcn
 MODEL_NAMES = tuple(_MODELS)
 """Names accepted by `make_model`: ``"mlp"``, ``"lenet5"``, ``"cnn"``, ``"vit"``, ``"repvgg"``."""
 
-Params = PyTree[Float[Array, "*shape"]]
+Params = PyTree[Float[Array, "..."]]
 
 
 def canonical_model_name(name: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PyTree
+from jaxtyping import ArrayLike, Float, PyTree
 
 __all__ = [
     "CACHE_ENV_VAR",
@@ -28,7 +28,7 @@ CACHE_ENV_VAR = "GCC_JAX_CACHE"
 
 FORMAT_VERSION = 1
 
-Params = PyTree[Float[Array, "*shape"]]
+Params = PyTree[Float[ArrayLike, "..."]]
 
 
 class CacheError(Exception):

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jaxtyping import Array, ArrayLike, Float, Int, PyTree
+from jaxtyping import Array, ArrayLike, Float, Int, PyTree, Shaped
 from tqdm.auto import tqdm
 
 __all__ = ["Batch", "FitResult", "StepResult", "accuracy", "fit", "make_train_step"]
 
-Params = PyTree[Float[Array, "*shape"]]
+Params = PyTree[Float[Array, "..."]]
 
 
 class Batch(NamedTuple):
@@ -162,10 +162,10 @@ def accuracy(
 
 
 def fit(
-    apply: Callable,
+    apply: Callable | Hashable,
     params: Params,
     x_train: Float[ArrayLike, "n H W C"],
-    y_train: Int[ArrayLike, " n"],
+    y_train: Shaped[ArrayLike, "n ..."],
     *,
     optimizer: optax.GradientTransformation,
     epochs: int,
