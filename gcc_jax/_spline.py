@@ -197,7 +197,9 @@ def _fit_core(t, mask, weights, lam, y_flat, *, solver):
     y_ok = jnp.where(use[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
     values, slopes = SOLVERS[solver](t_ok, w_ok, lam_ok, y_ok)
     finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(slopes))
-    status = status | combine((~finite, Status.NONFINITE_RESULT))
+    # the kernel solver returns NaN when its error estimate exceeds its tolerance
+    flag = Status.ILL_CONDITIONED if solver == "kernel" else Status.NONFINITE_RESULT
+    status = status | combine((~finite & (status == 0), flag))
     ok = status == 0
     return jnp.where(ok, values, jnp.nan), jnp.where(ok, slopes, jnp.nan), status, w
 
