@@ -197,6 +197,7 @@ _SEARCH = (
 
 
 def _rules() -> dict[str, tuple[Rule, ...]]:
+    from .adversarial import DECODERS, STRATEGIES
     from .dnn import CODES
     from .rates import FUNCTIONS
     from .regimes import CODES as REGIME_CODES
@@ -268,6 +269,19 @@ def _rules() -> dict[str, tuple[Rule, ...]]:
             nested("search", _SEARCH),
         ),
         "poly": (count("num_trials", "--trials"), _poly_settings),
+        "adversarial": (
+            sizes(("num_inputs", "--num-inputs/-K"), ("workers", "--workers/-N")),
+            sizes(("num_inputs", "--num-inputs/-K"), ("table_workers", "--table-workers")),
+            real("exponents", "--exponents", 0.0, 1.0, hi_open=True),
+            choice("functions", "--functions", ("xsinx", "lenet5")),
+            choice("table_functions", "--table-functions", ("xsinx", "cubic")),
+            count("table_adversaries", "--table-adversaries", 0),
+            count("trials", "--trials"),
+            count("pgd_steps", "--pgd-steps"),
+            count("lenet_epochs", "--lenet-epochs"),
+            choice("decoders", "--decoders", DECODERS),
+            choice("strategies", "--strategies", STRATEGIES),
+        ),
         "serve-bench": (
             count("num_inputs", "--num-inputs"),
             count("groups", "--groups"),
