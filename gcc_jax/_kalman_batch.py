@@ -298,7 +298,7 @@ def smooth_batch_with_status(
     lam, y, tq = jnp.asarray(lam, dtype), jnp.asarray(y, dtype), jnp.asarray(tq, dtype)
     finite_rows = jnp.all(jnp.isfinite(y), axis=1)
     node_bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
-    lam_bad = ~(lam >= 0)
+    lam_bad = ~(lam >= 0) | ~jnp.isfinite(lam)
     global_status = combine((node_bad, Status.BAD_NODES), (lam_bad, Status.NEGATIVE_LAM))
     status = (
         combine(

@@ -67,7 +67,7 @@ def _value_status(t: Array, w: Array, lam: Array, y_flat: Array | None) -> Array
     """
     flags = [
         (jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t)), Status.BAD_NODES),
-        (~(lam >= 0), Status.NEGATIVE_LAM),
+        (~(lam >= 0) | ~jnp.isfinite(lam), Status.NEGATIVE_LAM),
     ]
     if w.dtype == jnp.bool_:
         live = w

@@ -104,6 +104,7 @@ def test_registry_lists_every_subcommand_once():
         "serve-bench",
         "compare-learned",
         "tune",
+        "adversarial",
     ]
     parser = build_parser()
     for name in names:  # every subcommand has the common flags

@@ -13,7 +13,7 @@ SCRIPT = textwrap.dedent(
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp, numpy as np
     import gcc_jax as gcc
-    from gcc_jax._pipeline import _placement
+    from gcc_jax._evaluator import _placement
 
     devs = jax.devices()
     code = gcc.SplineCode.chebyshev(num_inputs=6, num_workers=40, lam_dec=1e-5)
