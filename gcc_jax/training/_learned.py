@@ -19,15 +19,13 @@ from .._types import Array, ArrayLike, Float
 from ..codes.learned import LearnedCode, check_size, erasure_patterns
 from ..models._coder import decode_outputs, encode_parities
 from ._cached import cached_fit, tree_fingerprint
-from ._loop import fit
 from ._parity import (
     TrainedCode,
-    adam_l2,
     base_outputs,
     batched,
     check_train_args,
+    fit_on_groups,
     print_summary,
-    split_groups,
 )
 
 __all__ = ["train_learned_code"]
@@ -199,28 +197,23 @@ def train_learned_code(
 
     def train():
         y = base_outputs(base_apply, base_params, x_train).reshape(x_train.shape[0], -1)
-        tr, val = split_groups(x_train.shape[0], k, val_fraction, seed)
-        xv, yv = jnp.asarray(x_train[val]), jnp.asarray(y[val])
-        res = fit(
+        return fit_on_groups(
             task,
             init_params,
-            x_train[tr],
-            y[tr],
-            optimizer=adam_l2(float(lr), float(weight_decay)),
-            epochs=int(epochs),
-            batch_size=k * int(groups),
+            x_train,
+            y,
+            k=k,
+            groups=groups,
+            val_fraction=val_fraction,
             seed=seed,
+            lr=lr,
+            weight_decay=weight_decay,
+            epochs=epochs,
             progress=progress,
-            desc=f"train {label}",
+            label=label,
             loss_fn=_learned_loss,
-            validate=lambda p: float(_learned_val_agreement(task, p, xv, yv)),
+            agreement=_learned_val_agreement,
         )
-        meta = {
-            "train_losses": list(res.train_losses),
-            "val_metrics": list(res.val_accuracies),
-            "num_steps": res.num_steps,
-        }
-        return res.params, meta
 
     out = cached_fit(
         "learned", config, init_params, train, cache_dir=cache_dir, use_cache=use_cache

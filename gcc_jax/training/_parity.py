@@ -25,6 +25,7 @@ from ._cached import cached_fit, tree_fingerprint
 from ._loop import fit
 
 __all__ = [
+    "fit_on_groups",
     "TrainedCode",
     "adam_l2",
     "base_outputs",
@@ -150,6 +151,54 @@ def _parity_val_agreement(task: _ParityTask, params: Any, x: Array, y: Array) ->
     return jnp.mean(jnp.argmax(recon, axis=-1) == jnp.argmax(y, axis=-1))
 
 
+def fit_on_groups(
+    task: Any,
+    init_params: Any,
+    x_train: np.ndarray,
+    y: np.ndarray,
+    *,
+    k: int,
+    groups: int,
+    val_fraction: float,
+    seed: int,
+    lr: float,
+    weight_decay: float,
+    epochs: int,
+    progress: bool,
+    label: str,
+    loss_fn: Callable,
+    agreement: Callable,
+) -> tuple[Any, dict]:
+    """The training shared by ParM and learned codes: groups of ``k`` images, Adam + L2.
+
+    Holds out :func:`split_groups`' validation groups, trains with :func:`fit` on the rest and
+    reports the degraded-mode agreement ``agreement(task, params, x_val, y_val)`` per epoch.
+    Returns ``(params, metadata)`` for :func:`cached_fit`.
+    """
+    tr, val = split_groups(x_train.shape[0], k, val_fraction, seed)
+    xv, yv = jnp.asarray(x_train[val]), jnp.asarray(y[val])
+    res = fit(
+        task,
+        init_params,
+        x_train[tr],
+        y[tr],
+        optimizer=adam_l2(float(lr), float(weight_decay)),
+        epochs=int(epochs),
+        batch_size=k * int(groups),
+        seed=seed,
+        progress=progress,
+        desc=f"train {label}",
+        loss_fn=loss_fn,
+        validate=lambda p: float(agreement(task, p, xv, yv)),
+    )
+    meta = {
+        "train_losses": list(res.train_losses),
+        "val_metrics": list(res.val_accuracies),
+        "num_steps": res.num_steps,
+    }
+    return res.params, meta
+
+
 def train_parity_model(
     base_apply: Callable,
     base_params: Any,
@@ -246,28 +295,23 @@ def train_parity_model(
 
     def train():
         y = base_outputs(base_apply, base_params, x_train)
-        tr, val = split_groups(x_train.shape[0], k, val_fraction, seed)
-        xv, yv = jnp.asarray(x_train[val]), jnp.asarray(y[val])
-        res = fit(
+        return fit_on_groups(
             task,
             init_params,
-            x_train[tr],
-            y[tr],
-            optimizer=adam_l2(float(lr), float(weight_decay)),
-            epochs=int(epochs),
-            batch_size=k * int(groups),
+            x_train,
+            y,
+            k=k,
+            groups=groups,
+            val_fraction=val_fraction,
             seed=seed,
+            lr=lr,
+            weight_decay=weight_decay,
+            epochs=epochs,
             progress=progress,
-            desc=f"train {label}",
+            label=label,
             loss_fn=_parity_loss,
-            validate=lambda p: float(_parity_val_agreement(task, p, xv, yv)),
+            agreement=_parity_val_agreement,
         )
-        meta = {
-            "train_losses": list(res.train_losses),
-            "val_metrics": list(res.val_accuracies),
-            "num_steps": res.num_steps,
-        }
-        return res.params, meta
 
     out = cached_fit("parity", config, init_params, train, cache_dir=cache_dir, use_cache=use_cache)
     meta = out.metadata
