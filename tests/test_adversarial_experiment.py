@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from gcc_jax.cli import main
 from gcc_jax.experiments import adversarial
@@ -57,4 +58,7 @@ def test_cli_toy(tmp_path, capsys):
     assert code == 0
     assert "decoder × adversary" in capsys.readouterr().out
     assert (tmp_path / "adversarial.json").exists()
-    assert main(["adversarial", "--toy", "--decoders", "nope", "--out", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exit_info:  # the subcommand's usage error, exit code 2
+        main(["adversarial", "--toy", "--decoders", "nope", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "unknown name 'nope'" in capsys.readouterr().err
