@@ -20,7 +20,7 @@ import numpy as np
 import gcc_jax as gcc
 from gcc_jax.experiments.regimes import GroupedParityCode
 
-__all__ = ["ALL_CODES", "CodeCase", "random_mask"]
+__all__ = ["ALL_CODES", "CodeCase", "garbage_wrong_answers", "random_mask", "robust_service_codes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,3 +231,50 @@ ALL_CODES: list[CodeCase] = [
         tol_all_live=1e-8,  # exact for a degree-2 polynomial
     ),
 ]
+
+
+def garbage_wrong_answers(executor, code, model, *, stragglers: int, queries: int = 12) -> int:
+    """Wrong answers of the coded inference service on ``executor`` (faults already injected).
+
+    A wrong answer is a query whose answer's class (argmax) differs from ``model``'s own
+    prediction on it, or that got no answer. Queries are uniform on ``[−1, 1]³`` with a top-2
+    probability margin of at least 0.1 (a near-tie flips under any approximation, coded or not,
+    and says nothing about adversaries). The executor must have no ``validate``: the garbage
+    reaches the decoder as an ordinary result.
+    """
+    import jax
+
+    from gcc_jax.distributed import CodedInferenceService
+
+    x = np.random.default_rng(1).uniform(-1, 1, size=(16 * queries, 3))
+    probs = np.sort(np.asarray(jax.vmap(model)(jnp.asarray(x))), axis=1)
+    x = x[probs[:, -1] - probs[:, -2] >= 0.1][:queries]
+    assert len(x) == queries
+    truth = np.argmax(np.stack([np.asarray(model(jnp.asarray(v))) for v in x]), axis=1)
+    with CodedInferenceService(executor, code, stragglers=stragglers, timeout_s=60.0) as svc:
+        answers = svc.serve(x)
+    pred = np.array([a.prediction if a.ok else -1 for a in answers])
+    return int(np.sum(pred != truth))
+
+
+def robust_service_codes(num_inputs: int, num_workers: int, gamma: int) -> dict:
+    """The robust decoders the garbage-worker service tests use: Tukey and trimming ``γ``.
+
+    ``λ_dec`` by the paper's rule with ``M = 1`` (probabilities) and ``c = 10⁻²``; the scale
+    floor ``10⁻²`` (residuals below it do not matter for a class decision). Measured on the
+    4-class softmax model of those tests (N = 12, K = 3): ``c = 10⁻³`` leaves Tukey fooled by
+    two garbage workers (7 wrong answers of 12) and ``c = 10⁻¹`` smooths too much (1 wrong
+    answer with no garbage at all); ``c = 10⁻²`` gives 0 with none, one and two.
+    """
+    lam = gcc.adversarial_lam_dec(num_workers, gamma, 1.0, constant=1e-2)
+    return {
+        loss: gcc.RobustSplineCode.chebyshev(
+            num_inputs=num_inputs,
+            num_workers=num_workers,
+            lam_dec=lam,
+            loss=loss,
+            trim=gamma,
+            min_scale=1e-2,
+        )
+        for loss in ("tukey", "trim")
+    }

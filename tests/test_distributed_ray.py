@@ -237,6 +237,46 @@ def test_service_on_ray_answers_every_query_through_faults(pool):
             np.testing.assert_allclose(a.value, ref[a.slot], rtol=1e-9, atol=1e-12)
 
 
+# -- Byzantine workers: the robust decoders of tests/test_adversarial_service.py on Ray -------
+
+N_BYZ, K_BYZ, S_BYZ, GAMMA = 12, 3, 0, 2  # S = 0: every result reaches the decoder
+# the same 4-class softmax model as tests/test_adversarial_service.py
+byzantine_fn = _make_worker_fn(np.random.default_rng(0).normal(size=(4, 3)), np.zeros(4))
+
+
+@pytest.fixture(scope="module")
+def byzantine_pool(cluster):
+    """Twelve actors running one model, no ``validate`` (garbage reaches the decoder)."""
+    ex = RayExecutor(
+        byzantine_fn,
+        num_workers=N_BYZ,
+        input_shape=(3,),
+        input_dtype=np.float64,
+        startup_timeout_s=240,
+    )
+    yield ex
+    ex.close()
+
+
+def test_robust_decoders_on_ray_give_zero_wrong_answers_with_garbage_workers(byzantine_pool):
+    from helpers import garbage_wrong_answers, robust_service_codes
+
+    def wrong(code, garbage):
+        view = byzantine_pool.view(
+            N_BYZ,
+            faults=[Fault(w, "garbage") for w in garbage],
+            delays=DelayModel(num_workers=N_BYZ, shift=0.01, seed=0),
+        )
+        return garbage_wrong_answers(view, code, byzantine_fn, stragglers=S_BYZ)
+
+    plain = gcc.SplineCode.chebyshev(num_inputs=K_BYZ, num_workers=N_BYZ)
+    assert wrong(plain, []) == 0
+    assert wrong(plain, [3]) > 0  # plain GCC is fooled by one garbage worker
+    for loss, code in robust_service_codes(K_BYZ, N_BYZ, GAMMA).items():
+        for garbage in ([3], [3, 8]):  # one, and γ = 2 garbage workers
+            assert wrong(code, garbage) == 0, (loss, garbage)
+
+
 @pytest.fixture(scope="module")
 def model_cache(tmp_path_factory):
     """One checkpoint cache for the module's trained models (the bench and ParM tests)."""

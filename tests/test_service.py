@@ -497,23 +497,30 @@ def test_deadline_sweep_matches_a_loop_over_rounds():
 
 
 def test_exact_and_approximate_codes_are_told_apart_by_the_contract():
-    from gcc_jax.distributed._executor import is_approximate
+    """`AbstractCode.is_exact` (a class constant, no probing) sets the default wait rule."""
+    from gcc_jax.distributed import default_wait_for
 
     parm = gcc.ParityModelCode(jnp.asarray(W_LIN), _linear, num_inputs=2)
-    for code in (gcc.UncodedCode(num_inputs=3), gcc.ReplicationCode(num_inputs=2, num_workers=5)):
-        assert not is_approximate(code)
-    assert not is_approximate(parm)
+    exact = (gcc.UncodedCode(num_inputs=3), gcc.ReplicationCode(num_inputs=2, num_workers=5), parm)
+    for code in exact:
+        assert code.is_exact, type(code).__name__
+        rule = default_wait_for(code)
+        assert callable(rule), type(code).__name__  # wait until every input is available
+        n = code.num_workers
+        assert rule(np.ones(n, bool)) and not rule(np.zeros(n, bool))
     for code in (
         gcc.SplineCode.chebyshev(num_inputs=2, num_workers=6),
         gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=7),
-        gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=8, degree=2),  # not systematic
+        # N = 7 Chebyshev-2 nodes contain the K = 3 Chebyshev-1 nodes, but LCC is exact only
+        # for a polynomial f of its degree: approximate, whatever the nodes
+        gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=7, degree=2),
         gcc.codes.ApproxIFERCode.chebyshev(num_inputs=3, num_workers=9, num_adversaries=1),
+        gcc.RobustSplineCode.chebyshev(num_inputs=2, num_workers=8, lam_dec=1e-4),
     ):
-        assert is_approximate(code), type(code).__name__
-    # N = 7 Chebyshev-2 nodes contain the K = 3 Chebyshev-1 nodes: LCC's workers 1, 3, 5
-    # compute f(x_k) itself, so the code is exact and systematic
-    lcc = gcc.LagrangeCode.chebyshev(num_inputs=3, num_workers=7, degree=2)
-    assert not is_approximate(lcc)
+        assert not code.is_exact, type(code).__name__
+        assert default_wait_for(code) == code.num_workers  # wait for everyone
+    with pytest.raises(TypeError, match="`code` must be a gcc_jax code"):
+        default_wait_for(object())
 
 
 def test_a_byzantine_robust_code_serves_through_the_same_service():

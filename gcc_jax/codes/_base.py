@@ -11,7 +11,7 @@ distributed service — uses only this interface.
 
 import abc
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -104,6 +104,22 @@ class AbstractCode(abc.ABC):
 
     num_inputs: int
     num_workers: int
+
+    is_exact: ClassVar[bool] = False
+    """Whether an estimate is final as soon as :meth:`available` marks it (a class constant).
+
+    ``True`` when the decoded value of input ``k`` depends only on results that give
+    ``f(x_k)`` without approximation once ``available(mask)[k]`` holds: a systematic copy of
+    ``x_k`` (uncoded computation, replication, ParM's base workers) or a reconstruction that
+    more results would not change (ParM's parity decoding, which needs all the other ``k − 1``
+    of its group). Then waiting for more workers cannot change the estimate, and the
+    distributed service (:class:`gcc_jax.distributed.CodedInferenceService`) releases it at
+    once. ``False`` (the default) for approximate decoders — GCC, BACC, LCC (exact only for a
+    polynomial ``f`` of its degree), learned codes, the robust and error-locating decoders —
+    whose every estimate changes with every further result (for a robust decoder: is vetted
+    by it): the service releases them at its wait rule. ``False`` is always safe; it only
+    makes the service wait longer.
+    """
 
     # -- encoder -------------------------------------------------------------------------------
 

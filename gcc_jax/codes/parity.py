@@ -22,7 +22,7 @@ Training: :func:`gcc_jax.training.train_parity_model` (ParM's ``parity_model_tra
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -156,6 +156,8 @@ class ParityModelCode(AbstractCode):
         >>> code.decode(y, jnp.array([True, False, True])).tolist()   # F(x_2) by subtraction
         [[3.0, 1.0, 2.0], [0.0, -1.0, 7.0]]
     """
+
+    is_exact: ClassVar[bool] = True  # parity decoding is final when available (AbstractCode)
 
     parity_params: Any
     parity_apply: Callable = dataclasses.field(metadata=dict(static=True))

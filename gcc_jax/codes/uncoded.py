@@ -20,6 +20,7 @@ worker returned NaN/Inf; the whole value is then NaN, as for every code).
 
 import dataclasses
 import functools
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -95,6 +96,8 @@ class ReplicationCode(AbstractCode):
         [1.0, 4.0]
     """
 
+    is_exact: ClassVar[bool] = True  # systematic copies; see AbstractCode.is_exact
+
     num_inputs: int = dataclasses.field(metadata=dict(static=True))
     num_workers: int = dataclasses.field(metadata=dict(static=True))
     fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
@@ -165,6 +168,8 @@ class UncodedCode(AbstractCode):
         >>> code.decode(y, mask).ravel().tolist(), code.available(mask).tolist()
         ([10.0, 0.0, 30.0], [True, False, True])
     """
+
+    is_exact: ClassVar[bool] = True  # systematic copies; see AbstractCode.is_exact
 
     num_inputs: int = dataclasses.field(metadata=dict(static=True))
     fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))

@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._misc import check_code
 from .._types import Bool, Float, Int
 
 __all__ = [
@@ -188,10 +189,10 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
     """The wait rule that matches a code (any :class:`gcc_jax.AbstractCode`).
 
     * ``stragglers=S`` given: wait for ``N − S`` valid results (GCC, BACC, LCC, ParM …).
-    * Otherwise, for *exact* codes (:func:`is_approximate` false: uncoded, replication,
-      ParM): wait until ``code.available(mask)`` holds for every input — all ``K`` workers
-      for the uncoded scheme, one copy of every input for replication, ``k`` of ``k + 1`` for
-      ParM.
+    * Otherwise, for *exact* codes (the class constant :attr:`gcc_jax.AbstractCode.is_exact`:
+      uncoded, replication, ParM): wait until ``code.available(mask)`` holds for every input —
+      all ``K`` workers for the uncoded scheme, one copy of every input for replication,
+      ``k`` of ``k + 1`` for ParM.
     * Otherwise (GCC, BACC, LCC, robust decoders): wait for all ``N``.
 
     Returns:
@@ -207,6 +208,7 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
         >>> default_wait_for(gcc.UncodedCode(num_inputs=4))
         wait for all 4
     """
+    code = check_code(code)
     n = int(code.num_workers)
     if stragglers is not None:
         if isinstance(stragglers, bool) or not isinstance(stragglers, int | np.integer):
@@ -214,41 +216,7 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
         if not 0 <= stragglers < n:
             raise ValueError(f"`stragglers` must be in [0, {n - 1}]; got {stragglers}")
         return n - int(stragglers)
-    return n if is_approximate(code) else _EveryInputAvailable(code)
-
-
-def is_approximate(code: Any) -> bool:
-    """Whether the service should treat ``code`` as approximate rather than exact.
-
-    *Exact* here means: every input has a systematic worker (:func:`systematic_workers`: one
-    whose coded input is that input itself — uncoded, replication, ParM, grouped ParM) and cannot
-    estimate all ``K`` inputs from ``K − 1`` live workers (no exact code can). Such a code's
-    estimates are final as soon as ``available`` holds, so a query can be released then.
-    Everything else — GCC and BACC, which decode something from any 2 (1) live workers, LCC,
-    the robust and error-locating decoders — counts as approximate and is released at its wait
-    rule, unless all its input nodes are worker nodes too (those workers compute ``f(x_k)``
-    itself). When in doubt the answer is
-    "approximate", which only makes the service release later, never with fewer results than
-    the rule asks.
-
-    Example:
-        >>> import gcc_jax as gcc
-        >>> from gcc_jax.distributed._executor import is_approximate
-        >>> is_approximate(gcc.SplineCode.chebyshev(num_inputs=2, num_workers=3))
-        True
-        >>> is_approximate(gcc.UncodedCode(num_inputs=2))
-        False
-    """
-    k, n = int(code.num_inputs), int(code.num_workers)
-    mask = np.zeros(n, bool)
-    mask[: max(k - 1, 0)] = True
-    if bool(np.all(np.asarray(code_available(code, mask)))):
-        return True
-    try:
-        owner = systematic_workers(code, (1,), np.float32)
-    except Exception:  # an encoder that needs another input shape: assume approximate
-        return True
-    return not bool(np.all(np.isin(np.arange(k), owner)))
+    return _EveryInputAvailable(code) if code.is_exact else n
 
 
 def systematic_workers(code: Any, input_shape: Sequence[int], dtype: Any) -> np.ndarray:

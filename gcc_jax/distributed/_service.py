@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._misc import check_code
 from .._status import describe_status
 from .._types import Float
 from ._executor import (
@@ -23,7 +24,6 @@ from ._executor import (
     code_available,
     default_wait_for,
     describe_rule,
-    is_approximate,
     systematic_workers,
 )
 
@@ -161,11 +161,11 @@ class CodedInferenceService:
     estimate is ready: a query whose own result arrives from a *systematic* worker (one whose
     coded input is the query itself, :func:`systematic_workers`) is answered with it at once
     — uncoded when its worker answers, replication at its first replica, ParM at its own base
-    output; for *exact* codes (:func:`is_approximate` false), as soon as ``code.available``
-    says the results so far decode it — ParM at its parity plus the other ``k − 1`` outputs;
-    the others when the round's wait rule holds (or its deadline passes) — GCC, BACC, LCC and
-    robust decoders at ``N − S``. Nothing here is special-cased per code: any
-    :class:`gcc_jax.AbstractCode` works.
+    output; for *exact* codes (the class constant :attr:`gcc_jax.AbstractCode.is_exact`), as
+    soon as ``code.available`` says the results so far decode it — ParM at its parity plus the
+    other ``k − 1`` outputs; the others when the round's wait rule holds (or its deadline
+    passes) — GCC, BACC, LCC and robust decoders at ``N − S``. Nothing here is special-cased
+    per code: any :class:`gcc_jax.AbstractCode` works.
     With ``release="batch"`` every query of a batch is answered at the round's cut-off. With
     Byzantine workers and a robust decoder use ``"batch"``: per-query release answers a query
     with its systematic worker's own output, unchecked by the decoder.
@@ -231,6 +231,7 @@ class CodedInferenceService:
         on_overload: str = "reject",
         input_shape: Sequence[int] | None = None,
     ):
+        code = check_code(code)
         if executor.num_workers != code.num_workers:
             raise ValueError(
                 f"the executor has {executor.num_workers} workers but the code needs "
@@ -267,7 +268,7 @@ class CodedInferenceService:
         dtype = getattr(executor, "input_dtype", None)
         self.input_dtype = None if dtype is None else np.dtype(dtype)
         self._systematic: dict[tuple, np.ndarray] = {}
-        self._approximate = is_approximate(code)
+        self._exact = bool(code.is_exact)
         self._ids = itertools.count()
         self._batch_ids = itertools.count()
         self._cond = threading.Condition()
@@ -506,7 +507,7 @@ class CodedInferenceService:
                 on_result = None
                 if self.release == "query":
                     owner = self._systematic_map(x.shape[1:], x.dtype)
-                    if np.any(owner >= 0) or not self._approximate:
+                    if np.any(owner >= 0) or self._exact:
                         on_result = functools.partial(
                             self._on_result, batch, batch_id, t_dispatch, owner, state, release
                         )
@@ -564,8 +565,8 @@ class CodedInferenceService:
     def _on_result(self, batch, batch_id, t_dispatch, owner, state, release, worker, y, t):
         """A valid result arrived: release every query whose own estimate is now ready.
 
-        Its own output if ``worker`` is a systematic copy of it; for exact codes (not
-        :func:`is_approximate`), the decoded estimate of every query ``code.available`` says is
+        Its own output if ``worker`` is a systematic copy of it; for exact codes
+        (``code.is_exact``), the decoded estimate of every query ``code.available`` says is
         decodable from the results so far (ParM: the parity plus the other ``k − 1``).
         """
         now = time.monotonic()
@@ -582,7 +583,7 @@ class CodedInferenceService:
         ready: dict[int, tuple[np.ndarray, str]] = {}
         if owner[worker] >= 0:
             ready[min(int(owner[worker]), len(batch) - 1)] = (np.array(y), f"worker {worker}")
-        if not self._approximate:
+        if self._exact:
             avail = np.asarray(code_available(self.code, mask))
             more = [i for i in pending if avail[i] and i not in ready]
             if more:

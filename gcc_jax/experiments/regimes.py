@@ -103,7 +103,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -354,6 +354,8 @@ class GroupedParityCode(AbstractCode):
         >>> code.decode(y, mask).ravel().tolist()             # group 1 lost 2 of its 3 workers
         [2.0, 4.0, 0.0, 0.0]
     """
+
+    is_exact: ClassVar[bool] = True  # parity decoding is final when available (AbstractCode)
 
     parity: ParityModelCode
     groups: int = dataclasses.field(metadata=dict(static=True))
