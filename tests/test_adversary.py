@@ -104,3 +104,43 @@ def test_positions_and_errors():
         gcc.attack(code, yt, fx[:2], np.zeros(12, bool), gcc.Adversary(1.0, "max"), key=KEY)
     with pytest.raises(TypeError, match="adversaries"):
         gcc.attack(code, yt, fx, np.zeros(12), gcc.Adversary(1.0, "max"), key=KEY)
+
+
+def test_targeted_attack_is_the_exact_worst_case_of_one_estimate():
+    # K = 2, one output coordinate, n = 9, γ = 2: brute force over all 36 position sets and
+    # their 4 vertices (the loss is convex in the values, so vertices suffice).
+    n, k, g, m = 9, 2, 2, 1.5
+    code = gcc.SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=1e-3)
+    x = np.array([[-0.7], [0.4]])
+    yt, fx = np.asarray(code.worker_outputs(jnp.sin, x)), np.sin(x)
+    d = np.asarray(code.decoder_matrix_with_status(np.ones(n, bool))[0])
+    worst_loss, worst_dev = 0.0, 0.0
+    for pos in itertools.combinations(range(n), g):
+        for vals in itertools.product([-m, m], repeat=g):
+            y = yt.copy()
+            y[list(pos), 0] = vals
+            dev = d @ y - fx
+            worst_loss = max(worst_loss, float(np.sum(dev**2) / k))
+            worst_dev = max(worst_dev, float(np.abs(dev).max()))
+    res = gcc.targeted_attack(code, yt, fx, m, g)
+    assert int(res.adversaries.sum()) == g and res.status == 0
+    y = np.asarray(res.outputs)
+    assert np.all(np.abs(y[res.adversaries]) == m)
+    np.testing.assert_array_equal(y[~res.adversaries], yt[~res.adversaries])
+    assert res.loss == pytest.approx(_loss(code, y, fx), rel=1e-10)
+    # it reaches the largest deviation of any one estimate, and never exceeds the true worst
+    dev = np.abs(d @ y - fx).max()
+    assert dev == pytest.approx(worst_dev, rel=1e-10)
+    assert worst_dev**2 / k <= res.loss * (1 + 1e-10) and res.loss <= worst_loss * (1 + 1e-10)
+
+
+def test_targeted_attack_transfers_to_a_robust_decoder_and_checks_its_surrogate():
+    code, yt, fx = _job()
+    rob = gcc.RobustSplineCode.from_spline(code, loss="trim", trim=2)
+    res = gcc.targeted_attack(rob, yt, fx, 1.0, 2, surrogate=code)
+    assert res.loss == pytest.approx(_loss(rob, np.asarray(res.outputs), fx), rel=1e-10)
+    with pytest.raises(TypeError, match="`surrogate` must be a linear code"):
+        gcc.targeted_attack(rob, yt, fx, 1.0, 2)
+    small = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10)
+    with pytest.raises(ValueError, match="`surrogate` must have the sizes"):
+        gcc.targeted_attack(rob, yt, fx, 1.0, 2, surrogate=small)

@@ -38,10 +38,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._adversary import Adversary, adversary_positions, attack_loss, worst_case_adversaries
+from .._adversary import (
+    Adversary,
+    adversary_positions,
+    attack_loss,
+    targeted_attack,
+    worst_case_adversaries,
+)
 from ..codes import (
     ApproxIFERCode,
     BerrutCode,
+    LagrangeCode,
     LagrangeECCode,
     RobustSplineCode,
     SplineCode,
@@ -63,18 +70,20 @@ __all__ = [
     "save_adversarial",
 ]
 
-STRATEGIES = ("max", "sign_flip", "random", "bias", "pgd")
+STRATEGIES = ("max", "sign_flip", "random", "bias", "pgd", "targeted")
+VALUE_STRATEGIES = STRATEGIES[:5]
+"""The strategies that set values only; the table also runs each at searched positions."""
 DECODERS = ("gcc", "gcc-lam0", "huber", "tukey", "trim", "bacc", "approxifer", "lcc-ec")
 
 DEFAULTS = dict(
-    workers=(20, 40, 80, 160, 320, 640),
+    workers=(20, 28, 40, 56, 80, 113, 160, 226, 320, 453, 640, 905, 1280),
     exponents=(0.0, 0.25, 0.5),
     num_inputs=10,
     functions=("xsinx", "lenet5"),
     table_functions=("xsinx", "cubic"),
     table_workers=80,
     table_adversaries=3,
-    trials=3,
+    trials=10,
     constants=(1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
     pgd_steps=40,
     search=dict(restarts=2, proposals=32, max_iters=4, patience=2),
@@ -91,7 +100,7 @@ TOY = dict(
     table_functions=("cubic",),
     table_workers=12,
     table_adversaries=1,
-    trials=1,
+    trials=2,
     constants=(1e-3, 1e-1),
     pgd_steps=5,
     search=dict(restarts=1, proposals=4, max_iters=1, patience=1),
@@ -103,10 +112,14 @@ TOY = dict(
 METRICS = {
     "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² of one coded job after the attack",
     "worst": "largest loss over the strategies (max, sign_flip, random, bias on a contiguous "
-    "block, and the gradient attack at the worst positions found by local search in the table, "
-    "at the worst of four sampled position sets in the rates by default): a lower bound on the "
+    "block, the gradient attack at the worst of four sampled position sets, the targeted attack "
+    "of gcc_jax.targeted_attack; in the table also each value strategy at the worst positions "
+    "found by gcc_jax.worst_case_adversaries, the '@worst' columns): a lower bound on the "
     "supremum over all adversaries",
     "slope": "least-squares slope of log(mean worst loss) against log N",
+    "slope_ci": "95% bootstrap interval of the slope (jobs resampled with replacement, 2000 draws)",
+    "slope_upper": "the slope fitted on the upper half of the N values only (closer to the "
+    "asymptotic regime the theory describes), with its bootstrap interval",
     "theory_slope": "the paper's rate exponent 6/5 (a − 1) for γ = N^a",
 }
 
@@ -167,47 +180,60 @@ class _Job:
 def _make_decoder(
     name: str, k: int, n: int, gamma: int, lam: float, degree: int | None, bound: float = 1.0
 ):
+    """``(decoder, linear surrogate)``: the surrogate is the decoder itself when it is linear,
+    else its plain counterpart (the targeted attack's positions and values come from it)."""
     base = SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=lam)
     if name == "gcc":
-        return base
+        return base, base
     if name == "gcc-lam0":
-        return SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=0.0)
+        code = SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=0.0)
+        return code, code
     if name in ("huber", "tukey", "trim"):
-        return RobustSplineCode.from_spline(
+        robust = RobustSplineCode.from_spline(
             base, loss=name, iterations=10, trim=gamma, min_scale=1e-3 * bound
         )
+        return robust, base
     if name == "bacc":
-        return BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+        code = BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+        return code, code
     if name == "approxifer":
-        return ApproxIFERCode.chebyshev(num_inputs=k, num_workers=n, num_adversaries=gamma)
+        code = ApproxIFERCode.chebyshev(num_inputs=k, num_workers=n, num_adversaries=gamma)
+        return code, BerrutCode.chebyshev(num_inputs=k, num_workers=n)
     if name == "lcc-ec":
         if degree is None:
-            return None  # LCC needs a polynomial f
-        return LagrangeECCode.chebyshev(
+            return None, None  # LCC needs a polynomial f
+        code = LagrangeECCode.chebyshev(
             num_inputs=k, num_workers=n, degree=degree, num_adversaries=gamma
         )
+        return code, LagrangeCode.chebyshev(num_inputs=k, num_workers=n, degree=degree)
     raise ValueError(f"unknown decoder {name!r}; use {DECODERS}")
 
 
 def _losses(
-    code, f, x, gamma, bound, strategies, key, pgd_steps, search, positions="search"
+    code, surrogate, f, x, gamma, bound, strategies, key, pgd_steps, search, searched=()
 ) -> dict[str, float]:
-    """Loss after each strategy: fixed ones at random (``"bias"``: contiguous) positions; pgd at
-    the worst positions found by the search (``positions="search"``) or the worst of four
-    sampled position sets (``"sample"``: two random, a random block, the block at the end)."""
+    """Loss after each strategy. Fixed strategies at random positions (``"bias"``: a random
+    contiguous block); ``"pgd"`` at the worst of four sampled position sets (two random, a
+    random block, the block at the end); ``"targeted"`` at its own positions
+    (:func:`gcc_jax.targeted_attack` on ``surrogate``). Each value strategy in ``searched``
+    also at the worst positions found by :func:`gcc_jax.worst_case_adversaries` (key
+    ``"<strategy>@worst"``)."""
     xj = jnp.asarray(x)
     yt, fx = code.worker_outputs(f, xj), jax.vmap(f)(xj)
     n = code.num_workers
     out = {}
     k_pos, k_block, k_att = jax.random.split(key, 3)
+
+    def at(adv, adversary):
+        loss, status = attack_loss(code, yt, fx, adv, adversary, key=k_att)
+        return float(loss) if int(status) == 0 else float("inf")
+
     for s in strategies:
-        adversary = Adversary(bound, s, steps=pgd_steps)
-        if s == "pgd" and positions == "search":
-            res = worst_case_adversaries(
-                code, yt, fx, adversary, gamma, key=k_att, chunk_size=16, **search
-            )
-            out[s] = float(res.loss)
+        if s == "targeted":
+            res = targeted_attack(code, yt, fx, bound, gamma, surrogate=surrogate)
+            out[s] = res.loss if res.status == 0 else float("inf")
             continue
+        adversary = Adversary(bound, s, steps=pgd_steps)
         if s == "pgd":
             keys = jax.random.split(k_pos, 3)
             sets = [
@@ -216,17 +242,39 @@ def _losses(
                 adversary_positions(keys[2], n, gamma, kind="contiguous"),
                 jnp.arange(n) >= n - gamma,
             ]
-            vals = []
-            for adv in sets:
-                loss, status = attack_loss(code, yt, fx, adv, adversary, key=k_att)
-                vals.append(float(loss) if int(status) == 0 else float("inf"))
-            out[s] = max(vals)
+            out[s] = max(at(adv, adversary) for adv in sets)
             continue
         kind = "contiguous" if s == "bias" else "random"
-        adv = adversary_positions(k_block if kind == "contiguous" else k_pos, n, gamma, kind=kind)
-        loss, status = attack_loss(code, yt, fx, adv, adversary, key=k_att)
-        out[s] = float(loss) if int(status) == 0 else float("inf")
+        out[s] = at(adversary_positions(k_block if s == "bias" else k_pos, n, gamma, kind=kind),
+                    adversary)  # fmt: skip
+    for s in searched:
+        res = worst_case_adversaries(
+            code, yt, fx, Adversary(bound, s, steps=pgd_steps), gamma, key=k_att, chunk_size=16,
+            **search,
+        )  # fmt: skip
+        out[f"{s}@worst"] = res.loss
     return out
+
+
+def slope_with_ci(
+    n: Sequence[float], trials: Sequence[Sequence[float]], *, draws: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Log-log slope of the mean-over-jobs curve and its 95% bootstrap interval.
+
+    ``trials[t][i]`` is job ``t``'s loss at ``n[i]``; each draw resamples the jobs with
+    replacement, averages them per ``N`` and refits (:func:`gcc_jax.experiments.rates.fit_slope`).
+    """
+    vals = np.asarray(trials, float)  # (trials, len(n))
+    slope = fit_slope(n, vals.mean(axis=0))[0]
+    if vals.shape[0] < 2:
+        return slope, float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    boot = [
+        fit_slope(n, vals[rng.integers(0, len(vals), len(vals))].mean(axis=0))[0]
+        for _ in range(draws)
+    ]
+    lo, hi = np.nanpercentile(boot, [2.5, 97.5])
+    return slope, float(lo), float(hi)
 
 
 def _log(progress: bool, text: str) -> None:
@@ -273,9 +321,9 @@ def run_adversarial(
         search: worst-case position search settings (``restarts``, ``proposals``,
             ``max_iters``, ``patience``).
         lenet_epochs: training epochs of LeNet-5 (cached).
-        rate_positions: where the gradient attack puts its adversaries in the rate experiment:
-            ``"search"`` (the worst-case search, as in the table) or ``"sample"`` (the worst of
-            four sampled position sets; much cheaper at large ``N``, a weaker adversary).
+        rate_positions: ``"sample"`` (the rates' gradient attack at the worst of four sampled
+            position sets only) or ``"search"`` (also at the worst positions of the search,
+            ``"pgd@worst"``, as in the table; much slower at large ``N``).
         seed: seeds inputs, positions, attacks and training.
         progress: one line per measurement on stderr.
 
@@ -304,16 +352,18 @@ def run_adversarial(
     n_cal = workers[len(workers) // 2]
     a_cal = sorted(exponents)[len(exponents) // 2]
     g_cal = max(1, math.ceil(n_cal**a_cal - 1e-9))
-    cal_strategies = [s for s in ("max", "bias", "pgd") if s in strategies] or list(strategies)
+    cal_strategies = [s for s in ("max", "bias", "pgd", "targeted") if s in strategies]
+    cal_strategies = cal_strategies or list(strategies)
+    rate_searched = ("pgd",) if rate_positions == "search" and "pgd" in strategies else ()
     for name, job in jobs.items():
         x = job.inputs(seed, 0, purpose=1)
         scores = {}
         for c in constants:
             lam = adversarial_lam_dec(n_cal, g_cal, job.bound, constant=c)
-            code = _make_decoder("gcc", num_inputs, n_cal, g_cal, lam, None)
+            code, sur = _make_decoder("gcc", num_inputs, n_cal, g_cal, lam, None)
             losses = _losses(
-                code, job.f, x, g_cal, job.bound, cal_strategies,
-                jax.random.key(seed + 1), pgd_steps, search, positions=rate_positions,
+                code, sur, job.f, x, g_cal, job.bound, cal_strategies,
+                jax.random.key(seed + 1), pgd_steps, search, searched=rate_searched,
             )  # fmt: skip
             scores[c] = max(losses.values())
             _log(progress, f"calibrate {name}: N={n_cal} γ={g_cal} c={c:g} worst={scores[c]:.3e}")
@@ -333,15 +383,15 @@ def run_adversarial(
             for n in workers:
                 gamma = max(1, math.ceil(n**a - 1e-9))
                 lam = adversarial_lam_dec(n, gamma, job.bound, constant=c)
-                code = _make_decoder("gcc", num_inputs, n, gamma, lam, None)
+                code, sur = _make_decoder("gcc", num_inputs, n, gamma, lam, None)
                 per_trial = []
                 for trial in range(trials):
                     x = job.inputs(seed, trial, purpose=0)
                     key = jax.random.key(seed * 1000 + trial)
                     per_trial.append(
                         _losses(
-                            code, job.f, x, gamma, job.bound, strategies, key, pgd_steps, search,
-                            positions=rate_positions,
+                            code, sur, job.f, x, gamma, job.bound, strategies, key, pgd_steps,
+                            search, searched=rate_searched,
                         )
                     )  # fmt: skip
                 worst = [max(t.values()) for t in per_trial]
@@ -350,23 +400,28 @@ def run_adversarial(
                         function=name, a=a, N=n, gamma=gamma, lam_dec=lam,
                         worst=float(np.mean(worst)), worst_trials=worst,
                         by_strategy={s: float(np.mean([t[s] for t in per_trial]))
-                                     for s in strategies},
+                                     for s in per_trial[0]},
                     )
                 )  # fmt: skip
                 _log(progress, f"rates {name}: a={a:g} N={n} γ={gamma} worst={np.mean(worst):.3e}")
     fits = []
+    upper = sorted(workers)[len(workers) // 2 :] if len(workers) >= 4 else sorted(workers)
     for name in functions:
         for a in exponents:
             sel = [r for r in rows if r["function"] == name and r["a"] == a]
             n = [r["N"] for r in sel]
-            slope, _ = fit_slope(n, [r["worst"] for r in sel])
-            trial_slopes = [
-                fit_slope(n, [r["worst_trials"][t] for r in sel])[0] for t in range(trials)
-            ]
+            per = [[r["worst_trials"][t] for r in sel] for t in range(trials)]
+            slope, lo, hi = slope_with_ci(n, per, seed=seed)
+            up = [i for i, v in enumerate(n) if v in upper]
+            s_up, lo_up, hi_up = slope_with_ci(
+                [n[i] for i in up], [[p[i] for i in up] for p in per], seed=seed
+            )
             fits.append(
                 dict(
-                    function=name, a=a, slope=slope, theory_slope=1.2 * (a - 1.0),
-                    trial_slopes=trial_slopes,
+                    function=name, a=a, slope=slope, slope_ci=[lo, hi],
+                    slope_upper=s_up, slope_upper_ci=[lo_up, hi_up],
+                    upper_workers=[n[i] for i in up], theory_slope=1.2 * (a - 1.0),
+                    trial_slopes=[fit_slope(n, p)[0] for p in per],
                 )
             )  # fmt: skip
     timing["rates"] = time.perf_counter() - t0
@@ -379,24 +434,26 @@ def run_adversarial(
         job = jobs[name]
         lam = adversarial_lam_dec(n, gamma, job.bound, constant=calibration[name]["constant"])
         for dname in decoders:
-            code = _make_decoder(dname, num_inputs, n, gamma, lam, job.degree, job.bound)
+            code, sur = _make_decoder(dname, num_inputs, n, gamma, lam, job.degree, job.bound)
             if code is None:
                 continue
+            searched = [s for s in strategies if s in VALUE_STRATEGIES]
             per_trial = []
+            clean = []
             for trial in range(trials):
                 x = job.inputs(seed, trial, purpose=0)
                 key = jax.random.key(seed * 1000 + trial)
                 per_trial.append(
-                    _losses(code, job.f, x, gamma, job.bound, strategies, key, pgd_steps, search)
-                )
-            # the clean loss (no adversary) for reference
-            clean = []
-            for trial in range(trials):
-                xj = jnp.asarray(job.inputs(seed, trial, purpose=0))
+                    _losses(
+                        code, sur, job.f, x, gamma, job.bound, strategies, key, pgd_steps,
+                        search, searched=searched,
+                    )
+                )  # fmt: skip
+                xj = jnp.asarray(x)  # the clean loss (no adversary) for reference
                 yt, fx = code.worker_outputs(job.f, xj), jax.vmap(job.f)(xj)
                 dec = code.decode_with_status(yt, jnp.ones(n, bool))
                 clean.append(float(jnp.sum((dec.value - fx) ** 2) / num_inputs))
-            cells = {s: float(np.mean([t[s] for t in per_trial])) for s in strategies}
+            cells = {s: float(np.mean([t[s] for t in per_trial])) for s in per_trial[0]}
             table.append(
                 dict(
                     function=name, decoder=dname, N=n, gamma=gamma, clean=float(np.mean(clean)),
@@ -432,6 +489,13 @@ def run_adversarial(
 # report
 
 
+def _table_columns(table: list[dict]) -> list[str]:
+    """The adversary columns of the table rows, in strategy order (random positions first)."""
+    keys = {k for r in table for k in r}
+    order = [*STRATEGIES, *(f"{s}@worst" for s in VALUE_STRATEGIES)]
+    return [c for c in order if c in keys]
+
+
 def format_adversarial_table(result: ExperimentResult) -> str:
     """Plain text: calibrated constants, worst loss per ``N``, slopes vs ``6/5 (a−1)``, table."""
     cfg, res = result.config, result.results
@@ -457,46 +521,64 @@ def format_adversarial_table(result: ExperimentResult) -> str:
                 ]
                 vals.append(f"{r[0]['worst']:>11.3e}" if r else f"{'-':>11}")
             lines.append(f"{n:>6} " + " ".join(vals))
-    lines.append("\nfitted log-log slopes in N (mean curve; per job) vs the paper's 6/5 (a − 1)")
+    lines.append(
+        "\nfitted log-log slopes of the mean worst loss in N, [95% bootstrap CI over jobs], vs the "
+        "paper's 6/5 (a − 1)"
+    )
     for fit in res["fits"]:
-        per = ", ".join(f"{s:.2f}" for s in fit["trial_slopes"])
+        lo, hi = fit["slope_ci"]
+        lo_u, hi_u = fit["slope_upper_ci"]
+        up = fit["upper_workers"]
         lines.append(
-            f"  {fit['function']:>7} a={fit['a']:<5g}: {fit['slope']:6.2f}  ({per})  "
-            f"theory {fit['theory_slope']:.2f}"
+            f"  {fit['function']:>7} a={fit['a']:<5g}: all N {fit['slope']:6.2f} "
+            f"[{lo:.2f}, {hi:.2f}]   N>={up[0]}: {fit['slope_upper']:6.2f} [{lo_u:.2f}, {hi_u:.2f}]"
+            f"   theory {fit['theory_slope']:.2f}"
         )
-    strategies = cfg["strategies"]
+    cols = _table_columns(res["table"])
     lines.append(
         f"\ndecoder × adversary (N={cfg['table_workers']}, γ={cfg['table_adversaries']}): "
-        "mean loss; 'clean' = no adversary"
+        "mean loss; 'clean' = no adversary; '@worst' = at the searched worst positions"
     )
-    head = f"{'function':>8} {'decoder':>10} {'clean':>10} " + " ".join(
-        f"{s:>10}" for s in strategies
-    )
-    lines.append(head + f" {'worst':>10}")
+    w = {c: max(9, len(c)) for c in cols}
+    head = f"{'function':>8} {'decoder':>10} {'clean':>9} " + " ".join(f"{c:>{w[c]}}" for c in cols)
+    lines.append(head + f" {'worst':>9}")
     for r in res["table"]:
         lines.append(
-            f"{r['function']:>8} {r['decoder']:>10} {r['clean']:>10.2e} "
-            + " ".join(f"{r[s]:>10.2e}" for s in strategies)
-            + f" {r['worst']:>10.2e}"
+            f"{r['function']:>8} {r['decoder']:>10} {r['clean']:>9.2e} "
+            + " ".join(f"{r[c]:>{w[c]}.2e}" if c in r else f"{'-':>{w[c]}}" for c in cols)
+            + f" {r['worst']:>9.2e}"
         )
     return "\n".join(lines)
 
 
 def plot_adversarial(result: ExperimentResult):
-    """Log-log worst loss vs ``N`` per ``a``, with the paper's slope ``6/5 (a−1)`` anchored at
-    the smallest ``N`` (only the slope is theory); one panel per function."""
-    cfg, rows = result.config, result.results["rows"]
-    funcs = cfg["functions"]
-    fig, axes = new_figure(1, len(funcs), figsize=(5 * len(funcs), 4), squeeze=False)
-    for i, name in enumerate(funcs):
+    """Top row: log-log worst loss vs ``N`` per ``a``, with the paper's slope ``6/5 (a−1)``
+    anchored at the smallest ``N`` (only the slope is theory), one panel per function. Bottom
+    row: the decoder × adversary table as a heat map of ``log10`` loss, one panel per function."""
+    cfg, res = result.config, result.results
+    rows, table = res["rows"], res["table"]
+    funcs = list(cfg["functions"])
+    tfuncs = [f for f in cfg["table_functions"] if any(r["function"] == f for r in table)]
+    ncols = max(len(funcs), len(tfuncs), 1)
+    nrows = 1 + bool(tfuncs)
+    fig, axes = new_figure(nrows, ncols, figsize=(6.5 * ncols, 4.5 * nrows), squeeze=False)
+    for i in range(ncols):
+        if i >= len(funcs):
+            axes[0, i].axis("off")
+            continue
+        name = funcs[i]
         ax = axes[0, i]
         for j, a in enumerate(cfg["exponents"]):
             sel = [r for r in rows if r["function"] == name and r["a"] == a]
             n = np.array([r["N"] for r in sel], float)
             loss = np.array([r["worst"] for r in sel], float)
             ok = np.isfinite(loss) & (loss > 0)
-            slope, _ = fit_slope(n, loss)
-            ax.loglog(n[ok], loss[ok], "o-", color=f"C{j}", label=f"a={a:g} (slope {slope:.2f})")
+            fit = [f for f in res["fits"] if f["function"] == name and f["a"] == a][0]
+            lo, hi = fit["slope_ci"]
+            ax.loglog(
+                n[ok], loss[ok], "o-", color=f"C{j}",
+                label=f"a={a:g}: slope {fit['slope']:.2f} [{lo:.2f}, {hi:.2f}]",
+            )  # fmt: skip
             if ok.any():
                 first = np.flatnonzero(ok)[0]
                 ax.loglog(
@@ -508,6 +590,28 @@ def plot_adversarial(result: ExperimentResult):
         ax.set_title(f"{name}: γ = ⌈N^a⌉ adversaries")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
+    if tfuncs:
+        cols = ["clean", *_table_columns(table), "worst"]
+        for i in range(ncols):
+            ax = axes[1, i]
+            if i >= len(tfuncs):
+                ax.axis("off")
+                continue
+            sel = [r for r in table if r["function"] == tfuncs[i]]
+            vals = np.array([[r.get(c, np.nan) for c in cols] for r in sel], float)
+            img = np.log10(np.clip(vals, 1e-30, None))
+            im = ax.imshow(img, aspect="auto", cmap="viridis")
+            for (y, x), v in np.ndenumerate(vals):
+                if np.isfinite(v):
+                    ax.text(x, y, f"{v:.0e}", ha="center", va="center", fontsize=5, color="w")
+            ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=6)
+            ax.set_yticks(range(len(sel)), [r["decoder"] for r in sel], fontsize=7)
+            ax.set_title(
+                f"{tfuncs[i]}: decoder × adversary, N={cfg['table_workers']}, "
+                f"γ={cfg['table_adversaries']} (log10 loss)",
+                fontsize=8,
+            )
+            fig.colorbar(im, ax=ax, fraction=0.03)
     fig.tight_layout()
     return fig
 
