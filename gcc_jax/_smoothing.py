@@ -72,7 +72,7 @@ def effective_dof(
         lam: smoothing parameter ``λ ≥ 0``, in the convention of
             :func:`gcc_jax.fit_smoothing_spline` (mean data term).
         mask: live nodes (default: all).
-        solver: ``"kalman"`` (default; O(n) per fit) or ``"kernel"``; see
+        solver: ``"kalman"`` (default; O(n) per fit), ``"parallel"`` or ``"kernel"``; see
             :func:`gcc_jax.fit_smoothing_spline`.
 
     Returns:
@@ -118,7 +118,7 @@ def lam_from_dof(
         t: strictly increasing nodes ``(n,)``.
         dof: target degrees of freedom, ``2 < dof ≤ n_live``.
         mask: live nodes (default: all).
-        solver: ``"kalman"`` (default; O(n) per fit) or ``"kernel"``; see
+        solver: ``"kalman"`` (default; O(n) per fit), ``"parallel"`` or ``"kernel"``; see
             :func:`gcc_jax.fit_smoothing_spline`.
 
     Returns:

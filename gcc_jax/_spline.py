@@ -1,9 +1,10 @@
 """Cubic smoothing splines with weights and straggler masks: fit, evaluate, smoother matrix.
 
 The public entry points take ``solver="kalman"`` (default, O(n) Kalman filter + smoother:
-:mod:`gcc_jax._kalman`; ``"banded"`` is an accepted alias) or ``solver="kernel"`` (the Gram-form
-reference, O(n³): :mod:`gcc_jax._kernel`); both return a :class:`Spline` stored by values and
-slopes at every node.
+:mod:`gcc_jax._kalman`; ``"banded"`` is an accepted alias), ``solver="parallel"`` (the same
+posterior mean by associative scans, O(log n) depth for accelerators: :mod:`gcc_jax._parallel`)
+or ``solver="kernel"`` (the Gram-form reference, O(n³): :mod:`gcc_jax._kernel`); all return a
+:class:`Spline` stored by values and slopes at every node.
 
 Binding convention (DESIGN §1). For nodes ``t_1 < … < t_n`` with weights ``w_i ≥ 0`` (a straggler
 mask is the 0/1 case, ``w_i = 1``: the point is live; ``weights`` and ``mask`` combine as
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 from ._kalman import evaluate, solve_kalman
 from ._kernel import solve_kernel
 from ._misc import as_float_array, as_lam, as_mask, as_nodes, as_weights, float_dtype
+from ._parallel import solve_parallel
 from ._status import Status, combine, is_concrete, raise_if_bad
 from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
 
@@ -42,12 +44,14 @@ __all__ = [
 ]
 
 
-SOLVERS = {"kalman": solve_kalman, "kernel": solve_kernel}
+SOLVERS = {"kalman": solve_kalman, "parallel": solve_parallel, "kernel": solve_kernel}
 _ALIASES = {"banded": "kalman"}  # the Kalman smoother's former name
 
 
 def as_solver(solver: str) -> str:
-    """The canonical solver name (``"kalman"`` or ``"kernel"``); ``"banded"`` means ``"kalman"``.
+    """The canonical solver name: ``"kalman"``, ``"parallel"`` or ``"kernel"``.
+
+    ``"banded"`` (the Kalman smoother's former name) means ``"kalman"``.
 
     Raises:
         ValueError: an unknown solver name.
@@ -238,8 +242,10 @@ def fit_smoothing_spline(
         weights: non-negative observation weights ``(n,)``; ``None`` means all 1. The Kalman
             solver treats ``w_i`` as observation noise variance ``∝ 1/w_i``.
         solver: ``"kalman"`` (default; O(n) Kalman filter + smoother, see ``gcc_jax._kalman``;
-            ``"banded"`` is an alias) or ``"kernel"`` (the Gram-form reference, O(n³), see
-            ``gcc_jax._kernel``).
+            ``"banded"`` is an alias), ``"parallel"`` (the same fit by associative scans over
+            the filter and smoother elements, O(log n) depth, for a single large-n fit on a
+            GPU/TPU; see ``gcc_jax._parallel``) or ``"kernel"`` (the Gram-form reference,
+            O(n³), see ``gcc_jax._kernel``).
 
     Precision (measured, n = 100 Chebyshev nodes, random masks): the Kalman form
     matches SciPy's natural ``CubicSpline`` at ``lam = 0`` and a Reinsch reference for

@@ -767,7 +767,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise", type=float_list, help="worker-noise levels σ (default 0,0.001)")
     p.add_argument("--lam-dec-grid", type=float_list, help="GCC-cv λ_dec candidates")
     p.add_argument("--bootstrap", type=int, help="bootstrap replicates (1000)")
-    p.add_argument("--solver", choices=("auto", "kalman", "banded", "kernel"), default="auto")
+    p.add_argument(
+        "--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"), default="auto"
+    )
     p.add_argument("--restarts", type=int, help="worst-case search chains (8)")
     p.add_argument("--proposals", type=int, help="neighbours per step (128)")
     p.add_argument("--max-iters", type=int, help="local-search steps (25)")
