@@ -26,7 +26,7 @@ float32 however small the node spacing (Chebyshev nodes at ``n = 10⁴`` are 5·
   ``P̂_i = P_i / (q ρ_i³ + r)``, so every entry of ``P̂`` and of the normalised process noise
   ``κ_i [[(h/ρ)³/3, (h/ρ)²/2], [·, h/ρ]]`` (``κ_i = qρ_i³/(qρ_i³ + r) ∈ [0, 1]``) is O(1);
   the de Jong recursion is carried in the same normalisation (``r̂_{i−1} = r_{i−1}/c_i``);
-* each data column is divided by its largest live ``|y|`` per mask (the fit is linear in ``y``)
+* the data are divided by their largest live ``|y|`` per mask (the fit is linear in ``y``)
   and the 2×2 GLS system is equilibrated before it is solved;
 * in float32 the value component is propagated with compensated (Kahan) sums.
 
@@ -38,9 +38,17 @@ overflows or is flagged (float64 also holds ``|y|`` ~ 1e300 and λ up to 1e300).
 Layout: the masks are the minor (vectorised) axis of every array, ``(…, p)``; ``y`` is shared by
 all masks. The forward pass stores per step only what the backward pass needs (the weighted
 innovations and two gains per mask); the predicted states are kept only at the query points, in
-a small carried buffer, and so are the smoother's ``r̂``. All of it is ``lax.scan``: jittable
-and differentiable w.r.t. ``y``, ``λ``, ``t`` and ``tq``.
+a small carried buffer, and so are the smoother's ``r̂``. When those per-step quantities would
+exceed 4 MiB (``(r + 4) p L`` numbers) the pass is checkpointed (:func:`block_length`): a first
+forward pass keeps only the state at the start of each block of ``~√L`` steps, then the blocks
+are taken in reverse, each recomputing its forward steps (same arithmetic, same result) into a
+block-sized store that its backward steps consume. Memory is then ``O(√L p)`` beyond the
+weights, the working set stays in cache and the time per mask and node no longer grows with
+``L`` (one extra forward pass, which the cache locality more than pays for on CPU). All of it
+is ``lax.scan``: jittable and differentiable w.r.t. ``y``, ``λ``, ``t`` and ``tq``.
 """
+
+import math
 
 import jax.numpy as jnp
 from jax import lax
@@ -66,7 +74,14 @@ def _grid(tt: Array) -> tuple[Array, Array, Array]:
 
 
 def _smooth_core(
-    tt: Array, w: Array, y: Array, inv_scale: Array, lam_eff: Array, slot: Array, num_out: int
+    tt: Array,
+    w: Array,
+    y: Array,
+    inv_scale: Array,
+    lam_eff: Array,
+    slot: Array,
+    num_out: int,
+    block: int | None = None,
 ) -> tuple[Array, Array]:
     """Smoothed state ``(2, E, r, p)`` (value, ρ·slope) at the ``E`` emission slots.
 
@@ -74,13 +89,16 @@ def _smooth_core(
         tt: merged normalised grid ``(L,)``, ascending.
         w: observation weights ``(L, p)`` (0 at query points and dead workers).
         y: data ``(L, r)`` (finite; anything at unobserved positions).
-        inv_scale: ``(r, p)`` per-mask column scales applied to ``y``.
+        inv_scale: ``(r, p)`` (or ``(1, p)``) per-mask scales applied to ``y``.
         lam_eff: ``(p,)`` normalised ``λ'`` (``n_live λ / L³``).
         slot: ``(L,)`` int32 emission slot per position; ``num_out`` (the spare slot) = none.
         num_out: number of emission slots ``E``.
+        block: steps per checkpointed block (static); default :func:`block_length`.
     """
     dtype = tt.dtype
-    r_cols, p = inv_scale.shape
+    length = tt.shape[0]
+    p = w.shape[1]
+    r_cols = y.shape[1]
     # float32: the value component is propagated with compensated sums (the position along a
     # long run of steps otherwise accumulates ~N·eps; float64 has digits to spare).
     compensate = jnp.finfo(dtype).bits < 64
@@ -91,37 +109,22 @@ def _smooth_core(
     r = jnp.where(big, 1.0, lam_eff).astype(dtype)
     rho3 = rho**3
     rho3_next = jnp.concatenate([rho3[1:], rho3[-1:]])
-    inv_rr3 = jnp.where(jnp.arange(tt.shape[0]) < tt.shape[0] - 1, (1.0 / rr) ** 3, 0.0)
+    last = jnp.arange(length) == length - 1
+    inv_rr3 = jnp.where(last, 0.0, (1.0 / rr) ** 3)
 
-    def coefficients(rho3_i, rho3_n, inv_rr3_i, last):
+    def coefficients(rho3_i, rho3_n, inv_rr3_i, last_i):
         """Per-mask ``c_i = 1/(qρ_i³ + r)``, ``ν_i = r c_i``, ``κ_{i+1}`` and ``c_{i+1}/c_i``."""
         c_i = 1.0 / (q * rho3_i + r)
         c_n = 1.0 / (q * rho3_n + r)
         kn = q * rho3_n * c_n
-        ratio = jnp.where(last, 1.0, kn * inv_rr3_i + r * c_n)
+        ratio = jnp.where(last_i, 1.0, kn * inv_rr3_i + r * c_n)
         return c_i, r * c_i, kn, ratio
 
-    last = jnp.arange(tt.shape[0]) == tt.shape[0] - 1
-    kappa0 = q * rho3[0] / (q * rho3[0] + r)
-
-    zeros_rp = jnp.zeros((r_cols, p), dtype)
-    zeros_p = jnp.zeros((p,), dtype)
-    ones_p = jnp.ones((p,), dtype)
-    # β columns: the state at a virtual node one step ρ_0 before the first one (diffuse).
-    ab0 = jnp.stack([ones_p, ones_p])
-    ab1 = jnp.stack([zeros_p, ones_p])
-    p_init = (kappa0 / 3.0, kappa0 / 2.0, kappa0)
-    buf_d = jnp.zeros((num_out + 1, 2, r_cols, p), dtype)
-    buf_b = jnp.zeros((num_out + 1, 2, 2, p), dtype)
-    buf_p = jnp.zeros((num_out + 1, 3, p), dtype)
-
-    def forward(carry, xs):
-        ad0, ad1, ab0, ab1, p00, p01, p11, i00, i01, i11, s0, s1, bd, bb, bp, cd, cb = carry
-        y_i, w_i, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, hn_i, slot_i = xs
+    def step(state, xs):
+        """One filter step: the new state and what the backward pass needs (per mask)."""
+        ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1 = state
+        y_i, w_i, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, hn_i, _ = xs
         c_i, nu_i, kn_i, ratio_i = coefficients(rho3_i, rho3_n, inv_rr3_i, last_i)
-        bd = lax.dynamic_update_index_in_dim(bd, jnp.stack([ad0, ad1]), slot_i, 0)
-        bb = lax.dynamic_update_index_in_dim(bb, jnp.stack([ab0, ab1]), slot_i, 0)
-        bp = lax.dynamic_update_index_in_dim(bp, jnp.stack([p00, p01, p11]), slot_i, 0)
         # g = 1/F̂ with F̂ = w P̂00 + ν: smooth in w down to 0 when λ > 0 (exact weight gradients)
         f = w_i * p00 + nu_i
         live = f > 0  # False only for w = 0 at λ = 0
@@ -146,35 +149,28 @@ def _smooth_core(
         p00 = ratio_i * (f00 + hr_i * (2.0 * f01 + hr_i * f11)) + kn_i * hn2 * hn_i / 3.0
         p01 = ratio_i * rr_i * (f01 + hr_i * f11) + kn_i * hn2 / 2.0
         p11 = ratio_i * rr_i * rr_i * f11 + kn_i * hn_i
-        out = (g * vd, g * vb, k0, k1)
-        return (ad0, ad1, ab0, ab1, p00, p01, p11, i00, i01, i11, s0, s1, bd, bb, bp, cd, cb), out
+        new = (ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1)
+        return new, (g * vd, g * vb, k0, k1)
 
-    init = (
-        zeros_rp,
-        zeros_rp,
-        ab0,
-        ab1,
-        *p_init,
-        zeros_p,
-        zeros_p,
-        zeros_p,
-        zeros_rp,
-        zeros_rp,
-        buf_d,
-        buf_b,
-        buf_p,
-        zeros_rp if compensate else None,
-        jnp.zeros((2, p), dtype) if compensate else None,
-    )
-    xs = (y, w, rho3, rho3_next, inv_rr3, last, hr, rr, hn, slot)
-    carry, (vgd, vgb, k0s, k1s) = lax.scan(forward, init, xs)
-    i00, i01, i11, s0, s1, bd, bb, bp = carry[7:15]
+    def emit_step(carry, xs):
+        """:func:`step`, first saving the predicted state at this position's emission slot."""
+        state, bd, bb, bp = carry
+        ad0, ad1, ab0, ab1, p00, p01, p11 = state[:7]
+        slot_i = xs[-1]
+        bd = lax.dynamic_update_index_in_dim(bd, jnp.stack([ad0, ad1]), slot_i, 0)
+        bb = lax.dynamic_update_index_in_dim(bb, jnp.stack([ab0, ab1]), slot_i, 0)
+        bp = lax.dynamic_update_index_in_dim(bp, jnp.stack([p00, p01, p11]), slot_i, 0)
+        state, out = step(state, xs)
+        return (state, bd, bb, bp), out
 
-    def backward(carry, xs):
+    def smooth_step(carry, xs):
+        """De Jong: ``r̂_{i−1} = e0 g v + (c_{i+1}/c_i) Lᵀ r̂_i``, ``L = [[1 − k0, hr], [−k1, rr]]``,
+        saved at this position's emission slot."""
         rd0, rd1, rb0, rb1, od, ob = carry
-        vgd_i, vgb_i, k0, k1, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, slot_i = xs
+        (vgd_i, vgb_i, k0, k1), (_, _, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, _, slot_i) = (
+            xs
+        )
         ratio_i = coefficients(rho3_i, rho3_n, inv_rr3_i, last_i)[3]
-        # r̂_{i−1} = e0 g v + (c_{i+1}/c_i) Lᵀ r̂_i with L = [[1 − k0, hr], [−k1, rr]]
         a0, b0 = ratio_i * (1.0 - k0), ratio_i * k1
         a1, b1 = ratio_i * hr_i, ratio_i * rr_i
         rd0, rd1 = vgd_i + a0 * rd0 - b0 * rd1, a1 * rd0 + b1 * rd1
@@ -183,10 +179,75 @@ def _smooth_core(
         ob = lax.dynamic_update_index_in_dim(ob, jnp.stack([rb0, rb1]), slot_i, 0)
         return (rd0, rd1, rb0, rb1, od, ob), None
 
+    kappa0 = q * rho3[0] / (q * rho3[0] + r)
+    zeros_rp = jnp.zeros((r_cols, p), dtype)
     zeros_2p = jnp.zeros((2, p), dtype)
-    init_b = (zeros_rp, zeros_rp, zeros_2p, zeros_2p, jnp.zeros_like(buf_d), jnp.zeros_like(buf_b))
-    xs_b = (vgd, vgb, k0s, k1s, rho3, rho3_next, inv_rr3, last, hr, rr, slot)
-    (_, _, _, _, od, ob), _ = lax.scan(backward, init_b, xs_b, reverse=True)
+    zeros_p = jnp.zeros((p,), dtype)
+    ones_p = jnp.ones((p,), dtype)
+    # β columns: the state at a virtual node one step ρ_0 before the first one (diffuse).
+    state0 = (
+        zeros_rp,
+        zeros_rp,
+        jnp.stack([ones_p, ones_p]),
+        jnp.stack([zeros_p, ones_p]),
+        kappa0 / 3.0,
+        kappa0 / 2.0,
+        kappa0,
+        zeros_rp if compensate else None,
+        zeros_2p if compensate else None,
+        zeros_p,
+        zeros_p,
+        zeros_p,
+        zeros_rp,
+        zeros_rp,
+    )
+    buffers = (
+        jnp.zeros((num_out + 1, 2, r_cols, p), dtype),
+        jnp.zeros((num_out + 1, 2, 2, p), dtype),
+        jnp.zeros((num_out + 1, 3, p), dtype),
+    )
+    smooth0 = (zeros_rp, zeros_rp, zeros_2p, zeros_2p, buffers[0], buffers[1])
+    xs = (y, w, rho3, rho3_next, inv_rr3, last, hr, rr, hn, slot)
+    block = block_length(length, p, r_cols, jnp.dtype(dtype).itemsize) if block is None else block
+    if block >= length:  # one block: store the per-step quantities of the whole grid
+        (state, bd, bb, bp), outs = lax.scan(emit_step, (state0, *buffers), xs)
+        (*_, od, ob), _ = lax.scan(smooth_step, smooth0, (outs, xs), reverse=True)
+    else:  # checkpointed: forward once storing the state per block, recompute block by block
+        nb = -(-length // block)
+        pad = nb * block - length
+        # padded positions after the last node are exact no-ops: w = 0, hr = hn = 0, rr = 1,
+        # ratio = 1 (``last``) and no emission slot
+        fills = (0.0, 0.0, None, None, None, True, 0.0, 1.0, 0.0, num_out)
+        xs = tuple(
+            jnp.concatenate(
+                [
+                    a,
+                    jnp.broadcast_to(
+                        a[-1:] if v is None else jnp.asarray(v, a.dtype), (pad, *a.shape[1:])
+                    ),
+                ]
+            ).reshape(nb, block, *a.shape[1:])
+            for a, v in zip(xs, fills, strict=True)
+        )
+
+        def forward_block(state, xs_b):
+            new, _ = lax.scan(lambda s, x: (step(s, x)[0], None), state, xs_b)
+            return new, state[:9]
+
+        state, checkpoints = lax.scan(forward_block, state0, xs)
+
+        def backward_block(carry, inp):
+            smooth, bd, bb, bp = carry
+            start, xs_b = inp
+            zero_sums = (zeros_p, zeros_p, zeros_p, zeros_rp, zeros_rp)
+            (_, bd, bb, bp), outs = lax.scan(emit_step, ((*start, *zero_sums), bd, bb, bp), xs_b)
+            smooth, _ = lax.scan(smooth_step, smooth, (outs, xs_b), reverse=True)
+            return (smooth, bd, bb, bp), None
+
+        ((*_, od, ob), bd, bb, bp), _ = lax.scan(
+            backward_block, (smooth0, *buffers), (checkpoints, xs), reverse=True
+        )
+    i00, i01, i11, s0, s1 = state[9:]
 
     bd, bb, bp, od, ob = bd[:num_out], bb[:num_out], bp[:num_out], od[:num_out], ob[:num_out]
     p00, p01, p11 = bp[:, 0, None], bp[:, 1, None], bp[:, 2, None]  # (E, 1, p)
@@ -207,6 +268,15 @@ def _smooth_core(
     beta1 = -d1 * (t1 - j01 * t0) / det
     z = zd + zb[:, :, 0:1] * beta0 + zb[:, :, 1:2] * beta1
     return z, rho
+
+
+def block_length(length: int, num_masks: int, num_cols: int, itemsize: int) -> int:
+    """Steps per block of the checkpointed smoother (static): the whole grid when its stored
+    per-step quantities (``(r + 4) p`` numbers a step) fit in 4 MiB, else about ``√L`` steps."""
+    per_step = (num_cols + 4) * num_masks * itemsize
+    if length * per_step <= (4 << 20):
+        return length
+    return max(16, math.isqrt(length - 1) + 1)
 
 
 def _kahan(total, incr, comp):
@@ -235,8 +305,12 @@ def _normalise(t: Array, tt: Array) -> tuple[Array, Array, Array]:
 
 
 def _scales(y: Array, w: Array) -> Array:
-    """``(r, p)``: 1/max live ``|y|`` per column and mask (1 where that is 0 or not finite)."""
-    big = jnp.max(jnp.where(w.T[:, :, None] > 0, jnp.abs(y)[None], 0.0), axis=1).T
+    """``(1, p)``: 1/max live ``|y|`` per mask over all columns (1 where 0 or not finite).
+
+    A ``(p, n)`` reduction (the fit is linear in ``y``, so one scale per mask suffices).
+    """
+    row = jnp.max(jnp.abs(y), axis=1)  # (n,)
+    big = jnp.max(jnp.where(w > 0, row[:, None], 0.0), axis=0)[None]  # (1, p)
     ok = (big > 0) & jnp.isfinite(big)
     return lax.stop_gradient(jnp.where(ok, 1.0 / jnp.where(ok, big, 1.0), 1.0))
 
@@ -247,11 +321,13 @@ def smooth_at(
     lam: Float[Array, ""],
     y: Float[Array, "n r"],
     tq: Float[Array, " q"],
+    block: int | None = None,
 ) -> Float[Array, "q r p"]:
     """Values at ``tq`` of the smoothing splines of ``y`` under each weight column of ``w``.
 
     No validation: ``t`` strictly increasing, at least 2 positive weights per column, ``y``
-    finite where ``w > 0``, ``λ ≥ 0``. ``λ' = (Σ_i w_ip) λ`` per column.
+    finite where ``w > 0``, ``λ ≥ 0``. ``λ' = (Σ_i w_ip) λ`` per column. ``block``: steps per
+    checkpointed block (static; default :func:`block_length`, the result does not depend on it).
     """
     nq = tq.shape[0]
     order, slot, tt = _merge(t, tq)
@@ -260,7 +336,7 @@ def smooth_at(
     ym = jnp.concatenate([y, jnp.zeros((nq, y.shape[1]), y.dtype)])[order]
     inv = _scales(y, w)
     lam_eff = lam * jnp.sum(w, axis=0) / half**3
-    z, _ = _smooth_core(tau, wm, ym, inv, lam_eff, slot, nq)
+    z, _ = _smooth_core(tau, wm, ym, inv, lam_eff, slot, nq, block)
     return z[0] / inv[None]
 
 

@@ -42,6 +42,29 @@ def test_smooth_at_matches_scipy(n, lam):
         np.testing.assert_allclose(got[:, :, p], ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("lam", [0.0, 1e-3])
+def test_checkpointed_blocks_match_scipy(lam):
+    """The blocked (checkpointed) smoother, blocks not dividing the grid, vs SciPy and one block."""
+    n = 40
+    rng = np.random.default_rng(7)
+    t = np.sort(rng.uniform(-1, 1, n))
+    y = np.cos(2 * t)[:, None] + 0.1 * rng.standard_normal((n, 3))
+    tq = np.linspace(-1.1, 1.05, 11)
+    masks = rng.random((3, n)) > 0.3
+    masks[:, :6] = True
+    args = (jnp.asarray(t), jnp.asarray(masks.T, float), lam, y, tq)
+    one = np.asarray(smooth_at(*args, block=10_000))
+    for block in (5, 16):
+        got = np.asarray(smooth_at(*args, block=block))
+        np.testing.assert_allclose(got, one, rtol=1e-11, atol=1e-11 * np.abs(one).max())
+    for p in range(3):
+        ref = _reference(t, y, lam, masks[p], tq)
+        np.testing.assert_allclose(got[:, :, p], ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
+    f = lambda yy, tt: smooth_at(tt, jnp.asarray(masks.T, float), lam, yy, tq, block=7)  # noqa: E731
+    check_grads(lambda yy: f(yy, jnp.asarray(t)), (jnp.asarray(y),), order=1, modes=("rev",))
+    check_grads(lambda tt: f(jnp.asarray(y), tt), (jnp.asarray(t),), 1, modes=("rev",), eps=1e-6)
+
+
 def test_smooth_nodes_slopes_match_scipy():
     rng = np.random.default_rng(3)
     t = np.sort(rng.uniform(0, 5, 30))
