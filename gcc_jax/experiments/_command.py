@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "Command",
     "Interrupted",
+    "StopOnInterrupt",
     "float_list",
     "int_list",
     "json_dict",
@@ -68,6 +69,52 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, partial: Any):
         super().__init__("interrupted")
         self.partial = partial
+
+
+class StopOnInterrupt:
+    """The one way an experiment keeps what it finished when the user presses Ctrl-C.
+
+    Wrap the measurement loop in ``with StopOnInterrupt() as stop:``; a ``KeyboardInterrupt``
+    inside it ends the loop (the rows appended so far are kept) and sets ``stop.interrupted``.
+    Build the result from what finished, with ``config["interrupted"] = stop.interrupted``,
+    and return ``stop.finish(result)``: the result itself, or :class:`Interrupted` raised
+    with it, which the command line saves (flagged partial) before exiting with status 130.
+
+    Example:
+        >>> rows = []
+        >>> with StopOnInterrupt() as stop:
+        ...     for i in range(3):
+        ...         if i == 2:
+        ...             raise KeyboardInterrupt
+        ...         rows.append(i)
+        >>> stop.interrupted, rows
+        (True, [0, 1])
+        >>> try:
+        ...     stop.finish({"rows": rows})
+        ... except Interrupted as err:
+        ...     print(err.partial)
+        {'rows': [0, 1]}
+    """
+
+    def __init__(self):
+        self.interrupted = False
+
+    def __enter__(self) -> "StopOnInterrupt":
+        return self
+
+    def __exit__(self, kind, value, traceback) -> bool:
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            if isinstance(value, Interrupted):  # a nested experiment already saved its part
+                return False
+            self.interrupted = True
+            return True  # swallowed: the caller builds the partial result
+        return False
+
+    def finish(self, result: Any) -> Any:
+        """``result``, or :class:`Interrupted` carrying it when the loop was interrupted."""
+        if self.interrupted:
+            raise Interrupted(result)
+        return result
 
 
 def merge_config(

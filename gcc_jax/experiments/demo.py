@@ -17,7 +17,7 @@ from .._pipeline import monte_carlo_loss
 from .._stragglers import sample_masks
 from .._types import Array, Float
 from ..codes import SplineCode
-from ._command import Command, Interrupted, int_list, merge_config
+from ._command import Command, StopOnInterrupt, int_list, merge_config
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, positive
 
@@ -82,8 +82,7 @@ def run_demo(
     x = jax.random.uniform(kx, (k, dim), minval=-2.0, maxval=2.0)
     code = SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_enc=lam_enc, lam_dec=lam_dec)
     rows = []
-    interrupted = False
-    try:
+    with StopOnInterrupt() as stop:
         for i, s in enumerate(stragglers):
             masks = sample_masks(jax.random.fold_in(km, i), n, num=num_masks, stragglers=s)
             t0 = time.perf_counter()
@@ -97,10 +96,8 @@ def run_demo(
                     seconds=time.perf_counter() - t0,
                 )
             )
-    except KeyboardInterrupt:  # keep what finished; the caller saves it
-        interrupted = True
     config = dict(
-        interrupted=interrupted,
+        interrupted=stop.interrupted,
         num_inputs=k,
         num_workers=n,
         stragglers=list(stragglers),
@@ -119,9 +116,7 @@ def run_demo(
         {"rows": rows},
         {"total": time.perf_counter() - t_start},
     )
-    if interrupted:
-        raise Interrupted(result)
-    return result
+    return stop.finish(result)
 
 
 def format_demo_table(result: ExperimentResult) -> str:

@@ -111,7 +111,15 @@ from ..data import Dataset, load_dataset
 from ..models import count_params
 from ..training import TrainedModel, train_classifier
 from ..tuning import StragglerModel, grid_search, tune
-from ._command import Command, float_list, int_list, json_dict, merge_config, str_list
+from ._command import (
+    Command,
+    StopOnInterrupt,
+    float_list,
+    int_list,
+    json_dict,
+    merge_config,
+    str_list,
+)
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, log_errorbar, positive
 
@@ -547,7 +555,8 @@ def run_dnn(
     bar = tqdm(
         total=n_batches * len(s_list), desc="evaluate codes", disable=not progress, leave=False
     )
-    with bar:
+    stop, done = StopOnInterrupt(), 0  # Ctrl-C: keep the batches evaluated in full
+    with stop, bar:
         for b, (x, y) in enumerate(ev_batches):
             fx = ev_outputs[b]
             base_correct[b] = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(y)))
@@ -571,12 +580,18 @@ def run_dnn(
                             stacklevel=2,
                         )
                 bar.update()
+            done = b + 1
+    if stop.interrupted:
+        if done == 0:
+            raise KeyboardInterrupt  # no batch finished: nothing to save
+        n_batches, ev_batches, base_correct = done, ev_batches[:done], base_correct[:done]
+        tab = {m: v[:, :, :done] for m, v in tab.items()}
     t_eval = time.perf_counter() - t0
 
     # -- worst case -----------------------------------------------------------------------------
     t0 = time.perf_counter()
     worst: dict[tuple[str, int], dict] = {}
-    if worst_case:
+    if worst_case and not stop.interrupted:
         nb = min(wc_batches, n_batches)
 
         bar = tqdm(
@@ -585,7 +600,7 @@ def run_dnn(
             disable=not progress,
             leave=False,
         )
-        with bar:
+        with stop, bar:  # Ctrl-C: keep the (code, S) searched in full
             for name in codes:
                 for s in s_list:
                     code = make_code(name, s)
@@ -675,6 +690,7 @@ def run_dnn(
                     }
                 )
     config = {
+        "interrupted": stop.interrupted,
         "dataset": ds.name,
         "model": trained.model_name,
         "num_workers": n,
@@ -687,7 +703,7 @@ def run_dnn(
         "lam_enc_grid": list(lam_enc_grid),
         "lam_dec_grid": list(lam_dec_grid),
         "worst_case": bool(worst_case),
-        "worst_case_batches": min(wc_batches, n_batches) if worst_case else 0,
+        "worst_case_batches": min(wc_batches, n_batches) if worst else 0,
         "search": search,
         "training": dict(trained.config),
         "dtype": str(dtype),
@@ -709,7 +725,7 @@ def run_dnn(
         },
         "images": {
             "cv": perm[: n_cv * k].reshape(n_cv, k).tolist(),
-            "eval": perm[n_cv * k : need].reshape(n_batches, k).tolist(),
+            "eval": perm[n_cv * k : (n_cv + n_batches) * k].reshape(n_batches, k).tolist(),
         },
         "results": results,
         "gcc_vs_bacc": comparison,
@@ -732,13 +748,15 @@ def run_dnn(
         "worst_case": t_worst,
         "total": time.perf_counter() - t_start,
     }
-    return ExperimentResult(
-        "dnn",
-        json_clean(config),
-        {"seed": int(seed)},
-        METRIC_DEFINITIONS,
-        json_clean(payload),
-        timing,
+    return stop.finish(
+        ExperimentResult(
+            "dnn",
+            json_clean(config),
+            {"seed": int(seed)},
+            METRIC_DEFINITIONS,
+            json_clean(payload),
+            timing,
+        )
     )
 
 
@@ -879,6 +897,11 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
         return lines
 
     lines = [head]
+    if cfg.get("interrupted"):
+        lines.append(
+            f"INTERRUPTED (Ctrl-C): {cfg['num_batches']} evaluation batch(es) finished; worst "
+            "cases only where searched in full."
+        )
     for m in metrics:
         lines += table(f"{_TITLES[m]}, mean ± 95% CI", lambda r, m=m: _fmt(r[m], m))
     if cfg["worst_case"]:

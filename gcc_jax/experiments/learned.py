@@ -86,7 +86,7 @@ from ..codes import AbstractCode, BerrutCode, SplineCode
 from ..data import Dataset, DatasetNotFoundError, load_dataset
 from ..models import count_params, make_model
 from ..training import base_outputs, train_classifier, train_learned_code, train_parity_model
-from ._command import Command, float_list, int_list, merge_config, str_list
+from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 from ._plots import legend_outside
 
@@ -391,84 +391,119 @@ def run_compare_learned(
     times = {"base_training": 0.0, "code_training": 0.0, "tuning": 0.0, "evaluation": 0.0}
     model_info: dict[str, dict] = {}
     rows: list[dict] = []
-    for model in models:
-        epochs = base_epochs if base_epochs is not None else DEFAULT_BASE_EPOCHS.get(model, 5)
-        t0 = time.perf_counter()
-        tm = train_classifier(
-            model,
-            ds,
-            epochs=epochs,
-            batch_size=batch_size,
-            seed=seed,
-            cache_dir=cache_dir,
-            use_cache=use_cache,
-            progress=progress,
-        )
-        times["base_training"] += time.perf_counter() - t0
-        apply, params = tm.apply, tm.params
-        in_dtype = ds.x_test.dtype  # the workers run the model in its own precision
+    with StopOnInterrupt() as stop:
+        for model in models:
+            epochs = base_epochs if base_epochs is not None else DEFAULT_BASE_EPOCHS.get(model, 5)
+            t0 = time.perf_counter()
+            tm = train_classifier(
+                model,
+                ds,
+                epochs=epochs,
+                batch_size=batch_size,
+                seed=seed,
+                cache_dir=cache_dir,
+                use_cache=use_cache,
+                progress=progress,
+            )
+            times["base_training"] += time.perf_counter() - t0
+            apply, params = tm.apply, tm.params
+            in_dtype = ds.x_test.dtype  # the workers run the model in its own precision
 
-        def f_logits(v, apply=apply, params=params, in_dtype=in_dtype):
-            return apply(params, v.astype(in_dtype))
+            def f_logits(v, apply=apply, params=params, in_dtype=in_dtype):
+                return apply(params, v.astype(in_dtype))
 
-        def f_probs(v, apply=apply, params=params, in_dtype=in_dtype):
-            return jax.nn.softmax(apply(params, v.astype(in_dtype)), axis=-1)
+            def f_probs(v, apply=apply, params=params, in_dtype=in_dtype):
+                return jax.nn.softmax(apply(params, v.astype(in_dtype)), axis=-1)
 
-        x_ev = ds.x_test[ev]  # float32: the workers run the model in its own precision
-        y_ev = ds.y_test[ev]
-        logits_ev = base_outputs(apply, params, x_ev).astype(dtype)
-        base_pred_ev = logits_ev.argmax(-1)
-        x_cv = ds.x_train[cv]
-        probs_cv = _softmax(base_outputs(apply, params, x_cv))
-        model_info[model] = {
-            "test_accuracy": tm.test_accuracy,
-            "eval_accuracy": float(np.mean(base_pred_ev == y_ev)),
-            "num_params": count_params(params),
-            "epochs": int(epochs),
-            "train_time_s": tm.train_time_s,
-            "from_cache": tm.from_cache,
-        }
+            x_ev = ds.x_test[ev]  # float32: the workers run the model in its own precision
+            y_ev = ds.y_test[ev]
+            logits_ev = base_outputs(apply, params, x_ev).astype(dtype)
+            base_pred_ev = logits_ev.argmax(-1)
+            x_cv = ds.x_train[cv]
+            probs_cv = _softmax(base_outputs(apply, params, x_cv))
+            model_info[model] = {
+                "test_accuracy": tm.test_accuracy,
+                "eval_accuracy": float(np.mean(base_pred_ev == y_ev)),
+                "num_params": count_params(params),
+                "epochs": int(epochs),
+                "train_time_s": tm.train_time_s,
+                "from_cache": tm.from_cache,
+            }
 
-        def groups(size: int, n_img: int = len(ev)):
-            """Evaluation images in groups of ``size`` (first whole groups)."""
-            g = n_img // size
-            idx = np.arange(g * size).reshape(g, size)
-            return idx, x_ev[idx], y_ev[idx], base_pred_ev[idx], logits_ev[idx]
+            def groups(size: int, n_img: int = len(ev)):
+                """Evaluation images in groups of ``size`` (first whole groups)."""
+                g = n_img // size
+                idx = np.arange(g * size).reshape(g, size)
+                return idx, x_ev[idx], y_ev[idx], base_pred_ev[idx], logits_ev[idx]
 
-        for k in ks:
-            desc = f"{model} k={k}"
-            idx, xg, yg, bg, lg = groups(k)
-            erase_base = single_erasures(k + 1)[:k]  # (k, n): pattern j loses base worker j
-            degraded_base = ~erase_base[None, :, :k]  # slot j reconstructed in pattern j
+            for k in ks:
+                desc = f"{model} k={k}"
+                idx, xg, yg, bg, lg = groups(k)
+                erase_base = single_erasures(k + 1)[:k]  # (k, n): pattern j loses base worker j
+                degraded_base = ~erase_base[None, :, :k]  # slot j reconstructed in pattern j
 
-            def common(method, encoder, output, n, kk, s, patterns, extra_per_input):
-                return {
-                    "model": model,
-                    "k": k,
-                    "method": method,
-                    "encoder": encoder,
-                    "output": output,
-                    "num_inputs": kk,
-                    "num_workers": n,
-                    "stragglers": s,
-                    "extra_workers_per_input": extra_per_input,
-                    "patterns": patterns,
-                }
+                def common(method, encoder, output, n, kk, s, patterns, extra_per_input):
+                    return {
+                        "model": model,
+                        "k": k,
+                        "method": method,
+                        "encoder": encoder,
+                        "output": output,
+                        "num_inputs": kk,
+                        "num_workers": n,
+                        "stragglers": s,
+                        "extra_workers_per_input": extra_per_input,
+                        "patterns": patterns,
+                    }
 
-            # -- ParM ---------------------------------------------------------------------------
-            encoders = ["sum"] + (["concat"] if can_concat and k in (2, 4) else [])
-            for enc in encoders:
-                _, init = make_model(
-                    model, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed + 1
-                )
+                # -- ParM --------------------------------------------------------------------------
+                encoders = ["sum"] + (["concat"] if can_concat and k in (2, 4) else [])
+                for enc in encoders:
+                    _, init = make_model(
+                        model, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed + 1
+                    )
+                    t0 = time.perf_counter()
+                    tc = train_parity_model(
+                        apply,
+                        params,
+                        x_code,
+                        num_inputs=k,
+                        init_params=init,
+                        encoder=enc,
+                        epochs=code_epochs,
+                        seed=seed,
+                        cache_dir=cache_dir,
+                        use_cache=use_cache,
+                        progress=progress,
+                    )
+                    times["code_training"] += time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    yt = group_outputs(tc.code, f_logits, xg)
+                    vals, st = decode_groups(tc.code, yt, erase_base)
+                    row = common(f"ParM-{enc}", enc, "logits", k + 1, k, 1, "single base", 1 / k)
+                    row.update(score(vals, st, degraded_base, bg, yg))
+                    row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
+                    row.update(
+                        train_time_s=tc.train_time_s,
+                        from_cache=tc.from_cache,
+                        val_metric=tc.val_metrics[-1] if tc.val_metrics else None,
+                        lam_dec=None,
+                        tuning_time_s=0.0,
+                    )
+                    rows.append(row)
+                    times["evaluation"] += time.perf_counter() - t0
+
+                # -- learned code ------------------------------------------------------------------
                 t0 = time.perf_counter()
-                tc = train_parity_model(
+                hidden = None if learned_hidden is None else int(learned_hidden)
+                tl = train_learned_code(
                     apply,
                     params,
                     x_code,
                     num_inputs=k,
-                    init_params=init,
-                    encoder=enc,
+                    encoder=learned_encoder,
+                    encoder_hidden=(hidden,) if learned_encoder == "mlp" and hidden else None,
+                    channels=hidden if learned_encoder == "conv" else None,
                     epochs=code_epochs,
                     seed=seed,
                     cache_dir=cache_dir,
@@ -477,128 +512,101 @@ def run_compare_learned(
                 )
                 times["code_training"] += time.perf_counter() - t0
                 t0 = time.perf_counter()
-                yt = group_outputs(tc.code, f_logits, xg)
-                vals, st = decode_groups(tc.code, yt, erase_base)
-                row = common(f"ParM-{enc}", enc, "logits", k + 1, k, 1, "single base", 1 / k)
+                yt = group_outputs(tl.code, f_logits, xg)
+                vals, st = decode_groups(tl.code, yt, erase_base)
+                row = common(
+                    "learned", learned_encoder, "logits", k + 1, k, 1, "single base", 1 / k
+                )
                 row.update(score(vals, st, degraded_base, bg, yg))
                 row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
                 row.update(
-                    train_time_s=tc.train_time_s,
-                    from_cache=tc.from_cache,
-                    val_metric=tc.val_metrics[-1] if tc.val_metrics else None,
+                    train_time_s=tl.train_time_s,
+                    from_cache=tl.from_cache,
+                    val_metric=tl.val_metrics[-1] if tl.val_metrics else None,
                     lam_dec=None,
                     tuning_time_s=0.0,
                 )
                 rows.append(row)
                 times["evaluation"] += time.perf_counter() - t0
 
-            # -- learned code -------------------------------------------------------------------
-            t0 = time.perf_counter()
-            hidden = None if learned_hidden is None else int(learned_hidden)
-            tl = train_learned_code(
-                apply,
-                params,
-                x_code,
-                num_inputs=k,
-                encoder=learned_encoder,
-                encoder_hidden=(hidden,) if learned_encoder == "mlp" and hidden else None,
-                channels=hidden if learned_encoder == "conv" else None,
-                epochs=code_epochs,
-                seed=seed,
-                cache_dir=cache_dir,
-                use_cache=use_cache,
-                progress=progress,
-            )
-            times["code_training"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            yt = group_outputs(tl.code, f_logits, xg)
-            vals, st = decode_groups(tl.code, yt, erase_base)
-            row = common("learned", learned_encoder, "logits", k + 1, k, 1, "single base", 1 / k)
-            row.update(score(vals, st, degraded_base, bg, yg))
-            row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
-            row.update(
-                train_time_s=tl.train_time_s,
-                from_cache=tl.from_cache,
-                val_metric=tl.val_metrics[-1] if tl.val_metrics else None,
-                lam_dec=None,
-                tuning_time_s=0.0,
-            )
-            rows.append(row)
-            times["evaluation"] += time.perf_counter() - t0
+                # -- GCC and BACC: N = k + 1, S = 1, and the natural operating point ---------------
+                settings = [
+                    ("", k, k + 1, 1, None),
+                    ("-natural", g_nat * k, g_nat * (k + 1), g_nat, 1),
+                ]
+                for suffix, kk, n, s, nat in settings:
+                    if kk > len(ev):
+                        continue
+                    if nat is None:  # every single-straggler pattern
+                        patterns = "all single"
 
-            # -- GCC and BACC: N = k + 1, S = 1, and the natural operating point ------------------
-            settings = [("", k, k + 1, 1, None), ("-natural", g_nat * k, g_nat * (k + 1), g_nat, 1)]
-            for suffix, kk, n, s, nat in settings:
-                if kk > len(ev):
-                    continue
-                if nat is None:  # every single-straggler pattern
-                    patterns = "all single"
+                        def masks_for(base_key, num_batches, n=n):
+                            return single_erasures(n)  # the same patterns for every batch
 
-                    def masks_for(base_key, num_batches, n=n):
-                        return single_erasures(n)  # the same patterns for every batch
+                    else:
+                        patterns = f"{trials} random S={s}"
 
-                else:
-                    patterns = f"{trials} random S={s}"
-
-                    def masks_for(base_key, num_batches, n=n, s=s, kk=kk):
-                        return np.stack(
-                            [
-                                np.asarray(
-                                    sample_masks(
-                                        jax.random.fold_in(jax.random.fold_in(base_key, kk), b),
-                                        n,
-                                        num=trials,
-                                        stragglers=s,
+                        def masks_for(base_key, num_batches, n=n, s=s, kk=kk):
+                            return np.stack(
+                                [
+                                    np.asarray(
+                                        sample_masks(
+                                            jax.random.fold_in(jax.random.fold_in(base_key, kk), b),
+                                            n,
+                                            num=trials,
+                                            stragglers=s,
+                                        )
                                     )
-                                )
-                                for b in range(num_batches)
-                            ]
+                                    for b in range(num_batches)
+                                ]
+                            )
+
+                    k_cv, k_ev = jax.random.split(jax.random.fold_in(key, n))
+                    # λ_dec by cross-validation on training images (GCC only)
+                    t0 = time.perf_counter()
+                    n_cv = len(cv) // kk
+                    lam = grid[0]
+                    if n_cv >= 1 and len(grid) > 1:
+                        xc = x_cv[: n_cv * kk].reshape(n_cv, kk, *x_cv.shape[1:])
+                        pc = probs_cv[: n_cv * kk].reshape(n_cv, kk, -1)
+                        code0 = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=0.0)
+                        yt = group_outputs(code0, f_probs, xc)
+                        masks = masks_for(k_cv, n_cv)
+                        rmse = []
+                        for lam_c in grid:
+                            c = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam_c)
+                            vals, st = decode_groups(c, yt, masks)
+                            err = np.linalg.norm(np.asarray(vals) - pc[:, None], axis=-1)
+                            bad = np.asarray(st) != 0
+                            rmse.append(np.inf if bad.any() else float(err.mean()))
+                        lam = grid[int(np.argmin(rmse))]
+                    t_tune = time.perf_counter() - t0
+                    times["tuning"] += t_tune
+
+                    t0 = time.perf_counter()
+                    _, xb, yb, bb, _ = groups(kk)
+                    masks = masks_for(k_ev, xb.shape[0])
+                    for name, code in (
+                        ("GCC", SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam)),
+                        ("BACC", BerrutCode.chebyshev(num_inputs=kk, num_workers=n)),
+                    ):
+                        yt = group_outputs(code, f_probs, xb)
+                        vals, st = decode_groups(code, yt, masks)
+                        row = common(
+                            name + suffix, None, "probs", n, kk, s, patterns, (n - kk) / kk
                         )
-
-                k_cv, k_ev = jax.random.split(jax.random.fold_in(key, n))
-                # λ_dec by cross-validation on training images (GCC only)
-                t0 = time.perf_counter()
-                n_cv = len(cv) // kk
-                lam = grid[0]
-                if n_cv >= 1 and len(grid) > 1:
-                    xc = x_cv[: n_cv * kk].reshape(n_cv, kk, *x_cv.shape[1:])
-                    pc = probs_cv[: n_cv * kk].reshape(n_cv, kk, -1)
-                    code0 = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=0.0)
-                    yt = group_outputs(code0, f_probs, xc)
-                    masks = masks_for(k_cv, n_cv)
-                    rmse = []
-                    for lam_c in grid:
-                        c = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam_c)
-                        vals, st = decode_groups(c, yt, masks)
-                        err = np.linalg.norm(np.asarray(vals) - pc[:, None], axis=-1)
-                        bad = np.asarray(st) != 0
-                        rmse.append(np.inf if bad.any() else float(err.mean()))
-                    lam = grid[int(np.argmin(rmse))]
-                t_tune = time.perf_counter() - t0
-                times["tuning"] += t_tune
-
-                t0 = time.perf_counter()
-                _, xb, yb, bb, _ = groups(kk)
-                masks = masks_for(k_ev, xb.shape[0])
-                for name, code in (
-                    ("GCC", SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam)),
-                    ("BACC", BerrutCode.chebyshev(num_inputs=kk, num_workers=n)),
-                ):
-                    yt = group_outputs(code, f_probs, xb)
-                    vals, st = decode_groups(code, yt, masks)
-                    row = common(name + suffix, None, "probs", n, kk, s, patterns, (n - kk) / kk)
-                    row.update(score(vals, st, np.ones(1, bool), bb, yb))
-                    row.update(
-                        train_time_s=0.0,
-                        from_cache=None,
-                        val_metric=None,
-                        lam_dec=lam if name == "GCC" else None,
-                        tuning_time_s=t_tune if name == "GCC" else 0.0,
-                    )
-                    rows.append(row)
-                times["evaluation"] += time.perf_counter() - t0
-            if progress:
-                tqdm.write(f"{desc}: done")
+                        row.update(score(vals, st, np.ones(1, bool), bb, yb))
+                        row.update(
+                            train_time_s=0.0,
+                            from_cache=None,
+                            val_metric=None,
+                            lam_dec=lam if name == "GCC" else None,
+                            tuning_time_s=t_tune if name == "GCC" else 0.0,
+                        )
+                        rows.append(row)
+                    times["evaluation"] += time.perf_counter() - t0
+                if progress:
+                    tqdm.write(f"{desc}: done")
 
     comparison = []
     for row in rows:
@@ -625,6 +633,7 @@ def run_compare_learned(
             )
     times["total"] = time.perf_counter() - t_start
     config = {
+        "interrupted": stop.interrupted,
         "dataset": ds.name,
         "models": list(models),
         "ks": list(ks),
@@ -656,13 +665,15 @@ def run_compare_learned(
         "published": PUBLISHED,
         "comparison": comparison,
     }
-    return ExperimentResult(
-        "compare_learned",
-        json_clean(config),
-        {"seed": int(seed)},
-        METRIC_DEFINITIONS,
-        json_clean(payload),
-        times,
+    return stop.finish(
+        ExperimentResult(
+            "compare_learned",
+            json_clean(config),
+            {"seed": int(seed)},
+            METRIC_DEFINITIONS,
+            json_clean(payload),
+            times,
+        )
     )
 
 
@@ -723,6 +734,8 @@ def format_compare_table(result: ExperimentResult) -> str:
         "accuracies in % ± 95% CI",
         "",
     ]
+    if cfg.get("interrupted"):
+        lines.insert(1, "INTERRUPTED (Ctrl-C): only the rows finished are below.")
     for model, info in result["models"].items():
         lines.append(
             f"{model}: test accuracy {100 * info['test_accuracy']:.2f}%, "

@@ -27,7 +27,7 @@ import numpy as np
 from .._pipeline import monte_carlo_loss
 from .._stragglers import sample_masks
 from ..codes import BerrutCode, LagrangeCode, SplineCode
-from ._command import Command, Interrupted, merge_config
+from ._command import Command, StopOnInterrupt, merge_config
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, log_errorbar
 from .rates import pick_solver
@@ -111,8 +111,7 @@ def run_poly(
     solver = pick_solver(solver)
     key = jax.random.key(seed)
     rows = []
-    interrupted = False
-    try:
+    with StopOnInterrupt() as stop:
         for si, (deg, k, n) in enumerate(settings):
             f, coef = polynomial(deg, seed=seed + si)
             kx = jax.random.fold_in(key, si)
@@ -163,10 +162,8 @@ def run_poly(
                         file=sys.stderr,
                         flush=True,
                     )
-    except KeyboardInterrupt:  # keep what finished; the caller saves it
-        interrupted = True
     config = dict(
-        interrupted=interrupted,
+        interrupted=stop.interrupted,
         settings=[dict(degree=d, K=k, N=n) for d, k, n in settings],
         stragglers=None if stragglers is None else [int(s) for s in stragglers],
         num_trials=num_trials,
@@ -183,9 +180,7 @@ def run_poly(
         {"rows": rows},
         {"total": time.perf_counter() - t_start},
     )
-    if interrupted:
-        raise Interrupted(result)
-    return result
+    return stop.finish(result)
 
 
 def _rows(result: ExperimentResult, setting: dict, code: str) -> list[dict]:

@@ -63,7 +63,7 @@ from .._stragglers import sample_masks
 from .._types import Array, Float
 from .._worst_case import search_worst_case
 from ..codes import BerrutCode, SplineCode
-from ._command import Command, float_list, int_list, merge_config, str_list
+from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import legend_outside
 
@@ -377,120 +377,131 @@ def run_rates(
     key = jax.random.key(seed)
     rows, reps = [], {}
     t_cv = 0.0
-    for fi, fname in enumerate(functions):
-        f, dim, half = FUNCTIONS[fname]
-        kx = jax.random.fold_in(key, fi)
-        xs = jax.random.uniform(
-            jax.random.fold_in(kx, 0), (draws, num_inputs, dim), minval=-half, maxval=half
-        )
-        xs_cv = jax.random.uniform(
-            jax.random.fold_in(kx, 1), (cv_draws, num_inputs, dim), minval=-half, maxval=half
-        )
-        boot_rng = np.random.default_rng((seed, fi, 0xB007))
-        draw_index = boot_rng.integers(draws, size=(bootstrap, draws))
-        for si, sigma in enumerate(noise):
-            for ni, n in enumerate(workers):
-                km = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(kx, 2), si), ni)
-                gcc0 = _make_code("GCC", num_inputs, n, 0.0, 0.0, solver)
-                bacc = _make_code("BACC", num_inputs, n, 0.0, 0.0, solver)
-                m = jax.eval_shape(f, jax.ShapeDtypeStruct((dim,), xs.dtype)).shape
+    with StopOnInterrupt() as stop:
+        for fi, fname in enumerate(functions):
+            f, dim, half = FUNCTIONS[fname]
+            kx = jax.random.fold_in(key, fi)
+            xs = jax.random.uniform(
+                jax.random.fold_in(kx, 0), (draws, num_inputs, dim), minval=-half, maxval=half
+            )
+            xs_cv = jax.random.uniform(
+                jax.random.fold_in(kx, 1), (cv_draws, num_inputs, dim), minval=-half, maxval=half
+            )
+            boot_rng = np.random.default_rng((seed, fi, 0xB007))
+            draw_index = boot_rng.integers(draws, size=(bootstrap, draws))
+            for si, sigma in enumerate(noise):
+                for ni, n in enumerate(workers):
+                    km = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(kx, 2), si), ni)
+                    gcc0 = _make_code("GCC", num_inputs, n, 0.0, 0.0, solver)
+                    bacc = _make_code("BACC", num_inputs, n, 0.0, 0.0, solver)
+                    m = jax.eval_shape(f, jax.ShapeDtypeStruct((dim,), xs.dtype)).shape
 
-                def noise_for(k, count):
-                    return sigma * jax.random.normal(k, (count, n, *m), xs.dtype)
+                    def noise_for(k, count):
+                        return sigma * jax.random.normal(k, (count, n, *m), xs.dtype)
 
-                eps = noise_for(jax.random.fold_in(km, 1), draws)
-                eps_cv = noise_for(jax.random.fold_in(km, 2), cv_draws)
-                iid_cv = np.asarray(sample_masks(jax.random.fold_in(km, 3), n, num=cv_masks, p=p))
-                worst_cv = np.concatenate(
-                    [
-                        _contiguous(n, s),
-                        np.asarray(
-                            sample_masks(jax.random.fold_in(km, 4), n, num=cv_masks, stragglers=s)
-                        ),
-                    ]
-                )
-                t0 = time.perf_counter()
-                lam = {}
-                curves = {}
-                for regime, cands in (("worst", worst_cv), ("iid", iid_cv)):
-                    lam[regime], curves[regime] = _cv_lam_dec(
-                        gcc0, f, xs_cv, eps_cv, cands, grid, regime == "worst"
+                    eps = noise_for(jax.random.fold_in(km, 1), draws)
+                    eps_cv = noise_for(jax.random.fold_in(km, 2), cv_draws)
+                    iid_cv = np.asarray(
+                        sample_masks(jax.random.fold_in(km, 3), n, num=cv_masks, p=p)
                     )
-                t_cv += time.perf_counter() - t0
-                outputs = {}
-                for d in range(draws):
-                    for cname, code in (("GCC", gcc0), ("BACC", bacc)):
-                        yt, fx = outputs_and_targets(code, f, xs[d])
-                        outputs[(cname, d)] = (yt + eps[d].astype(yt.dtype), fx)
-                iid_masks = [
-                    np.asarray(sample_masks(jax.random.fold_in(km, 100 + d), n, num=num_masks, p=p))
-                    for d in range(draws)
-                ]
-                line = []
-                for cname in CODES:
-                    for regime in ("worst", "iid"):
-                        if cname == "BACC":
-                            code, fam = bacc, "BACC"
-                        else:
-                            fam = "GCC"
-                            lam_dec = 0.0 if cname == "GCC-interp" else lam[regime]
-                            code = _make_code("GCC", num_inputs, n, 0.0, lam_dec, solver)
-                        t0 = time.perf_counter()
-                        table, extra = [], {}
-                        for d in range(draws):
-                            yt, fx = outputs[(fam, d)]
-                            ev = MaskEvaluator(code, yt, fx, chunk_size=128)
-                            if regime == "worst":
-                                skey = jax.random.fold_in(km, 200 + d)
-                                wc = search_worst_case(ev, n, s, key=skey, **search)
-                                table.append([wc.loss])
-                                extra.setdefault("exhaustive", True)
-                                extra["exhaustive"] &= bool(wc.exhaustive)
-                                if d == 0 and wc.exhaustive:
-                                    heur = search_worst_case(
-                                        ev, n, s, key=skey, **(search | dict(max_exhaustive=0))
-                                    )
-                                    extra["heuristic_ratio"] = heur.loss / wc.loss
-                            else:
-                                loss, status = ev(iid_masks[d])
-                                table.append(np.where(status == 0, loss, np.nan))
-                                extra["failed"] = extra.get("failed", 0) + int(np.sum(status != 0))
-                        table = np.asarray(table, float)
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore", RuntimeWarning)
-                            mean, median = float(np.nanmean(table)), float(np.nanmedian(table))
-                        rep_mean, rep_median = bootstrap_stats(table, draw_index, boot_rng)
-                        reps[(fname, sigma, regime, cname, n)] = (rep_mean, rep_median)
-                        row = (
-                            dict(
-                                function=fname,
-                                sigma=sigma,
-                                regime=regime,
-                                code=cname,
-                                N=n,
-                                K=num_inputs,
-                                mean=dict(value=mean, ci95=_ci(rep_mean)),
-                                median=dict(value=median, ci95=_ci(rep_median)),
-                                per_draw=np.nanmean(table, axis=1).tolist(),
-                                seconds=time.perf_counter() - t0,
-                            )
-                            | extra
+                    worst_cv = np.concatenate(
+                        [
+                            _contiguous(n, s),
+                            np.asarray(
+                                sample_masks(
+                                    jax.random.fold_in(km, 4), n, num=cv_masks, stragglers=s
+                                )
+                            ),
+                        ]
+                    )
+                    t0 = time.perf_counter()
+                    lam = {}
+                    curves = {}
+                    for regime, cands in (("worst", worst_cv), ("iid", iid_cv)):
+                        lam[regime], curves[regime] = _cv_lam_dec(
+                            gcc0, f, xs_cv, eps_cv, cands, grid, regime == "worst"
                         )
-                        row |= dict(S=s) if regime == "worst" else dict(p=p, masks=num_masks)
-                        if cname == "GCC-cv":
-                            row |= dict(lam_dec=lam[regime], cv_curve=curves[regime])
-                        elif cname == "GCC-interp":
-                            row |= dict(lam_dec=0.0)
-                        rows.append(row)
-                        line.append(f"{cname} {regime} {median:.2e}")
-                if progress:
-                    print(
-                        f"{fname:>10} σ={sigma:g} N={n:>5}: λ_cv worst {lam['worst']:g} iid "
-                        f"{lam['iid']:g}; medians " + ", ".join(line),
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    t_cv += time.perf_counter() - t0
+                    outputs = {}
+                    for d in range(draws):
+                        for cname, code in (("GCC", gcc0), ("BACC", bacc)):
+                            yt, fx = outputs_and_targets(code, f, xs[d])
+                            outputs[(cname, d)] = (yt + eps[d].astype(yt.dtype), fx)
+                    iid_masks = [
+                        np.asarray(
+                            sample_masks(jax.random.fold_in(km, 100 + d), n, num=num_masks, p=p)
+                        )
+                        for d in range(draws)
+                    ]
+                    line, group = [], []  # one N's rows, kept only once all are measured
+                    for cname in CODES:
+                        for regime in ("worst", "iid"):
+                            if cname == "BACC":
+                                code, fam = bacc, "BACC"
+                            else:
+                                fam = "GCC"
+                                lam_dec = 0.0 if cname == "GCC-interp" else lam[regime]
+                                code = _make_code("GCC", num_inputs, n, 0.0, lam_dec, solver)
+                            t0 = time.perf_counter()
+                            table, extra = [], {}
+                            for d in range(draws):
+                                yt, fx = outputs[(fam, d)]
+                                ev = MaskEvaluator(code, yt, fx, chunk_size=128)
+                                if regime == "worst":
+                                    skey = jax.random.fold_in(km, 200 + d)
+                                    wc = search_worst_case(ev, n, s, key=skey, **search)
+                                    table.append([wc.loss])
+                                    extra.setdefault("exhaustive", True)
+                                    extra["exhaustive"] &= bool(wc.exhaustive)
+                                    if d == 0 and wc.exhaustive:
+                                        heur = search_worst_case(
+                                            ev, n, s, key=skey, **(search | dict(max_exhaustive=0))
+                                        )
+                                        extra["heuristic_ratio"] = heur.loss / wc.loss
+                                else:
+                                    loss, status = ev(iid_masks[d])
+                                    table.append(np.where(status == 0, loss, np.nan))
+                                    extra["failed"] = extra.get("failed", 0) + int(
+                                        np.sum(status != 0)
+                                    )
+                            table = np.asarray(table, float)
+                            with warnings.catch_warnings():
+                                warnings.simplefilter("ignore", RuntimeWarning)
+                                mean, median = float(np.nanmean(table)), float(np.nanmedian(table))
+                            rep_mean, rep_median = bootstrap_stats(table, draw_index, boot_rng)
+                            reps[(fname, sigma, regime, cname, n)] = (rep_mean, rep_median)
+                            row = (
+                                dict(
+                                    function=fname,
+                                    sigma=sigma,
+                                    regime=regime,
+                                    code=cname,
+                                    N=n,
+                                    K=num_inputs,
+                                    mean=dict(value=mean, ci95=_ci(rep_mean)),
+                                    median=dict(value=median, ci95=_ci(rep_median)),
+                                    per_draw=np.nanmean(table, axis=1).tolist(),
+                                    seconds=time.perf_counter() - t0,
+                                )
+                                | extra
+                            )
+                            row |= dict(S=s) if regime == "worst" else dict(p=p, masks=num_masks)
+                            if cname == "GCC-cv":
+                                row |= dict(lam_dec=lam[regime], cv_curve=curves[regime])
+                            elif cname == "GCC-interp":
+                                row |= dict(lam_dec=0.0)
+                            group.append(row)
+                            line.append(f"{cname} {regime} {median:.2e}")
+                    rows.extend(group)
+                    if progress:
+                        print(
+                            f"{fname:>10} σ={sigma:g} N={n:>5}: λ_cv worst {lam['worst']:g} iid "
+                            f"{lam['iid']:g}; medians " + ", ".join(line),
+                            file=sys.stderr,
+                            flush=True,
+                        )
     config = dict(
+        interrupted=stop.interrupted,
         num_inputs=num_inputs,
         workers=list(workers),
         stragglers=stragglers,
@@ -515,7 +526,7 @@ def run_rates(
         equal=int(sum(q >= 1.0 - 1e-9 for q in checked)),
         min_ratio=float(min(checked)) if checked else float("nan"),
     )
-    return ExperimentResult(
+    result = ExperimentResult(
         "rates",
         config,
         {"seed": int(seed)},
@@ -523,6 +534,7 @@ def run_rates(
         dict(rows=rows, fits=fits, lams=lams, ratios=ratios, search_check=search_check),
         {"cross_validation": t_cv, "total": time.perf_counter() - t_start},
     )
+    return stop.finish(result)
 
 
 def _series(rows: list[dict], fname: str, sigma: float, regime: str, code: str, stat: str):
@@ -556,6 +568,8 @@ def _summarise(rows: list[dict], reps: dict, cfg: dict):
                 for code in CODES:
                     for stat, which in (("mean", 0), ("median", 1)):
                         n, value, _, _, _ = _series(rows, fname, sigma, regime, code, stat)
+                        if n.size == 0:  # an interrupted run never reached this series
+                            continue
                         boot = np.stack(
                             [reps[(fname, sigma, regime, code, int(v))][which] for v in n], axis=1
                         )
@@ -579,6 +593,8 @@ def _summarise(rows: list[dict], reps: dict, cfg: dict):
                                 )
                             )
                 n, _, _, _, sel_rows = _series(rows, fname, sigma, regime, "GCC-cv", "mean")
+                if n.size == 0:
+                    continue
                 lam_values = np.array([r["lam_dec"] for r in sel_rows], float)
                 lams.append(
                     dict(
@@ -618,6 +634,8 @@ def format_rates_table(result: ExperimentResult) -> str:
         f"GCC λ_enc=0; GCC-interp λ_dec=0; GCC-cv λ_dec by CV per N on {cfg['cv_draws']} "
         f"held-out draws; {cfg['solver']} solver, {cfg['dtype']}"
     ]
+    if cfg.get("interrupted"):
+        lines.append("INTERRUPTED (Ctrl-C): only the values of N measured in full are below.")
     for fname in cfg["functions"]:
         for sigma in cfg["noise"]:
             noise = "noiseless workers" if sigma == 0 else f"noisy workers σ={sigma:g}"

@@ -130,7 +130,7 @@ from ..codes import (
 )
 from ..training import train_parity_model
 from ..tuning import StragglerModel, grid_search
-from ._command import Command, float_list, merge_config, str_list
+from ._command import Command, StopOnInterrupt, float_list, merge_config, str_list
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 from .rates import vector_map, xsinx
 
@@ -835,6 +835,7 @@ def run_regimes(
     lams: dict[tuple[str, float, float], tuple[float, float]] = {}
     cv_curves = []
     grids: dict[str, list] = {"lam_enc_grid": [], "lam_dec_grid": []}
+    stop = StopOnInterrupt()  # Ctrl-C: keep the CV curves and the cells finished
     if "GCC" in codes:
         bar = tqdm(
             total=len(wls) * len(ratios) * len(fractions),
@@ -842,7 +843,7 @@ def run_regimes(
             disable=not progress,
             leave=False,
         )
-        with bar:
+        with stop, bar:
             for wl in wls:
                 xs_cv = jnp.stack([b[0] for b in wl.cv])  # (n_cv, K, ...): held-out jobs
                 for ri, r in enumerate(ratios):
@@ -888,8 +889,8 @@ def run_regimes(
         disable=not progress,
         leave=False,
     )
-    with bar:
-        for wl in wls:
+    with stop, bar:
+        for wl in wls if not stop.interrupted else ():
             for ri, r in enumerate(ratios):
                 n = n_of[r]
                 for fi, p in enumerate(fractions):
@@ -987,6 +988,7 @@ def run_regimes(
     t_eval = time.perf_counter() - t0 - t_worst
 
     config = {
+        "interrupted": stop.interrupted,
         "num_inputs": k,
         "ratios": list(ratios),
         "num_workers": [n_of[r] for r in ratios],
@@ -1022,8 +1024,10 @@ def run_regimes(
         "worst_case": t_worst,
         "total": time.perf_counter() - t_start,
     }
-    return ExperimentResult(
-        "regimes", json_clean(config), {"seed": int(seed)}, METRICS, results, timing
+    return stop.finish(
+        ExperimentResult(
+            "regimes", json_clean(config), {"seed": int(seed)}, METRICS, results, timing
+        )
     )
 
 
@@ -1177,6 +1181,8 @@ def format_regimes(result: ExperimentResult) -> str:
         f"{cfg['worst_case_batches']} batch(es)); GCC λ by CV on {cfg['num_cv_batches']} "
         f"held-out batches; {cfg['dtype']}"
     ]
+    if cfg.get("interrupted"):
+        lines.append("INTERRUPTED (Ctrl-C): only the cells finished are below.")
     if result.get("data_note"):
         lines.append(f"NOTE: {result['data_note']}")
     lenet = result["models"].get("lenet5")

@@ -57,7 +57,7 @@ from ..tuning import (
     grid_search,
     tune,
 )
-from ._command import Command, str_list
+from ._command import Command, StopOnInterrupt, str_list
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import legend_outside, log_errorbar
 from .rates import vector_map, xsinx
@@ -227,148 +227,159 @@ def run_tune(
     rules = RULES
     key = jax.random.key(seed)
     rows, infos = [], {}
-    for wi, name in enumerate(workloads):
-        w = sizes[name]
-        k_w = jax.random.fold_in(key, wi)
-        f, x_train, x_test, info = _inputs(name, w, k_w, toy, progress)
-        infos[name] = dataclasses.asdict(w) | info
-        code0 = SplineCode.chebyshev(num_inputs=w.num_inputs, num_workers=w.num_workers)
-        for ri, regime in enumerate(regimes):
-            model = (
-                StragglerModel.worst(w.stragglers) if regime == "worst" else StragglerModel.iid(w.p)
-            )
-            k_r = jax.random.fold_in(jax.random.fold_in(k_w, 100), ri)
-            k_grid, k_tune, k_test = jax.random.split(k_r, 3)
-            # Tuning sees x_train only; every evaluation below uses x_test and k_test.
-            codes, meta = {"default": code0}, {"default": dict(seconds=0.0)}
-            t0 = time.perf_counter()
-            grid = grid_search(
-                code0,
-                f,
-                x_train,
-                key=k_grid,
-                straggler_model=model,
-                progress=progress,
-                num_masks=tcfg["val_masks"],
-                **gcfg,
-            )
-            codes["grid-CV"] = grid.code
-            meta["grid-CV"] = dict(seconds=time.perf_counter() - t0, train_loss=grid.loss)
-            # iid steps draw as many patterns as a worst-case step decodes (blocks, random,
-            # searched pool), so both regimes of a workload share one compiled step
-            adversarial = 2 if toy else 8
-            n_masks = tcfg["num_masks"]
-            if regime == "iid":
-                n_masks += w.num_workers - w.stragglers + 1 + adversarial
-            for method, trainable in (
-                ("tuned λ", ("lam_enc", "lam_dec")),
-                ("tuned λ+nodes", ("lam_enc", "lam_dec", "alpha", "beta")),
-            ):
+    with StopOnInterrupt() as stop:
+        for wi, name in enumerate(workloads):
+            w = sizes[name]
+            k_w = jax.random.fold_in(key, wi)
+            f, x_train, x_test, info = _inputs(name, w, k_w, toy, progress)
+            infos[name] = dataclasses.asdict(w) | info
+            code0 = SplineCode.chebyshev(num_inputs=w.num_inputs, num_workers=w.num_workers)
+            for ri, regime in enumerate(regimes):
+                model = (
+                    StragglerModel.worst(w.stragglers)
+                    if regime == "worst"
+                    else StragglerModel.iid(w.p)
+                )
+                k_r = jax.random.fold_in(jax.random.fold_in(k_w, 100), ri)
+                k_grid, k_tune, k_test = jax.random.split(k_r, 3)
+                # Tuning sees x_train only; every evaluation below uses x_test and k_test.
+                codes, meta = {"default": code0}, {"default": dict(seconds=0.0)}
                 t0 = time.perf_counter()
-                res = tune(
-                    grid.code,
+                grid = grid_search(
+                    code0,
                     f,
                     x_train,
-                    key=k_tune,
+                    key=k_grid,
                     straggler_model=model,
-                    trainable=trainable,
-                    steps=tcfg["steps"],
-                    eval_every=tcfg["eval_every"],
-                    patience=tcfg["patience"],
-                    num_masks=n_masks,
-                    val_masks=tcfg["val_masks"],
-                    jobs_per_step=w.jobs_per_step,
-                    adversarial=adversarial,
                     progress=progress,
+                    num_masks=tcfg["val_masks"],
+                    **gcfg,
                 )
-                codes[method] = res.code
-                meta[method] = dict(
-                    seconds=time.perf_counter() - t0,
-                    best_step=res.best_step,
-                    steps_run=int(res.history.train_loss.size),
-                    initial_val_loss=res.initial_val_loss,
-                    best_val_loss=res.best_val_loss,
-                    stopped_early=res.stopped_early,
-                    val_step=res.history.val_step.tolist(),
-                    val_loss=res.history.val_loss.tolist(),
-                    alpha=np.asarray(res.code.alpha).tolist(),
-                    beta=np.asarray(res.code.beta).tolist(),
-                )
-            found = []
-            results = {}
-            for method, code in codes.items():
-                t0 = time.perf_counter()
-                ev = evaluate(
-                    code, f, x_test, key=k_test, straggler_model=model, num_masks=ecfg["num_masks"]
-                )
-                results[method] = (ev, time.perf_counter() - t0)
-                if ev.worst_mask is not None:
-                    found.append(ev.worst_mask)
-            if found:  # worst case: every code also meets the worst patterns found for the others
-                candidates = np.unique(np.stack(found), axis=0)
-                for method, code in list(codes.items()):
-                    ev, seconds = results[method]
+                codes["grid-CV"] = grid.code
+                meta["grid-CV"] = dict(seconds=time.perf_counter() - t0, train_loss=grid.loss)
+                # iid steps draw as many patterns as a worst-case step decodes (blocks, random,
+                # searched pool), so both regimes of a workload share one compiled step
+                adversarial = 2 if toy else 8
+                n_masks = tcfg["num_masks"]
+                if regime == "iid":
+                    n_masks += w.num_workers - w.stragglers + 1 + adversarial
+                for method, trainable in (
+                    ("tuned λ", ("lam_enc", "lam_dec")),
+                    ("tuned λ+nodes", ("lam_enc", "lam_dec", "alpha", "beta")),
+                ):
                     t0 = time.perf_counter()
-                    cross = evaluate(
+                    res = tune(
+                        grid.code,
+                        f,
+                        x_train,
+                        key=k_tune,
+                        straggler_model=model,
+                        trainable=trainable,
+                        steps=tcfg["steps"],
+                        eval_every=tcfg["eval_every"],
+                        patience=tcfg["patience"],
+                        num_masks=n_masks,
+                        val_masks=tcfg["val_masks"],
+                        jobs_per_step=w.jobs_per_step,
+                        adversarial=adversarial,
+                        progress=progress,
+                    )
+                    codes[method] = res.code
+                    meta[method] = dict(
+                        seconds=time.perf_counter() - t0,
+                        best_step=res.best_step,
+                        steps_run=int(res.history.train_loss.size),
+                        initial_val_loss=res.initial_val_loss,
+                        best_val_loss=res.best_val_loss,
+                        stopped_early=res.stopped_early,
+                        val_step=res.history.val_step.tolist(),
+                        val_loss=res.history.val_loss.tolist(),
+                        alpha=np.asarray(res.code.alpha).tolist(),
+                        beta=np.asarray(res.code.beta).tolist(),
+                    )
+                found = []
+                results = {}
+                for method, code in codes.items():
+                    t0 = time.perf_counter()
+                    ev = evaluate(
                         code,
                         f,
                         x_test,
                         key=k_test,
                         straggler_model=model,
-                        search=dict(max_iters=0, restarts=1),
-                        candidates=candidates,
+                        num_masks=ecfg["num_masks"],
                     )
-                    if cross.loss > ev.loss:
-                        ev = ev._replace(loss=cross.loss, worst_mask=cross.worst_mask)
-                    results[method] = (ev, seconds + time.perf_counter() - t0)
-            for method, select in rules.items():
-                t0 = time.perf_counter()
-                ev = evaluate(
-                    code0,
-                    f,
-                    x_test,
-                    key=k_test,
-                    straggler_model=model,
-                    num_masks=ecfg["num_masks"],
-                    select_lam_dec=select,
-                    search=ecfg["rule_search"],
-                    candidates=np.unique(np.stack(found), axis=0) if found else None,
-                )
-                results[method] = (ev, time.perf_counter() - t0)
-                codes[method] = code0
-                meta[method] = dict(seconds=0.0, lam_dec_rule=method)
-            grid_losses = results["grid-CV"][0].losses
-            for method in METHODS:
-                ev, seconds = results[method]
-                code = codes[method]
-                if ev.losses is not None and grid_losses is not None:
-                    # paired: the same held-out jobs and patterns for every method
-                    ratio, half = ratio_ci(ev.losses, grid_losses)
-                    meta[method] = meta[method] | dict(vs_grid=ratio, vs_grid_ci95=half)
-                rows.append(
-                    dict(
-                        workload=name,
-                        regime=regime,
-                        method=method,
-                        stragglers=model.describe(),
-                        loss=ev.loss,
-                        ci95=ev.ci95,
-                        failed=ev.failed,
-                        patterns=ev.num_patterns,
-                        exhaustive=bool(ev.exhaustive),
-                        lam_enc=float(code.lam_enc),
-                        lam_dec=None if method in rules else float(code.lam_dec),
-                        eval_seconds=seconds,
+                    results[method] = (ev, time.perf_counter() - t0)
+                    if ev.worst_mask is not None:
+                        found.append(ev.worst_mask)
+                if (
+                    found
+                ):  # worst case: every code also meets the worst patterns found for the others
+                    candidates = np.unique(np.stack(found), axis=0)
+                    for method, code in list(codes.items()):
+                        ev, seconds = results[method]
+                        t0 = time.perf_counter()
+                        cross = evaluate(
+                            code,
+                            f,
+                            x_test,
+                            key=k_test,
+                            straggler_model=model,
+                            search=dict(max_iters=0, restarts=1),
+                            candidates=candidates,
+                        )
+                        if cross.loss > ev.loss:
+                            ev = ev._replace(loss=cross.loss, worst_mask=cross.worst_mask)
+                        results[method] = (ev, seconds + time.perf_counter() - t0)
+                for method, select in rules.items():
+                    t0 = time.perf_counter()
+                    ev = evaluate(
+                        code0,
+                        f,
+                        x_test,
+                        key=k_test,
+                        straggler_model=model,
+                        num_masks=ecfg["num_masks"],
+                        select_lam_dec=select,
+                        search=ecfg["rule_search"],
+                        candidates=np.unique(np.stack(found), axis=0) if found else None,
                     )
-                    | meta[method]
-                )
-                if progress:
-                    print(
-                        f"{name:>10} {regime:>5} {method:>14}: held-out loss {ev.loss:.4e}",
-                        file=sys.stderr,
-                        flush=True,
+                    results[method] = (ev, time.perf_counter() - t0)
+                    codes[method] = code0
+                    meta[method] = dict(seconds=0.0, lam_dec_rule=method)
+                grid_losses = results["grid-CV"][0].losses
+                for method in METHODS:
+                    ev, seconds = results[method]
+                    code = codes[method]
+                    if ev.losses is not None and grid_losses is not None:
+                        # paired: the same held-out jobs and patterns for every method
+                        ratio, half = ratio_ci(ev.losses, grid_losses)
+                        meta[method] = meta[method] | dict(vs_grid=ratio, vs_grid_ci95=half)
+                    rows.append(
+                        dict(
+                            workload=name,
+                            regime=regime,
+                            method=method,
+                            stragglers=model.describe(),
+                            loss=ev.loss,
+                            ci95=ev.ci95,
+                            failed=ev.failed,
+                            patterns=ev.num_patterns,
+                            exhaustive=bool(ev.exhaustive),
+                            lam_enc=float(code.lam_enc),
+                            lam_dec=None if method in rules else float(code.lam_dec),
+                            eval_seconds=seconds,
+                        )
+                        | meta[method]
                     )
+                    if progress:
+                        print(
+                            f"{name:>10} {regime:>5} {method:>14}: held-out loss {ev.loss:.4e}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
     config = dict(
+        interrupted=stop.interrupted,
         toy=toy,
         workloads=infos,
         regimes=list(regimes),
@@ -385,13 +396,15 @@ def run_tune(
     )
     payload = dict(rows=rows)
     payload["summary"] = _summary(config | payload)
-    return ExperimentResult(
-        "tune",
-        config,
-        {"seed": int(seed)},
-        METRICS,
-        payload,
-        {"total": time.perf_counter() - t_start},
+    return stop.finish(
+        ExperimentResult(
+            "tune",
+            config,
+            {"seed": int(seed)},
+            METRICS,
+            payload,
+            {"total": time.perf_counter() - t_start},
+        )
     )
 
 
@@ -447,6 +460,8 @@ def format_tune_table(result: ExperimentResult) -> str:
         f"({'toy sizes' if result['toy'] else 'full sizes'}, {result['dtype']})",
         head,
     ]
+    if result.get("interrupted"):
+        lines.insert(1, "INTERRUPTED (Ctrl-C): only the workloads and regimes finished are below.")
     for name in result["workloads"]:
         for regime in result["regimes"]:
             row = [r for r in result["rows"] if r["workload"] == name and r["regime"] == regime]
