@@ -193,7 +193,10 @@ class MaskEvaluator:
         masks = as_masks(masks, self.num_workers)
         num, n = masks.shape
         ndev = len(self.devices)
-        chunk = min(self.chunk, max(math.ceil(num / ndev), 1)) * ndev
+        # a power of two >= 16 (or the chunk size) masks per chunk: batches of nearby sizes
+        # share one compiled shape (padding: at most 15 or one per mask extra decodes)
+        per_dev = max(math.ceil(num / ndev), 16)
+        chunk = min(self.chunk, 1 << (per_dev - 1).bit_length()) * ndev
         groups = min(64, 1 << max(math.ceil(num / chunk) - 1, 0).bit_length())  # power of two
         step = chunk * groups
         out = None

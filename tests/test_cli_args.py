@@ -231,6 +231,36 @@ def test_ctrl_c_saves_the_finished_part(module, monkeypatch, tmp_path, capsys):
     assert len(saved["results"]["rows"]) == per_row
 
 
+@pytest.mark.parametrize(
+    ("module", "name", "argv"),
+    [
+        ("rates", "_cv_lam_dec", ["rates"]),
+        ("tune", "grid_search", ["tune", "--workloads", "xsinx"]),
+        ("regimes", "grid_search", ["regimes", "--workloads", "xsinx", "--codes", "GCC,BACC"]),
+        ("learned", "train_classifier", ["compare-learned"]),
+    ],
+)
+def test_ctrl_c_before_the_first_measurement_saves_a_partial_record(
+    module, name, argv, monkeypatch, tmp_path, capsys
+):
+    """Ctrl-C at the first step of a longer experiment (the one StopOnInterrupt mechanism):
+    exit 130, and the JSON record is written in the one schema, flagged interrupted, with
+    no measurement in it."""
+    import importlib
+    import json
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(f"gcc_jax.experiments.{module}"), name, interrupt)
+    rc = cli.main([*argv, "--toy", "--no-progress", "--out", str(tmp_path)])
+    assert rc == 130 and "interrupted; partial results written" in capsys.readouterr().err
+    record = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert record["schema_version"] == 1 and record["config"]["interrupted"] is True
+    results = record["results"]
+    assert not results.get("rows") and not results.get("cells")
+
+
 def test_progress_goes_to_stderr_only(capsys):
     """Per-measurement progress lines are on stderr; stdout stays for results."""
     from gcc_jax.experiments.poly import run_poly

@@ -299,14 +299,16 @@ def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
     schemes = "uncoded,equal,parm,gcc"
     argv = ["serve-bench", "--toy", "--schemes", schemes, "--out", str(out), "--no-progress"]
     assert main(argv) == 0
-    result = json.loads((out / "serve_bench.json").read_text())
+    record = json.loads((out / "serve_bench.json").read_text())
+    assert record["schema_version"] == 1 and record["experiment"] == "serve_bench"
+    assert record["config"]["interrupted"] is False
+    result, cfg = record["results"], record["config"]
     assert (out / "serve_bench.png").stat().st_size > 0
     table = (out / "serve_bench.txt").read_text()
     assert result["ray"]["node_ip"] == "127.0.0.1"
     assert list(result["schemes"]) == schemes.split(",")
     assert [p["actors"] for p in result["ray"]["pools"]] == [3, 3]  # k=2, one group of k+1
     # the base model's predictions, recomputed from the cached model and the query indices
-    cfg = result["config"]
     tm = train_classifier(cfg["model"], "digits", epochs=cfg["epochs"], progress=False)
     assert tm.from_cache
     ds = load_digits()

@@ -69,6 +69,7 @@ checkpoint cache's metadata (the run that trained the weights); GCC and BACC tra
 import argparse
 import functools
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -378,7 +379,7 @@ def run_compare_learned(
 
     ds, requested, note = _load(dataset, data_path)
     if note and progress:
-        tqdm.write(note)
+        tqdm.write(note, file=sys.stderr)
     if eval_images < max(ks):
         raise ValueError(f"`eval_images`={eval_images} is smaller than a group (k={max(ks)})")
     x_code = ds.x_train[code_train_indices(ds.num_train, code_train_size, seed)]
@@ -606,7 +607,7 @@ def run_compare_learned(
                         rows.append(row)
                     times["evaluation"] += time.perf_counter() - t0
                 if progress:
-                    tqdm.write(f"{desc}: done")
+                    tqdm.write(f"{desc}: done", file=sys.stderr)
 
     comparison = []
     for row in rows:

@@ -35,7 +35,6 @@ the same delay model; a round decodes from the workers in by ``min(T, t_{(N−S)
 or ``T``") or by ``T`` ("deadline only"), through :class:`gcc_jax.MaskEvaluator`.
 """
 
-import json
 import math
 import os
 import platform
@@ -59,6 +58,8 @@ from ..distributed import (
     init_local_ray,
     poisson_arrivals,
 )
+from ._command import StopOnInterrupt
+from ._io import ExperimentResult, new_figure, save_result
 
 __all__ = [
     "PARM_GAP_CLAIM",
@@ -73,6 +74,17 @@ __all__ = [
 
 SCHEMES = ("uncoded", "equal", "replication", "parm", "gcc", "bacc")
 """Schemes `run_serve_bench` knows, in table order."""
+
+METRICS = {
+    "latency_ms": "per query, submission to answer (queueing, batching, the round, decoding), ms",
+    "p50/p99/p999": "median, 99th and 99.9th percentile of the latencies (linear interpolation)",
+    "gap_ms": "p99.9 − median latency",
+    "accuracy": "fraction of answers equal to the true label (an error counts as wrong)",
+    "agreement": "fraction of answers equal to the base model's own prediction",
+    "gap_ratio": "equal-resources gap / the scheme's gap (ParM claims up to 3.5)",
+    "deadline_sweep": "GCC/BACC accuracy when a round decodes at min(T, t_(N−S)) or at T "
+    "(model time, no Ray)",
+}
 
 PARM_GAP_CLAIM = 3.5
 """ParM's published claim: its p99.9 − median gap is up to 3.5× smaller than the
@@ -344,8 +356,10 @@ def run_serve_bench(
         progress: progress bars and messages (stderr).
 
     Returns:
-        A JSON-ready dict: ``config``, ``environment``, ``ray``, ``schemes`` (per scheme: see
-        :func:`summarize_answers`), ``gap_ratios``, ``deadline_sweep``, ``notes``.
+        An :class:`~gcc_jax.experiments.ExperimentResult` (the one JSON schema) whose
+        ``results`` hold ``machine`` (CPUs, load average), ``ray``, ``model``,
+        ``base_accuracy``, ``query_indices``, ``base_predictions``, ``schemes`` (per scheme:
+        see :func:`summarize_answers`), ``gap_ratios``, ``deadline_sweep`` and ``notes``.
     """
     from ..data import load_dataset
     from ..training import train_classifier
@@ -387,6 +401,7 @@ def run_serve_bench(
         )
 
     sweep = {}
+    stop = StopOnInterrupt()  # Ctrl-C: keep the sweep and the schemes served in full
     if sweep_queries > 0:
         _say(progress, f"deadline sweep: {sweep_queries} queries per code, model time")
         t0 = time.perf_counter()
@@ -396,17 +411,20 @@ def run_serve_bench(
             "bacc": BerrutCode.chebyshev(num_inputs=sk, num_workers=sn),
         }
         m = min(int(sweep_queries), num_queries)
-        sweep = deadline_sweep(
-            sweep_codes,
-            f,
-            queries[:m],
-            labels[:m],
-            base[:m],
-            delays(sn),
-            sweep_deadlines_ms,
-            int(sweep_stragglers),
-        )
-        sweep["wall_s"] = time.perf_counter() - t0
+        with stop:
+            sweep = deadline_sweep(
+                sweep_codes,
+                f,
+                queries[:m],
+                labels[:m],
+                base[:m],
+                delays(sn),
+                sweep_deadlines_ms,
+                int(sweep_stragglers),
+            )
+            sweep["wall_s"] = time.perf_counter() - t0
+    if stop.interrupted:
+        plan = {}
 
     parm_fns = None
     if "parm" in plan:
@@ -414,7 +432,7 @@ def run_serve_bench(
         plan["parm"] = (code, *plan["parm"][1:])
         notes.append(note)
 
-    ray_info = init_local_ray(num_cpus)
+    ray_info = init_local_ray(num_cpus) if plan else dict(node_ip=None, num_cpus=None)
     results: dict[str, dict] = {}
     pools_info: list[dict] = []
     pools: dict[str, RayExecutor] = {}
@@ -453,51 +471,56 @@ def run_serve_bench(
                     actor_compile_s=[round(v["compile_s"], 3) for v in info],
                 )
             )
-        for name, (code, num_groups, m, s) in plan.items():
-            pool = pools["parm" if name == "parm" else "shared"]
-            views = [
-                pool.view(workers=range(j * m, (j + 1) * m), delays=delays(m))
-                for j in range(num_groups)
-            ]
-            deadline = deadline_ms / 1e3 if (deadline_ms and name in ("gcc", "bacc")) else None
-            service = CodedInferenceService(
-                RoundRobinExecutor(views),
-                code,
-                stragglers=s,
-                deadline_s=deadline,
-                release=release,
-                max_wait_s=max_wait_ms / 1e3,
-                timeout_s=timeout_s,
-                max_in_flight=max_in_flight,
-                max_queue=max_queue,
-            )
-            warm = service.warmup()
-            with service:  # a short uncounted burst: first tasks on fresh actors are slow
-                service.serve(queries[: 4 * num_groups * k])
-                before = service.stats()
-                t0 = time.perf_counter()
-                answers = service.serve(
-                    queries, arrivals, max_seconds=share, progress=progress, desc=f"serve {name}"
+        with StopOnInterrupt() as stop:
+            for name, (code, num_groups, m, s) in plan.items():
+                pool = pools["parm" if name == "parm" else "shared"]
+                views = [
+                    pool.view(workers=range(j * m, (j + 1) * m), delays=delays(m))
+                    for j in range(num_groups)
+                ]
+                deadline = deadline_ms / 1e3 if (deadline_ms and name in ("gcc", "bacc")) else None
+                service = CodedInferenceService(
+                    RoundRobinExecutor(views),
+                    code,
+                    stragglers=s,
+                    deadline_s=deadline,
+                    release=release,
+                    max_wait_s=max_wait_ms / 1e3,
+                    timeout_s=timeout_s,
+                    max_in_flight=max_in_flight,
+                    max_queue=max_queue,
                 )
-                counts = service.stats()
-            st = summarize_answers(answers, labels, base)
-            st.update(
-                workers=num_groups * m,
-                groups=num_groups,
-                wait_rule=service.rule,
-                wall_s=time.perf_counter() - t0,
-                warmup_s=warm,
-                rejected=counts["rejected"] - before["rejected"],
-                mean_batch=(counts["batched"] - before["batched"])
-                / max(counts["rounds"] - before["rounds"], 1),
-                not_submitted=num_queries - len(answers),
-            )
-            results[name] = st
-            _say(
-                progress,
-                f"{name}: median {st['p50_ms']:.1f} ms, p99.9 {st['p999_ms']:.1f} ms, "
-                f"accuracy {st['accuracy']:.4f}, errors {st['errors']}, {st['wall_s']:.0f} s",
-            )
+                warm = service.warmup()
+                with service:  # a short uncounted burst: first tasks on fresh actors are slow
+                    service.serve(queries[: 4 * num_groups * k])
+                    before = service.stats()
+                    t0 = time.perf_counter()
+                    answers = service.serve(
+                        queries,
+                        arrivals,
+                        max_seconds=share,
+                        progress=progress,
+                        desc=f"serve {name}",
+                    )
+                    counts = service.stats()
+                st = summarize_answers(answers, labels, base)
+                st.update(
+                    workers=num_groups * m,
+                    groups=num_groups,
+                    wait_rule=service.rule,
+                    wall_s=time.perf_counter() - t0,
+                    warmup_s=warm,
+                    rejected=counts["rejected"] - before["rejected"],
+                    mean_batch=(counts["batched"] - before["batched"])
+                    / max(counts["rounds"] - before["rounds"], 1),
+                    not_submitted=num_queries - len(answers),
+                )
+                results[name] = st
+                _say(
+                    progress,
+                    f"{name}: median {st['p50_ms']:.1f} ms, p99.9 {st['p999_ms']:.1f} ms, "
+                    f"accuracy {st['accuracy']:.4f}, errors {st['errors']}, {st['wall_s']:.0f} s",
+                )
         restarts = {label: pool.restarts for label, pool in pools.items()}
     finally:
         for pool in pools.values():
@@ -506,12 +529,10 @@ def run_serve_bench(
     if "equal" in results:
         ref = results["equal"]["gap_ms"]
         ratios = {name: ref / st["gap_ms"] for name, st in results.items() if st["gap_ms"] > 0}
-    return dict(
-        experiment="serve_bench",
-        config=config,
-        environment=dict(
+    config["interrupted"] = stop.interrupted
+    payload = dict(
+        machine=dict(
             python=platform.python_version(),
-            jax=jax.__version__,
             ray=_ray_version(),
             cpus=os.cpu_count(),
             load_avg=list(os.getloadavg()),
@@ -531,8 +552,16 @@ def run_serve_bench(
         gap_ratios=ratios,
         deadline_sweep=sweep,
         notes=notes,
-        total_s=time.perf_counter() - t_start,
     )
+    result = ExperimentResult(
+        "serve_bench",
+        config,
+        {"seed": int(seed)},
+        METRICS,
+        payload,
+        {"total": time.perf_counter() - t_start},
+    )
+    return stop.finish(result)
 
 
 def _ray_version() -> str:
@@ -541,8 +570,14 @@ def _ray_version() -> str:
     return ray.__version__
 
 
-def format_serve_table(result: dict) -> str:
+def _view(result: ExperimentResult) -> dict:
+    """Configuration and results in one dict (what the report functions read)."""
+    return {"config": result.config, **result.results}
+
+
+def format_serve_table(result: ExperimentResult) -> str:
     """The tail table, the gap ratios against ParM's claim, the sweep, and a plain summary."""
+    result = _view(result)
     cfg = result["config"]
     head = (
         f"serve-bench: {result['model']['name']} on {cfg['dataset']}, k={cfg['num_inputs']}, "
@@ -555,6 +590,8 @@ def format_serve_table(result: dict) -> str:
         f"{'median':>8}{'mean':>8}{'p99':>8}{'p99.9':>8}{'gap':>8}{'accuracy':>9}{'agree':>7}"
     )
     lines = [head, f"base model accuracy on these queries: {result['base_accuracy']:.4f}"]
+    if cfg.get("interrupted"):
+        lines.append("INTERRUPTED (Ctrl-C): only the schemes served in full are below.")
     lines += ["latency in ms (gap = p99.9 − median)", cols, "-" * len(cols)]
     for name, st in result["schemes"].items():
         lines.append(
@@ -617,14 +654,10 @@ def _plain_summary(result: dict) -> str:
     return text
 
 
-def plot_serve(result: dict, path: str | Path) -> Path:
+def plot_serve(result: ExperimentResult):
     """Latency CDFs (log tail), and accuracy against p99.9 latency (with GCC/BACC's sweep)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
+    result = _view(result)
+    fig, (ax, ax2, ax3) = new_figure(1, 3, figsize=(16, 4.5))
     for name, st in result["schemes"].items():
         lat = np.sort(np.asarray(st["latencies_ms"], dtype=float))
         if lat.size == 0:
@@ -662,34 +695,19 @@ def plot_serve(result: dict, path: str | Path) -> Path:
         f"{cfg['groups']} groups, {cfg['rate']:g} q/s on Ray"
     )
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def save_serve(result: dict, out: str | Path) -> dict[str, Path]:
+def save_serve(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``serve_bench.json``, ``serve_bench.txt`` and ``serve_bench.png`` into ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = dict(
-        json=out / "serve_bench.json", table=out / "serve_bench.txt", plot=out / "serve_bench.png"
+    paths = save_result(
+        result,
+        out,
+        summary=format_serve_table(result),
+        figures={"serve_bench": plot_serve(result)},
     )
-    paths["json"].write_text(json.dumps(_strict(result), indent=1))
-    paths["table"].write_text(format_serve_table(result) + "\n")
-    plot_serve(result, paths["plot"])
+    paths["plot"] = paths.pop("serve_bench")
     return paths
-
-
-def _strict(obj):
-    """NaN/Inf → None so the JSON is strict."""
-    if isinstance(obj, dict):
-        return {str(k): _strict(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_strict(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 TOY = dict(

@@ -3,6 +3,7 @@
 import dataclasses
 import functools
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -237,12 +238,14 @@ def train_classifier(
         if out.from_cache:
             tqdm.write(
                 f"loaded {name} on {ds.name} from {out.cache_path}.npz: test accuracy "
-                f"{result.test_accuracy:.4f}"
+                f"{result.test_accuracy:.4f}",
+                file=sys.stderr,
             )
         else:
             tqdm.write(
                 f"trained {name} on {ds.name} in {out.train_time_s:.1f} s "
                 f"({result.num_steps} steps): val accuracy {result.val_accuracy:.4f}, "
-                f"test accuracy {result.test_accuracy:.4f}"
+                f"test accuracy {result.test_accuracy:.4f}",
+                file=sys.stderr,
             )
     return result

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -337,5 +338,6 @@ def print_summary(trained: TrainedCode, label: str) -> None:
     val = trained.val_metrics[-1] if trained.val_metrics else math.nan
     tqdm.write(
         f"{how} {label} ({trained.train_time_s:.1f} s of training): held-out degraded-mode "
-        f"reconstruction accuracy {val:.4f}"
+        f"reconstruction accuracy {val:.4f}",
+        file=sys.stderr,
     )
