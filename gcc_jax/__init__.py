@@ -35,6 +35,7 @@ from ._smoothing import lam_from_dof as lam_from_dof
 from ._spline import Spline as Spline
 from ._spline import fit_smoothing_spline as fit_smoothing_spline
 from ._spline import fit_smoothing_spline_with_status as fit_smoothing_spline_with_status
+from ._spline import resolve_solver as resolve_solver
 from ._spline import smoother_matrix as smoother_matrix
 from ._spline import smoother_matrix_with_status as smoother_matrix_with_status
 from ._status import GCCValueError as GCCValueError

@@ -4,7 +4,8 @@ The public entry points take ``solver="kalman"`` (default, O(n) Kalman filter + 
 :mod:`gcc_jax._kalman`; ``"banded"`` is an accepted alias), ``solver="parallel"`` (the same
 posterior mean by associative scans, O(log n) depth for accelerators: :mod:`gcc_jax._parallel`)
 or ``solver="kernel"`` (the Gram-form reference, O(n³): :mod:`gcc_jax._kernel`); all return a
-:class:`Spline` stored by values and slopes at every node.
+:class:`Spline` stored by values and slopes at every node. ``solver="auto"`` picks one of the
+first two per fit (:func:`resolve_solver`).
 
 Binding convention (DESIGN §1). For nodes ``t_1 < … < t_n`` with weights ``w_i ≥ 0`` (a straggler
 mask is the 0/1 case, ``w_i = 1``: the point is live; ``weights`` and ``mask`` combine as
@@ -41,6 +42,8 @@ __all__ = [
     "smoother_matrix_with_status",
     "SOLVERS",
     "as_solver",
+    "resolve_solver",
+    "AUTO_PARALLEL_MAX_N_CPU",
 ]
 
 
@@ -48,19 +51,53 @@ SOLVERS = {"kalman": solve_kalman, "parallel": solve_parallel, "kernel": solve_k
 _ALIASES = {"banded": "kalman"}  # the Kalman smoother's former name
 
 
-def as_solver(solver: str) -> str:
-    """The canonical solver name: ``"kalman"``, ``"parallel"`` or ``"kernel"``.
+#: Largest ``n`` at which ``solver="auto"`` picks ``"parallel"`` on a CPU (one data column). A
+#: single decode on the shared 2-core machine (``bench/parallel.py``, ``bench/README.md``): with
+#: one output column the parallel solver took 0.4–0.8x the Kalman solver's time from N = 100 to
+#: 10⁵ (one outlier, 1.1x at 3000) and 1.7x / 2.4x at 3·10⁵ / 10⁶ (its O(n log n) work); with
+#: 10 columns it was 1.2–7x slower from N = 1000 on, so more columns always get ``"kalman"``.
+AUTO_PARALLEL_MAX_N_CPU = 100_000
 
-    ``"banded"`` (the Kalman smoother's former name) means ``"kalman"``.
+
+def as_solver(solver: str) -> str:
+    """The canonical solver name: ``"kalman"``, ``"parallel"``, ``"kernel"`` or ``"auto"``.
+
+    ``"banded"`` (the Kalman smoother's former name) means ``"kalman"``; ``"auto"`` is resolved
+    per fit by :func:`resolve_solver`.
 
     Raises:
         ValueError: an unknown solver name.
     """
     name = _ALIASES.get(solver, solver) if isinstance(solver, str) else None
-    if name not in SOLVERS:
-        choices = (*SOLVERS, *_ALIASES)
+    if name not in SOLVERS and name != "auto":
+        choices = (*SOLVERS, "auto", *_ALIASES)
         raise ValueError(f"`solver` must be one of {choices}; got {solver!r}")
     return name
+
+
+def resolve_solver(solver: str, n: int, columns: int = 1) -> str:
+    """The solver a fit of ``columns`` data columns on ``n`` nodes uses (``"auto"`` resolved).
+
+    Any other name is returned canonical (:func:`as_solver`). ``"auto"`` is ``"parallel"`` on an
+    accelerator (``jax.default_backend()`` not ``"cpu"``: the sequential scan costs a kernel
+    launch per node there; not measured yet, see ``bench/gpu.sh``) and on a CPU for one column
+    with ``n ≤ AUTO_PARALLEL_MAX_N_CPU`` (measured, ``bench/parallel.py``); otherwise
+    ``"kalman"``. Resolved at trace time (``n`` and ``columns`` are shapes): never recompiles.
+
+    Example:
+        >>> import jax
+        >>> on_cpu = jax.default_backend() == "cpu"
+        >>> resolve_solver("auto", 10**6) == ("kalman" if on_cpu else "parallel")
+        True
+        >>> resolve_solver("kernel", 10)
+        'kernel'
+    """
+    solver = as_solver(solver)
+    if solver != "auto":
+        return solver
+    if jax.default_backend() != "cpu":
+        return "parallel"
+    return "parallel" if columns == 1 and n <= AUTO_PARALLEL_MAX_N_CPU else "kalman"
 
 
 def _value_status(t: Array, w: Array, lam: Array, y_flat: Array | None) -> Array:
@@ -192,6 +229,7 @@ def fit_smoothing_spline_with_status(
 def _fit_core(t, mask, weights, lam, y_flat, *, solver):
     """Status, then a guarded solve: values and slopes ``(n, r)`` (NaN when status != 0), the
     status and the effective weights ``weights · mask``."""
+    solver = resolve_solver(solver, *y_flat.shape)
     w = jnp.where(mask, weights, 0.0)  # a straggler's weight (even NaN) is 0
     status = _value_status(t, w, lam, y_flat)
     t_ok, w_ok, lam_ok = _safe_inputs(t, w, lam, status)
@@ -244,8 +282,9 @@ def fit_smoothing_spline(
         solver: ``"kalman"`` (default; O(n) Kalman filter + smoother, see ``gcc_jax._kalman``;
             ``"banded"`` is an alias), ``"parallel"`` (the same fit by associative scans over
             the filter and smoother elements, O(log n) depth, for a single large-n fit on a
-            GPU/TPU; see ``gcc_jax._parallel``) or ``"kernel"`` (the Gram-form reference,
-            O(n³), see ``gcc_jax._kernel``).
+            GPU/TPU; see ``gcc_jax._parallel``), ``"kernel"`` (the Gram-form reference,
+            O(n³), see ``gcc_jax._kernel``) or ``"auto"`` (parallel on a GPU/TPU and on a CPU
+            for one column and ``n ≤ 10⁵``, else kalman: :func:`gcc_jax.resolve_solver`).
 
     Precision (measured, n = 100 Chebyshev nodes, random masks): the Kalman form
     matches SciPy's natural ``CubicSpline`` at ``lam = 0`` and a Reinsch reference for

@@ -170,3 +170,22 @@ def test_selectable_everywhere():
     np.testing.assert_array_equal(a.status, b.status)
     h = gcc.smoother_matrix(code.beta, code.alpha, 1e-4, masks[0], solver="parallel")
     np.testing.assert_allclose(h @ y, b.value[0], atol=1e-12)
+
+
+def test_auto_resolves_by_backend_and_size():
+    from gcc_jax._spline import AUTO_PARALLEL_MAX_N_CPU, as_solver
+
+    assert as_solver("auto") == "auto" and as_solver("parallel") == "parallel"
+    cpu = jax.default_backend() == "cpu"
+    assert gcc.resolve_solver("auto", 100) == "parallel"
+    big = gcc.resolve_solver("auto", AUTO_PARALLEL_MAX_N_CPU + 1)
+    assert big == ("kalman" if cpu else "parallel")
+    assert gcc.resolve_solver("auto", 100, columns=10) == ("kalman" if cpu else "parallel")
+    assert gcc.resolve_solver("banded", 10) == "kalman"
+    with pytest.raises(ValueError, match="solver"):
+        gcc.resolve_solver("fastest", 10)
+    code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=N, lam_dec=1e-4, solver="auto")
+    seq = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=N, lam_dec=1e-4)
+    y = code.worker_outputs(jnp.sin, jnp.linspace(-1, 1, 4)[:, None])
+    mask = gcc.sample_masks(jax.random.key(3), N, num=1, stragglers=5)[0]
+    np.testing.assert_allclose(code.decode(y, mask), seq.decode(y, mask), rtol=1e-9, atol=1e-12)

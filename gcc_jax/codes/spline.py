@@ -9,7 +9,12 @@ import numpy as np
 
 from .._kalman_batch import smooth_batch_with_status
 from .._misc import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
-from .._spline import as_solver, fit_smoothing_spline_with_status, smoother_matrix_with_status
+from .._spline import (
+    as_solver,
+    fit_smoothing_spline_with_status,
+    resolve_solver,
+    smoother_matrix_with_status,
+)
 from .._status import is_concrete
 from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
 from ._base import AbstractNodeCode, Decoded
@@ -36,9 +41,10 @@ class SplineCode(AbstractNodeCode):
         lam_enc: encoder smoothing parameter ``≥ 0`` (0 = natural interpolation).
         lam_dec: decoder smoothing parameter ``≥ 0``.
         solver: ``"kalman"`` (default; O(N) per pattern; ``"banded"`` is an alias),
-            ``"parallel"`` (O(log N) depth per pattern: a single large-N decode on a GPU/TPU)
-            or ``"kernel"`` (the Gram-form reference, O(N³) per pattern). See
-            :func:`gcc_jax.fit_smoothing_spline`.
+            ``"parallel"`` (O(log N) depth per pattern: a single large-N decode on a GPU/TPU),
+            ``"kernel"`` (the Gram-form reference, O(N³) per pattern) or ``"auto"`` (a single
+            decode uses :func:`gcc_jax.resolve_solver`'s pick; a batch of masks the
+            batch-native Kalman pass). See :func:`gcc_jax.fit_smoothing_spline`.
 
     Example:
         >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -140,7 +146,7 @@ class SplineCode(AbstractNodeCode):
         y, mask = check_outputs(y, mask, self.num_workers)
         if math.prod(y.shape[1:]) > self.num_workers:
             return self.decode_by_matrix_with_status(y, mask)
-        if self.solver != "kalman":
+        if resolve_solver(self.solver, self.num_workers, math.prod(y.shape[1:])) != "kalman":
             spline = fit_smoothing_spline_with_status(
                 self.beta, y, self.lam_dec, mask, solver=self.solver
             )
@@ -156,8 +162,9 @@ class SplineCode(AbstractNodeCode):
         The masks are the vectorised axis of one forward/backward smoother pass
         (:mod:`gcc_jax._kalman_batch`) that returns the spline only at ``alpha``: values
         ``(p, k, *m)`` and statuses ``(p,)`` equal to the per-mask decode (same flags; NaN where
-        not OK). Falls back to ``vmap(decode_with_status)`` for the kernel and parallel solvers and
-        for more columns than workers (the decoder-matrix path).
+        not OK); ``solver="auto"`` takes this path too. Falls back to ``vmap(decode_with_status)``
+        for the kernel and parallel solvers and for more columns than workers (the
+        decoder-matrix path).
 
         Example:
             >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -172,7 +179,7 @@ class SplineCode(AbstractNodeCode):
         n = self.num_workers
         y = check_outputs(y, jnp.ones((n,), bool), n)[0]
         masks = as_mask_rows(masks, n)
-        if self.solver != "kalman" or math.prod(y.shape[1:]) > n:
+        if self.solver in ("kernel", "parallel") or math.prod(y.shape[1:]) > n:
             return super().decode_batch_with_status(y, masks)
         dtype = float_dtype(self.beta, y)
         values, status = smooth_batch_with_status(
