@@ -42,15 +42,16 @@ the slope is held in units of the local spacing ``ρ_k = max(h_k, h_{k+1})`` (a 
 variables per node, which the element algebra respects); each data column is divided by its
 largest live ``|y|``. Depth O(log n), work O(n log n) (Hillis–Steele rounds), meant for many
 cores (GPU/TPU). On a 2-core CPU a one-column decode still ran faster than the sequential
-solver up to n = 10⁵ (no per-step loop overhead) and slower beyond; see ``bench/parallel.py``.
+solver up to n = 3·10⁴ (no per-step loop overhead) and slower from 3·10⁵; see
+``bench/parallel.py``.
 
 Measured, float64, relative to the largest |value| (random stragglers): equal to ``"kalman"``
 to ≤ 1.2e-12 on Chebyshev and equispaced nodes for n up to 10⁵ and λ from 0 to 1 (1.1e-12 at
 n = 10⁶, λ = 1e-6); at λ = 0 on random (clustered) nodes to ~1e-11, up to 1.5e-9 at n = 10⁵
-(the 2×2 solves lose digits when a gap is followed by a near-duplicate node). float32 against float64 (same float32
-nodes, |y| ~ 1e3, 10% stragglers, λ from 0 to 1e6): ≤ 9e-6 up to n = 10⁴ (Chebyshev) for
-λ ≤ 1, 8.5e-5 at λ = 1e6; at n = 10⁵ (equispaced; float32 cannot hold 10⁵ distinct Chebyshev
-nodes) ≤ 8e-5 for λ ≤ 1, 6.5e-4 at λ = 1e6. Tests hold float32 to 1e-4 at n = 300.
+(the 2×2 solves lose digits when a gap is followed by a near-duplicate node). float32 against
+float64 (same float32 nodes, |y| ~ 1e3, 10% stragglers, λ from 0 to 1e6): ≤ 9e-6 up to
+n = 10⁴ (Chebyshev) for λ ≤ 1, 8.5e-5 at λ = 1e6; at n = 10⁵ (equispaced; float32 cannot hold
+10⁵ distinct Chebyshev nodes) ≤ 8e-5 for λ ≤ 1, 6.5e-4 at λ = 1e6. Tests: 1e-4 at n = 300.
 """
 
 import jax

@@ -52,11 +52,12 @@ _ALIASES = {"banded": "kalman"}  # the Kalman smoother's former name
 
 
 #: Largest ``n`` at which ``solver="auto"`` picks ``"parallel"`` on a CPU (one data column). A
-#: single decode on the shared 2-core machine (``bench/parallel.py``, ``bench/README.md``): with
-#: one output column the parallel solver took 0.4–0.8x the Kalman solver's time from N = 100 to
-#: 10⁵ (one outlier, 1.1x at 3000) and 1.7x / 2.4x at 3·10⁵ / 10⁶ (its O(n log n) work); with
-#: 10 columns it was 1.2–7x slower from N = 1000 on, so more columns always get ``"kalman"``.
-AUTO_PARALLEL_MAX_N_CPU = 100_000
+#: single decode on the shared 2-core machine (``bench/parallel.py``, three runs, table in
+#: ``bench/README.md``): with one output column the parallel solver took 0.26–0.8x the Kalman
+#: solver's time at every N from 100 to 3·10⁴ in every run (one outlier, 1.1x at 3000),
+#: 0.42–2.9x at 10⁵ (load noise) and 1.7–6x at 3·10⁵–10⁶ (its O(n log n) work); with 10
+#: columns it was 1.2–7x slower from N = 1000 on, so more columns always get ``"kalman"``.
+AUTO_PARALLEL_MAX_N_CPU = 30_000
 
 
 def as_solver(solver: str) -> str:
@@ -284,7 +285,7 @@ def fit_smoothing_spline(
             the filter and smoother elements, O(log n) depth, for a single large-n fit on a
             GPU/TPU; see ``gcc_jax._parallel``), ``"kernel"`` (the Gram-form reference,
             O(n³), see ``gcc_jax._kernel``) or ``"auto"`` (parallel on a GPU/TPU and on a CPU
-            for one column and ``n ≤ 10⁵``, else kalman: :func:`gcc_jax.resolve_solver`).
+            for one column and ``n ≤ 3·10⁴``, else kalman: :func:`gcc_jax.resolve_solver`).
 
     Precision (measured, n = 100 Chebyshev nodes, random masks): the Kalman form
     matches SciPy's natural ``CubicSpline`` at ``lam = 0`` and a Reinsch reference for
