@@ -153,6 +153,9 @@ class MaskEvaluator:
         devices: devices to shard each block over (data parallel on the chunk axis); default
             all devices of JAX's default backend. Results do not depend on it.
         progress: show a progress bar (stderr) over blocks.
+        one_shape: every call runs blocks of exactly ``chunk_size`` masks (one chunk per
+            block, the last padded), so the evaluator compiles once whatever the batch sizes:
+            for costly ``per_mask`` functions whose compilation outweighs the padding.
 
     Attributes:
         count: patterns evaluated so far.
@@ -168,6 +171,7 @@ class MaskEvaluator:
         chunk_size: int | None = None,
         devices: Sequence[jax.Device] | None = None,
         progress: bool = False,
+        one_shape: bool = False,
     ):
         self.num_workers = as_int(code.num_workers, "code.num_workers", 1)
         yt = jnp.asarray(yt)
@@ -184,6 +188,7 @@ class MaskEvaluator:
         self.devices = devices
         self.per_mask = per_mask
         self.progress = progress
+        self.one_shape = bool(one_shape)
         self._place_masks, place_rest = _placement(devices)
         self.code, self.yt, self.fx = place_rest((code, yt, fx))
         self.count = 0
@@ -198,6 +203,8 @@ class MaskEvaluator:
         per_dev = max(math.ceil(num / ndev), 16)
         chunk = min(self.chunk, 1 << (per_dev - 1).bit_length()) * ndev
         groups = min(64, 1 << max(math.ceil(num / chunk) - 1, 0).bit_length())  # power of two
+        if self.one_shape:
+            chunk, groups = self.chunk * ndev, 1
         step = chunk * groups
         out = None
         starts = range(0, num, step)

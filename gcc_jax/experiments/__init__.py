@@ -8,6 +8,8 @@ registered in :data:`COMMANDS` (what ``gcc-jax`` lists).
 
 from . import _serve_command, adversarial, demo, dnn, learned, poly, rates, regimes, tune
 from ._command import Command as Command
+from ._command import Interrupted as Interrupted
+from ._command import StopOnInterrupt as StopOnInterrupt
 from ._io import SCHEMA_VERSION as SCHEMA_VERSION
 from ._io import ExperimentResult as ExperimentResult
 from ._io import load_result as load_result

@@ -4,14 +4,15 @@ Log axes never drop values silently (:func:`positive` counts what it cannot draw
 says so), discrete axes get integer ticks (:func:`integer_ticks`), legends go outside the data
 (:func:`legend_outside`), and error bars on a log axis are symmetric in log space
 (:func:`log_errorbar`: the 95% interval ``mean ± ci`` is drawn as far as it is positive, and the
-clipped side is drawn to the axis edge with an open cap, never hidden).
+clipped side is drawn to the axis edge with an open cap, never hidden), and a log axis always
+has labelled ticks, even when its data span less than a decade (:func:`log_ticks`).
 """
 
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["integer_ticks", "legend_outside", "log_errorbar", "positive"]
+__all__ = ["integer_ticks", "legend_outside", "log_errorbar", "log_ticks", "positive"]
 
 
 def positive(y, label: str) -> tuple[np.ndarray, str]:
@@ -77,3 +78,39 @@ def log_errorbar(ax, x, mean, ci, label: str, **kwargs):
             color=line[0].get_color(),
         )
     return line
+
+
+def log_ticks(ax, axis: str = "y", count: int = 4) -> None:
+    """Labelled ticks on a log axis, also when its range spans less than a decade.
+
+    Call after plotting. Over two decades or more, Matplotlib's decade ticks are kept (at most
+    six labelled); over less, ``count`` ticks evenly spaced in log inside the limits, labelled
+    with three significant digits or as many as tell them apart (Matplotlib would label
+    none, or one).
+
+    Example:
+        >>> from gcc_jax.experiments._io import new_figure
+        >>> fig, ax = new_figure()
+        >>> _ = ax.semilogy([0, 1], [0.0148, 0.0153])
+        >>> log_ticks(ax)
+        >>> len(ax.get_yticks())
+        4
+    """
+    from matplotlib.ticker import LogLocator, NullFormatter, NullLocator
+
+    get = ax.get_ylim if axis == "y" else ax.get_xlim
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    lo, hi = get()
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo < hi):
+        return
+    if np.log10(hi / lo) >= 2.0:
+        target.set_major_locator(LogLocator(base=10.0, numticks=6))
+        target.set_minor_formatter(NullFormatter())
+        return
+    margin = (hi / lo) ** 0.05
+    ticks = np.geomspace(lo * margin, hi / margin, count)
+    set_ticks = ax.set_yticks if axis == "y" else ax.set_xticks
+    digits = next(d for d in range(3, 12) if len({f"{v:.{d}g}" for v in ticks}) == count)
+    set_ticks(ticks, [f"{v:.{digits}g}" for v in ticks])
+    target.set_minor_locator(NullLocator())
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(lo, hi)

@@ -827,6 +827,7 @@ def plot_compare(result: ExperimentResult):
     for col, model in enumerate(models):
         for row_i, metric in enumerate(("overall", "recon")):
             ax = axes[row_i, col]
+            ends = [0.0, 100.0]  # the symmetric CIs are drawn in full, even past 0 or 100 %
             for j, method in enumerate(methods):
                 xs, ys, es = [], [], []
                 for i, k in enumerate(ks):
@@ -840,6 +841,8 @@ def plot_compare(result: ExperimentResult):
                         ys.append(100 * match[0][metric]["mean"])
                         es.append(100 * (match[0][metric]["ci95"] or 0.0))
                 ax.bar(xs, ys, width, yerr=es, color=_COLORS.get(method), label=method, capsize=2)
+                ends += [y - e for y, e in zip(ys, es, strict=True)]
+                ends += [y + e for y, e in zip(ys, es, strict=True)]
             if metric == "overall":
                 base = 100 * result["models"][model]["eval_accuracy"]
                 ax.axhline(base, color="k", ls="--", lw=1, label="base model")
@@ -851,7 +854,7 @@ def plot_compare(result: ExperimentResult):
                 else "agreement with the base model (%)"
             )
             ax.set_title(f"{model} on {result['dataset']['name']}: {metric}", fontsize=10)
-            ax.set_ylim(0, 100)
+            ax.set_ylim(min(ends) - 2.0, max(ends) + 2.0)
             ax.grid(True, axis="y", alpha=0.3)
     legend_outside(axes[0, -1], fontsize=7)  # outside the data, next to the last column
     fig.suptitle("Degraded mode: accuracy on the queries whose output was unavailable (±95% CI)")

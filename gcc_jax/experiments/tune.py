@@ -59,7 +59,7 @@ from ..tuning import (
 )
 from ._command import Command, StopOnInterrupt, str_list
 from ._io import ExperimentResult, new_figure, save_result
-from ._plots import legend_outside, log_errorbar
+from ._plots import legend_outside, log_errorbar, log_ticks
 from .rates import vector_map, xsinx
 
 __all__ = [
@@ -77,6 +77,8 @@ __all__ = [
 METHODS = ("default", "grid-CV", "GCV", "CV", "tuned λ", "tuned λ+nodes")
 REGIMES = ("worst", "iid")
 WORKLOADS = ("xsinx", "vector_map", "lenet5")
+TOY_WORKLOADS = ("xsinx",)
+"""The workloads of ``gcc-jax tune --toy`` (each workload compiles every method anew)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +177,13 @@ RULES: dict[str, Callable] = {
     "GCV": functools.partial(gcv_lam_dec, grid=GCV_GRID, refine=0),
     "CV": functools.partial(cv_lam_dec, grid=CV_GRID, refine=0, folds=5),
 }
+#: toy sizes: one point per decade (GCV) and per two decades (CV)
+TOY_GCV_GRID = np.logspace(-12, 0, 13)
+TOY_CV_GRID = np.logspace(-12, 0, 7)
+TOY_RULES: dict[str, Callable] = {
+    "GCV": functools.partial(gcv_lam_dec, grid=TOY_GCV_GRID, refine=0),
+    "CV": functools.partial(cv_lam_dec, grid=TOY_CV_GRID, refine=0, folds=5),
+}
 
 
 def run_tune(
@@ -224,7 +233,8 @@ def run_tune(
         tcfg["steps"] = int(steps)
     ecfg = TOY_EVAL if toy else FULL_EVAL
     gcfg = TOY_GRID if toy else FULL_GRID
-    rules = RULES
+    rules = TOY_RULES if toy else RULES
+    gcv_grid, cv_grid = (TOY_GCV_GRID, TOY_CV_GRID) if toy else (GCV_GRID, CV_GRID)
     key = jax.random.key(seed)
     rows, infos = [], {}
     with StopOnInterrupt() as stop:
@@ -378,6 +388,8 @@ def run_tune(
                             file=sys.stderr,
                             flush=True,
                         )
+            # the next workload's f compiles anew: free this one's executables (peak memory)
+            jax.clear_caches()
     config = dict(
         interrupted=stop.interrupted,
         toy=toy,
@@ -390,8 +402,8 @@ def run_tune(
             lam_enc=None if gcfg["lam_enc_grid"] is None else list(gcfg["lam_enc_grid"]),
             lam_dec=None if gcfg["lam_dec_grid"] is None else list(gcfg["lam_dec_grid"]),
         ),
-        gcv_grid=[float(GCV_GRID[0]), float(GCV_GRID[-1]), len(GCV_GRID)],
-        cv_grid=[float(CV_GRID[0]), float(CV_GRID[-1]), len(CV_GRID)],
+        gcv_grid=[float(gcv_grid[0]), float(gcv_grid[-1]), len(gcv_grid)],
+        cv_grid=[float(cv_grid[0]), float(cv_grid[-1]), len(cv_grid)],
         dtype=str(jnp.zeros(()).dtype),
     )
     payload = dict(rows=rows)
@@ -519,11 +531,12 @@ def plot_tune(result: ExperimentResult):
                 else:  # the worst case is one number (the largest loss found), no interval
                     ax.plot([x], [r["loss"]], "o", ms=7, color=f"C{x}", label=method)
             ax.set_yscale("log")
-            ax.yaxis.set_major_locator(_log_locator())
-            ax.yaxis.set_minor_formatter(_null_formatter())
             ax.set_xticks(np.arange(len(METHODS)), METHODS, rotation=30, ha="right", fontsize=8)
             ax.set_xlim(-0.5, len(METHODS) - 0.5)
             label = next(iter(rows.values()))["stragglers"] if rows else regime
+            if regime == "worst" and rows:
+                exact = all(r.get("exhaustive") for r in rows.values())
+                label += " (all patterns)" if exact else " (worst found: lower bounds)"
             ax.set_title(f"{name}: {label}", fontsize=10)
             ax.set_ylabel("held-out loss (1/K) Σ‖f̂ − f‖²")
             ax.grid(True, axis="y", which="major", alpha=0.3)
@@ -538,22 +551,11 @@ def plot_tune(result: ExperimentResult):
                     transform=ax.transAxes,
                     fontsize=7,
                 )
+            log_ticks(ax)
             legend_outside(ax, fontsize=7)
     fig.suptitle("Held-out loss of GCC per way of choosing its λs (and nodes); lower is better")
     fig.tight_layout()
     return fig
-
-
-def _log_locator():
-    from matplotlib.ticker import LogLocator
-
-    return LogLocator(base=10.0, numticks=5)
-
-
-def _null_formatter():
-    from matplotlib.ticker import NullFormatter
-
-    return NullFormatter()
 
 
 def save_tune(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
@@ -569,15 +571,15 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workloads",
         type=str_list,
-        default=WORKLOADS,
-        help="comma-separated workloads (default xsinx,vector_map,lenet5)",
+        help="comma-separated workloads (default xsinx,vector_map,lenet5; --toy: xsinx)",
     )
     p.add_argument("--regimes", type=str_list, default=REGIMES, help="worst,iid (default both)")
     p.add_argument("--steps", type=int, default=None, help="maximum tuning steps (500)")
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    return dict(workloads=args.workloads, regimes=args.regimes, toy=toy, steps=args.steps)
+    workloads = args.workloads or (TOY_WORKLOADS if toy else WORKLOADS)  # explicit flags win
+    return dict(workloads=workloads, regimes=args.regimes, toy=toy, steps=args.steps)
 
 
 COMMAND = Command(

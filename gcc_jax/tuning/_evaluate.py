@@ -96,8 +96,12 @@ def make_evaluator(code, f, xs, *, chunk: int, select=None) -> MaskEvaluator:
     yt, fx = job_outputs(code, f, xs)
     if not bool(jnp.all(jnp.isfinite(fx))):
         raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
-    per_mask = job_pattern_loss if select is None else _select_per_mask(select)
-    return MaskEvaluator(code, yt, fx, per_mask=per_mask, chunk_size=chunk)
+    if select is None:
+        return MaskEvaluator(code, yt, fx, per_mask=job_pattern_loss, chunk_size=chunk)
+    # a per-pattern λ rule compiles slowly (a grid of fits per job): one block shape for all
+    return MaskEvaluator(
+        code, yt, fx, per_mask=_select_per_mask(select), chunk_size=chunk, one_shape=True
+    )
 
 
 def search_chunk(n: int, model: StragglerModel, search: dict, chunk_size: int, num: int) -> int:
@@ -214,9 +218,10 @@ def evaluate(
     search = DEFAULT_SEARCH | dict(search or {})
     k_masks, k_search = jr.split(check_key(key))
     masks = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
-    if select_lam_dec is not None:  # per-job λ choices: memory grows with jobs × grid
-        chunk_size = min(chunk_size, 32)
-    chunk = search_chunk(n, straggler_model, search, chunk_size, num_masks)
+    if select_lam_dec is not None:  # per-job λ choices: memory grows with jobs × grid;
+        chunk = min(chunk_size, 32)  # one shape for every batch (see make_evaluator)
+    else:
+        chunk = search_chunk(n, straggler_model, search, chunk_size, num_masks)
     ev = make_evaluator(code, f, xs, chunk=chunk, select=select_lam_dec)
     if candidates is not None:
         candidates = np.asarray(candidates)
