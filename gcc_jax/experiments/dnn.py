@@ -1168,9 +1168,10 @@ COMMAND = Command(
     "cross-validation on held-out batches, BACC, uncoded and replication. Prints tables "
     "(rows: codes, columns: S) of RMSE, MSE, accuracy and RelAcc with 95% CIs and writes "
     "results.json (schema: gcc_jax.experiments.dnn), results.txt, results.png and cv.png "
-    "into --out. Defaults: LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10 (about two "
-    "minutes on a busy 2-core CPU when last measured, training included; the trained model "
-    "is cached for reruns). --toy switches to tiny sizes; explicit flags still win.",
+    "into --out. Defaults: LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10. Run time on "
+    "2 CPU cores: defaults about 2 minutes (1:50 wall on a loaded machine, training included; "
+    "the trained model is cached for reruns); --toy about 27 s of CPU time. Explicit flags "
+    "win over --toy.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_dnn,

@@ -589,9 +589,10 @@ COMMAND = Command(
     "worst-case and iid stragglers: held-out loss of GCC with default λs, grid-CV λs, "
     "per-pattern GCV and CV choices of λ_dec, Adam-tuned λs and Adam-tuned λs and nodes "
     "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
-    "patterns. Writes tune.json, tune.txt and tune.png into --out. Slow: the defaults take "
-    "well over 10 minutes on 2 CPU cores; even --toy takes about 4 minutes of CPU time (it "
-    "compiles every method for every workload) and peaks near 2 GB.",
+    "patterns. Writes tune.json, tune.txt and tune.png into --out. Run time on 2 CPU cores: "
+    "the defaults take well over 10 minutes (not measured in full; 500 Adam steps per "
+    "workload, regime and method); --toy (x·sin(x) only; --workloads adds others, each "
+    "compiling every method anew) about 70 s of CPU time and 1.3 GB.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_tune,
