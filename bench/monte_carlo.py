@@ -21,6 +21,7 @@ Usage: python bench/monte_carlo.py [--masks 4096] [--peer-masks 200] [--repeat 3
 import argparse
 import datetime
 import json
+import os
 import platform
 import time
 import timeit
@@ -123,6 +124,7 @@ def main() -> None:
     jax.config.update("jax_enable_x64", True)
     import gcc_jax as gcc
 
+    load_before = os.getloadavg()
     n, s = args.workers, args.stragglers
     masks_np = np.asarray(gcc.sample_masks(jax.random.key(0), n, num=args.masks, stragglers=s))
     code = gcc.SplineCode.chebyshev(num_inputs=K, num_workers=n, lam_dec=LAM_DEC)
@@ -172,10 +174,14 @@ def main() -> None:
         jax_version=jax.__version__,
         device=str(jax.devices()[0]),
         platform=platform.platform(),
+        cpus=os.cpu_count(),
+        load_avg_1_5_15_min_before=load_before,
+        load_avg_1_5_15_min_after=os.getloadavg(),
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2))
+    print(f"load average before {load_before}, after {os.getloadavg()}")
     print(f"wrote {args.out}")
 
 

@@ -13,10 +13,16 @@ Ratios are rates (masks/s) measured on this machine in this run. Writes
 ``bench/results/sweep.json`` (with jax version, device and date) and ``sweep.png`` (time per
 mask versus N, with the fitted scaling exponent).
 
-Usage: python bench/sweep.py [--quick] [--dtype float64|float32] [--device cpu]
-"""
+Memory at a million masks: ``--memory`` runs, each in its own process, the M = 10^6 point with
+nothing but ``monte_carlo_loss`` (no peers, no floor matrices; one timed call) and a baseline
+process that imports JAX and gcc_jax and decodes 256 masks at N = 100 (the runtime's own RSS),
+and reports both peak RSS values and their difference.
 
-from __future__ import annotations
+The load average (``os.getloadavg``) is recorded before and after every point: the development
+machine is shared, so absolute rates depend on it; ratios within a point are what count.
+
+Usage: python bench/sweep.py [--quick] [--dtype float64|float32] [--device cpu] [--memory]
+"""
 
 import argparse
 import datetime
@@ -59,9 +65,22 @@ def point(cfg: dict) -> dict:
     x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (k, 4)), dtype)
     masks = np.asarray(gcc.sample_masks(jax.random.key(0), n, num=num, stragglers=s))
 
+    load_before = os.getloadavg()
     t0 = time.perf_counter()
     loss = gcc.monte_carlo_loss(code, f, x, masks)
     first = time.perf_counter() - t0
+    if cfg.get("ours_only"):  # memory point: only the decoder, one call (compile included)
+        return dict(
+            cfg,
+            S=s,
+            seconds_first_call=first,
+            masks_per_s_incl_compile=num / first,
+            peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            mean_loss=float(np.mean(loss)),
+            load_before=load_before,
+            load_after=os.getloadavg(),
+            device=str(jax.devices()[0]),
+        )
     repeat = 1 if first > 20 else 3
     best = min(
         timeit.repeat(lambda: gcc.monte_carlo_loss(code, f, x, masks), number=1, repeat=repeat)
@@ -116,6 +135,8 @@ def point(cfg: dict) -> dict:
         slowdown_vs_floor=floor_rate / ours,
         peak_rss_mb=rss_mb,
         mean_loss=float(np.mean(loss)),
+        load_before=load_before,
+        load_after=os.getloadavg(),
         device=str(jax.devices()[0]),
     )
 
@@ -134,6 +155,31 @@ def run_point(cfg: dict, timeout: float) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def memory(args) -> None:
+    """Peak RSS of the decoder alone at M = 10^6 (N = 100) and of the JAX runtime baseline."""
+    import jax
+
+    base = dict(K=20, m=10, dtype=args.dtype, lam=args.lam, device=args.device, ours_only=True)
+    baseline = run_point(dict(base, N=100, M=256), timeout=1800)
+    big = run_point(dict(base, N=100, M=1_000_000), timeout=3600)
+    out = dict(
+        benchmark="memory",
+        baseline=baseline,
+        million=big,
+        decoder_rss_mb=big["peak_rss_mb"] - baseline["peak_rss_mb"],
+        jax_version=jax.__version__,
+        platform=platform.platform(),
+        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
+    print(
+        f"peak RSS: baseline (import + 256 masks) {baseline['peak_rss_mb']:.0f} MB, "
+        f"M=10^6 {big['peak_rss_mb']:.0f} MB, difference {out['decoder_rss_mb']:.0f} MB; "
+        f"{big['masks_per_s_incl_compile']:,.0f} masks/s incl. compile, load {big['load_after']}"
+    )
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    print(f"wrote {args.out}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--point", help=argparse.SUPPRESS)
@@ -144,10 +190,19 @@ def main() -> None:
     p.add_argument("--ns", default=None, help="comma-separated N values for the N sweep")
     p.add_argument("--only-n", action="store_true", help="only the N sweep")
     p.add_argument("--masks-scale", type=float, default=1.0, help="scale every M (short runs)")
-    p.add_argument("--out", default=str(RESULTS / "sweep.json"))
+    p.add_argument("--memory", action="store_true", help="only the isolated M = 10^6 RSS")
+    p.add_argument("--out", default=None, help="default results/sweep[_float32|_memory].json")
     args = p.parse_args()
     if args.point:
         print(json.dumps(point(json.loads(args.point))))
+        return
+    if args.out is None:
+        name = (
+            "memory" if args.memory else "sweep" + ("_float32" if args.dtype == "float32" else "")
+        )
+        args.out = str(RESULTS / f"{name}.json")
+    if args.memory:
+        memory(args)
         return
 
     base = dict(K=20, m=10, dtype=args.dtype, lam=args.lam, device=args.device)
@@ -181,13 +236,13 @@ def main() -> None:
         f"{'sweep':>6} {'N':>7} {'M':>8} {'m':>4} {'masks/s':>11} {'x peer':>8} "
         f"{'x csaps':>8} {'/floor':>7} {'compile':>8} {'RSS MB':>8}"
     )
-    print(head)
+    print(head + f" {'load':>5}")
     for r in rows:
         print(
             f"{r['sweep']:>6} {r['N']:>7} {r['M']:>8} {r['m']:>4} {r['masks_per_s']:>11,.0f} "
             f"{r['speedup_vs_peer']:>7.1f}x {r['speedup_vs_csaps']:>7.1f}x "
             f"{r['slowdown_vs_floor']:>6.1f}x "
-            f"{r['compile_s']:>7.2f}s {r['peak_rss_mb']:>8.0f}"
+            f"{r['compile_s']:>7.2f}s {r['peak_rss_mb']:>8.0f} {r['load_after'][0]:>5.1f}"
         )
     import numpy as np
 
@@ -208,6 +263,8 @@ def main() -> None:
         jax_version=jax.__version__,
         device=rows[0]["device"] if rows else "",
         platform=platform.platform(),
+        load_avg_1_5_15_min=os.getloadavg(),
+        cpus=os.cpu_count(),
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
     path = Path(args.out)
