@@ -37,10 +37,20 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 
 
+def best_of(fn, repeat: int) -> tuple[float, float]:
+    """Best wall-clock and best CPU (process, all threads) seconds of ``repeat`` calls."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return min(walls), min(cpus)
+
+
 def point(cfg: dict) -> dict:
     """Measure one configuration (runs inside a subprocess)."""
     import resource
-    import timeit
 
     import jax
 
@@ -82,9 +92,7 @@ def point(cfg: dict) -> dict:
             device=str(jax.devices()[0]),
         )
     repeat = 1 if first > 20 else 3
-    best = min(
-        timeit.repeat(lambda: gcc.monte_carlo_loss(code, f, x, masks), number=1, repeat=repeat)
-    )
+    best, best_cpu = best_of(lambda: gcc.monte_carlo_loss(code, f, x, masks), repeat)
     ours = num / best
 
     # SciPy peer on a subset (same worker outputs, float64)
@@ -97,7 +105,7 @@ def point(cfg: dict) -> dict:
         for mk in peer_masks:
             make_smoothing_spline(beta[mk], yt[mk], lam=mk.sum() * lam, axis=0)(alpha)
 
-    peer_s = min(timeit.repeat(peer, number=1, repeat=2))
+    peer_s, peer_cpu = best_of(peer, 2)
     peer_rate = peer_masks.shape[0] / peer_s
 
     try:  # the csaps peer (optional bench extra): same loop, smooth = 1/(1 + λ')
@@ -108,9 +116,10 @@ def point(cfg: dict) -> dict:
                 smooth = 1.0 / (1.0 + mk.sum() * lam)
                 CubicSmoothingSpline(beta[mk], yt[mk], smooth=smooth, axis=0)(alpha)
 
-        csaps_rate = peer_masks.shape[0] / min(timeit.repeat(csaps_peer, number=1, repeat=2))
+        csaps_s, csaps_cpu = best_of(csaps_peer, 2)
+        csaps_rate = peer_masks.shape[0] / csaps_s
     except ImportError:
-        csaps_rate = float("nan")
+        csaps_s = csaps_cpu = csaps_rate = float("nan")
 
     # floor: the same multiply-adds as one batched matmul, on a memory-capped subset
     num_floor = int(max(1, min(num, 2e7 // (k * n))))
@@ -118,7 +127,7 @@ def point(cfg: dict) -> dict:
     ymat = jnp.asarray(yt, dtype)
     mm = jax.jit(lambda d: jnp.einsum("pkn,nm->pkm", d, ymat))
     jax.block_until_ready(mm(dmat))
-    floor_s = min(timeit.repeat(lambda: jax.block_until_ready(mm(dmat)), number=1, repeat=5))
+    floor_s, floor_cpu = best_of(lambda: jax.block_until_ready(mm(dmat)), 5)
     floor_rate = num_floor / floor_s
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return dict(
@@ -133,6 +142,10 @@ def point(cfg: dict) -> dict:
         csaps_masks_per_s=csaps_rate,
         speedup_vs_csaps=ours / csaps_rate,
         slowdown_vs_floor=floor_rate / ours,
+        cpu_seconds_per_mask=best_cpu / num,
+        cpu_time_speedup_vs_peer=(peer_cpu / peer_masks.shape[0]) / (best_cpu / num),
+        cpu_time_speedup_vs_csaps=(csaps_cpu / peer_masks.shape[0]) / (best_cpu / num),
+        cpu_time_slowdown_vs_floor=(best_cpu / num) / (floor_cpu / num_floor),
         peak_rss_mb=rss_mb,
         mean_loss=float(np.mean(loss)),
         load_before=load_before,
@@ -249,9 +262,18 @@ def main() -> None:
     nrows = [r for r in rows if r["sweep"] == "N"]
     xs = np.log([r["N"] for r in nrows])
     ys = np.log([r["seconds_per_mask"] for r in nrows])
+    ys_cpu = np.log([r["cpu_seconds_per_mask"] for r in nrows])
     big = xs >= np.log(1000) - 1e-9
     slope = float(np.polyfit(xs[big], ys[big], 1)[0]) if big.sum() >= 2 else float("nan")
-    print(f"time per mask ~ N^{slope:.2f} (fit over N >= 1000)")
+    slope_cpu = float(np.polyfit(xs[big], ys_cpu[big], 1)[0]) if big.sum() >= 2 else float("nan")
+    print(f"time per mask ~ N^{slope:.2f} wall, N^{slope_cpu:.2f} CPU time (fit over N >= 1000)")
+    for r in rows:
+        print(
+            f"{r['sweep']:>6} {r['N']:>7} CPU-time ratios: "
+            f"x peer {r['cpu_time_speedup_vs_peer']:.1f}"
+            f" x csaps {r['cpu_time_speedup_vs_csaps']:.1f}"
+            f" /floor {r['cpu_time_slowdown_vs_floor']:.2f}"
+        )
     import jax
 
     out = dict(
@@ -260,6 +282,7 @@ def main() -> None:
         lam=args.lam,
         rows=rows,
         scaling_exponent_N=slope,
+        scaling_exponent_N_cpu_time=slope_cpu,
         jax_version=jax.__version__,
         device=rows[0]["device"] if rows else "",
         platform=platform.platform(),

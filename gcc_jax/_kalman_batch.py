@@ -68,6 +68,9 @@ def _grid(tt: Array) -> tuple[Array, Array, Array]:
     h = jnp.diff(tt)
     floor = jnp.asarray(1e-12, dtype)
     rho = jnp.maximum(jnp.maximum(jnp.concatenate([h[:1], h]), jnp.concatenate([h, h[-1:]])), floor)
+    # a power of two (in [max h, 2 max h)): the ratios ρ_{i+1}/ρ_i and the divisions by ρ are
+    # then exact, so no rounding of the grid compounds along the recursion (float32)
+    rho = lax.stop_gradient(jnp.ldexp(jnp.ones_like(rho), jnp.frexp(rho)[1]))
     h_next = jnp.concatenate([h, jnp.zeros((1,), dtype)])
     rho_next = jnp.concatenate([rho[1:], rho[-1:]])
     return h_next / rho, rho_next / rho, h_next / rho_next, rho
@@ -122,7 +125,7 @@ def _smooth_core(
 
     def step(state, xs):
         """One filter step: the new state and what the backward pass needs (per mask)."""
-        ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1 = state
+        ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1, cg = state
         y_i, w_i, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, hn_i, _ = xs
         c_i, nu_i, kn_i, ratio_i = coefficients(rho3_i, rho3_n, inv_rr3_i, last_i)
         # g = 1/F̂ with F̂ = w P̂00 + ν: smooth in w down to 0 when λ > 0 (exact weight gradients)
@@ -134,8 +137,9 @@ def _smooth_core(
         vb = -ab0  # (2, p)
         wg = g * c_i  # 1/F_i, the GLS weight
         wb0, wb1 = wg * vb[0], wg * vb[1]
-        i00, i01, i11 = i00 + wb0 * vb[0], i01 + wb0 * vb[1], i11 + wb1 * vb[1]
-        s0, s1 = s0 + wb0 * vd, s1 + wb1 * vd
+        (i00, i01, i11, s0, s1), cg = _kahan(
+            (i00, i01, i11, s0, s1), (wb0 * vb[0], wb0 * vb[1], wb1 * vb[1], wb0 * vd, wb1 * vd), cg
+        )
         m0, m1 = g * p00, g * p01  # filter gain
         k0 = m0 + hr_i * m1  # predictive gain A P̂ e0 g
         k1 = rr_i * m1
@@ -149,7 +153,7 @@ def _smooth_core(
         p00 = ratio_i * (f00 + hr_i * (2.0 * f01 + hr_i * f11)) + kn_i * hn2 * hn_i / 3.0
         p01 = ratio_i * rr_i * (f01 + hr_i * f11) + kn_i * hn2 / 2.0
         p11 = ratio_i * rr_i * rr_i * f11 + kn_i * hn_i
-        new = (ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1)
+        new = (ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1, cg)
         return new, (g * vd, g * vb, k0, k1)
 
     def emit_step(carry, xs):
@@ -200,6 +204,7 @@ def _smooth_core(
         zeros_p,
         zeros_rp,
         zeros_rp,
+        (zeros_p, zeros_p, zeros_p, zeros_rp, zeros_rp) if compensate else None,
     )
     buffers = (
         jnp.zeros((num_out + 1, 2, r_cols, p), dtype),
@@ -239,7 +244,7 @@ def _smooth_core(
         def backward_block(carry, inp):
             smooth, bd, bb, bp = carry
             start, xs_b = inp
-            zero_sums = (zeros_p, zeros_p, zeros_p, zeros_rp, zeros_rp)
+            zero_sums = (zeros_p, zeros_p, zeros_p, zeros_rp, zeros_rp, None)
             (_, bd, bb, bp), outs = lax.scan(emit_step, ((*start, *zero_sums), bd, bb, bp), xs_b)
             smooth, _ = lax.scan(smooth_step, smooth, (outs, xs_b), reverse=True)
             return (smooth, bd, bb, bp), None
@@ -247,7 +252,7 @@ def _smooth_core(
         ((*_, od, ob), bd, bb, bp), _ = lax.scan(
             backward_block, (smooth0, *buffers), (checkpoints, xs), reverse=True
         )
-    i00, i01, i11, s0, s1 = state[9:]
+    i00, i01, i11, s0, s1 = state[9:14]
 
     bd, bb, bp, od, ob = bd[:num_out], bb[:num_out], bp[:num_out], od[:num_out], ob[:num_out]
     p00, p01, p11 = bp[:, 0, None], bp[:, 1, None], bp[:, 2, None]  # (E, 1, p)
@@ -280,7 +285,16 @@ def block_length(length: int, num_masks: int, num_cols: int, itemsize: int) -> i
 
 
 def _kahan(total, incr, comp):
-    """Compensated ``total + incr`` (Kahan): returns the new total and its rounding error."""
+    """Compensated ``total + incr`` (Kahan): the new total and its rounding error.
+
+    Arrays or tuples of arrays alike; ``comp`` None (float64) is a plain sum.
+    """
+    if isinstance(total, tuple):
+        pairs = [
+            _kahan(a, b, None if comp is None else c)
+            for a, b, c in zip(total, incr, comp if comp is not None else total, strict=True)
+        ]
+        return tuple(a for a, _ in pairs), None if comp is None else tuple(c for _, c in pairs)
     if comp is None:
         return total + incr, None
     y = incr - comp
