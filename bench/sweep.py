@@ -223,10 +223,15 @@ def main() -> None:
     if args.ns:
         ns = [int(v) for v in args.ns.split(",")]
     plan = []
+    from gcc_jax import auto_chunk_size
+
     for n in ns:  # N sweep: M sized so each point takes about a second or two
         num = int(min(4096, max(16, 4e6 * args.masks_scale // n)))
         if args.quick:
             num = max(8, num // 8)
+        # at least one full chunk of the evaluator: fewer masks would measure a narrower
+        # vector (more loop overhead per mask) than a real Monte Carlo run gets
+        num = max(num, auto_chunk_size(n, 10))
         plan.append(("N", dict(base, N=n, M=num)))
     for num in [] if args.only_n else [256, 4096] + ([] if args.quick else [65536]):
         plan.append(("M", dict(base, N=100, M=num)))
