@@ -61,7 +61,7 @@ def test_checkpointed_blocks_match_scipy(lam):
         np.testing.assert_allclose(got[:, :, p], ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
     if lam > 0:
         w = jnp.asarray(masks.T, float)
-        f = lambda yy: smooth_at(jnp.asarray(t), w, lam, yy, tq, block=5)  # noqa: E731
+        f = jax.jit(lambda yy: smooth_at(jnp.asarray(t), w, lam, yy, tq, block=5))
         check_grads(f, (jnp.asarray(y),), order=1, modes=("rev",))
 
 
@@ -222,6 +222,7 @@ def test_grads_y_lam_nodes():
     masks = jnp.asarray(np.random.default_rng(1).random((2, n)) > 0.25).at[:, :2].set(True)
     y = jnp.asarray(np.random.default_rng(2).standard_normal((n, 2)))
 
+    @jax.jit  # one compile per derivative order (eager, every call re-traced the scans)
     def f(y, lam, t):
         return smooth_batch_with_status(t, masks, lam, y, tq)[0]
 
