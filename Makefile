@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/gcc-jax run
 
+# Every core (pytest-xdist); each test module stays on one worker (tests/conftest.py).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=20
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup --durations=20
 
 # The same suite with every gcc_jax annotation checked at call time (jaxtyping + beartype).
 test-types: $(STAMP)

@@ -26,6 +26,7 @@ from gcc_jax.distributed import (
 )
 
 ray = pytest.importorskip("ray")  # the [ray] extra; `make test` installs it
+pytestmark = pytest.mark.ray  # one Ray cluster at a time: one pytest-xdist group
 
 N = 6
 W = np.array([[1.0, -2.0, 0.5], [0.3, 0.8, -1.0]])
