@@ -71,7 +71,7 @@ from ._types import Array, Bool, Float, Int
 __all__ = ["smooth_at", "smooth_nodes", "smooth_batch_with_status"]
 
 
-def _grid(tt: Array) -> tuple[Array, Array, Array]:
+def _grid(tt: Array) -> tuple[Array, Array, Array, Array]:
     """Normalised steps: ``hr_i = h_i/ρ_i``, ``rr_i = ρ_{i+1}/ρ_i``, ``hn_i = h_i/ρ_{i+1}`` and ρ.
 
     ``tt`` is the merged, sorted, normalised grid ``(L,)``; the step after the last node is 0.
