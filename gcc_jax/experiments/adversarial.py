@@ -22,7 +22,9 @@ correction (:class:`gcc_jax.LagrangeECCode`).
 Functions: ``xsinx`` (``x·sin x``, ``x_k ~ U(−3, 3)``, ``M = 2``), ``cubic`` (``x³ − 3x``,
 ``x_k ~ U(−2, 2)``, ``M = 2``; degree 3 so LCC-EC applies) and ``lenet5`` (LeNet-5 logits on
 scikit-learn digits images, trained by :func:`gcc_jax.training.train_classifier` and cached;
-``M`` = 1.25 × the largest honest |logit| of a calibration batch).
+``M`` = 1.25 × the largest honest |logit| of a calibration batch) and ``zero`` (``f ≡ 0``,
+``M = 2``: no smoothing bias, so the loss is the adversaries' influence alone — the adversarial
+term of the paper's bound, whose exponent is exactly ``6/5 (a − 1)`` for ``λ_dec ∝ (γ/N)^{8/5}``).
 
 Loss: ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` (the GCC papers' squared error).
 """
@@ -136,9 +138,14 @@ def _cubic(v):
     return v**3 - 3.0 * v
 
 
+def _zero(v):
+    return 0.0 * v
+
+
 _ANALYTIC = {
     "xsinx": (_xsinx, 3.0, 2.0, 1),  # f, input half-range, bound M, (degree: None)
     "cubic": (_cubic, 2.0, 2.0, 3),
+    "zero": (_zero, 1.0, 2.0, 1),
 }
 
 
@@ -156,7 +163,7 @@ class _Job:
             self._images = None
             return
         if name != "lenet5":
-            raise ValueError(f"unknown function {name!r}; use xsinx, cubic or lenet5")
+            raise ValueError(f"unknown function {name!r}; use xsinx, cubic, zero or lenet5")
         from ..data import load_dataset
         from ..training import train_classifier
 
@@ -460,7 +467,11 @@ def run_adversarial(
                     worst=max(cells.values()), **cells,
                 )
             )  # fmt: skip
-            _log(progress, f"table {name}: {dname:>10} worst={max(cells.values()):.3e}")
+            _log(
+                progress,
+                f"table {name}: {dname:>10} clean={np.mean(clean):.2e} "
+                + " ".join(f"{c}={v:.2e}" for c, v in cells.items()),
+            )
     timing["table"] = time.perf_counter() - t0
 
     config = dict(
@@ -632,7 +643,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", "-N", type=int_list, help="N values (default 20,40,...,640)")
     p.add_argument("--exponents", type=float_list, help="a values, γ = ⌈N^a⌉ (0,0.25,0.5)")
     p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
-    p.add_argument("--functions", type=str_list, help="rate jobs (xsinx,lenet5)")
+    p.add_argument(
+        "--functions", type=str_list, help="rate jobs: xsinx, cubic, zero, lenet5 (xsinx,lenet5)"
+    )
     p.add_argument("--table-functions", type=str_list, help="table jobs (xsinx,cubic)")
     p.add_argument("--table-workers", type=int, help="N of the table (80)")
     p.add_argument("--table-adversaries", type=int, help="γ of the table (3)")
