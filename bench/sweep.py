@@ -246,8 +246,14 @@ def main() -> None:
         tqdm = None
     rows = []
     it = tqdm(plan, desc="bench points") if tqdm else plan
+    failed = []
     for kind, cfg in it:
-        r = run_point(cfg, timeout=1800)
+        try:
+            r = run_point(cfg, timeout=1800)
+        except RuntimeError as err:  # e.g. float32 Chebyshev nodes not distinct at N = 10^5
+            failed.append(dict(cfg, sweep=kind, error=str(err).splitlines()[-1]))
+            print(f"point failed: {failed[-1]}")
+            continue
         r["sweep"] = kind
         rows.append(r)
     head = (
@@ -286,6 +292,7 @@ def main() -> None:
         dtype=args.dtype,
         lam=args.lam,
         rows=rows,
+        failed=failed,
         scaling_exponent_N=slope,
         scaling_exponent_N_cpu_time=slope_cpu,
         jax_version=jax.__version__,
