@@ -57,7 +57,8 @@ COMMAND = Command(
     "plain-language summary; writes serve_bench.json, serve_bench.txt and serve_bench.png "
     "into --out. Bounded by --queries and --max-seconds. Run time: the defaults (10,000 "
     "queries per scheme at 120 queries/s) take about 15 minutes on 2 CPU cores (about 85 s of "
-    "stream per scheme, plus training, Ray start-up and the sweep); --toy about a minute.",
+    "stream per scheme, plus training, Ray start-up and the sweep); --toy about 30 s of CPU "
+    "time in the driver.",
     add_arguments=_add_arguments,
     config=_config,
     run=_run,

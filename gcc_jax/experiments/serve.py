@@ -669,8 +669,10 @@ def plot_serve(result: ExperimentResult):
         ax3.annotate(name, (st["p999_ms"], st["accuracy"]), fontsize=8)
     ax.set_xscale("log")
     ax.set(xlabel="latency (ms)", ylabel="fraction of queries answered", title="latency CDF")
-    ax.legend(fontsize=8)
-    ax2.set(xlabel="latency t (ms)", ylabel="P(latency ≥ t)", title="tail")
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:  # one legend for the two latency panels, below them (outside the data)
+        ax.legend(handles, labels, fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.2))
+    ax2.set(xlabel="latency t (ms)", ylabel="P(latency ≥ t)", title="tail (colours as left)")
     sweep = result.get("deadline_sweep") or {}
     for name in ("gcc", "bacc"):
         if name in sweep:
@@ -686,7 +688,7 @@ def plot_serve(result: ExperimentResult):
     ax3.set_xscale("log")
     ax3.set(xlabel="p99.9 latency (ms)", ylabel="accuracy", title="accuracy vs p99.9")
     if ax3.get_legend_handles_labels()[0]:
-        ax3.legend(fontsize=7)
+        ax3.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.2))
     for a in (ax, ax2, ax3):
         a.grid(True, which="both", alpha=0.3)
     cfg = result["config"]
