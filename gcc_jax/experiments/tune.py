@@ -592,7 +592,7 @@ COMMAND = Command(
     "patterns. Writes tune.json, tune.txt and tune.png into --out. Run time on 2 CPU cores: "
     "the defaults take well over 10 minutes (not measured in full; 500 Adam steps per "
     "workload, regime and method); --toy (x·sin(x) only; --workloads adds others, each "
-    "compiling every method anew) about 70 s of CPU time and 1.3 GB.",
+    "compiling every method anew) about 60 s of CPU time and 1.2 GB.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_tune,
