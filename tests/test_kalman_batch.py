@@ -226,12 +226,14 @@ def test_grads_y_lam_nodes():
     def f(y, lam, t):
         return smooth_batch_with_status(t, masks, lam, y, tq)[0]
 
-    check_grads(lambda yy: f(yy, 1e-3, t), (y,), order=2, modes=("fwd", "rev"))
-    check_grads(
-        lambda lam: f(y, lam, t), (jnp.asarray(1e-3),), order=2, modes=("fwd", "rev"), eps=1e-6
-    )
-    check_grads(lambda tt: f(y, 1e-3, tt), (t,), order=1, modes=("fwd", "rev"), eps=1e-5)
-    check_grads(lambda tt: f(y, 0.0, tt), (t,), order=1, modes=("fwd", "rev"), eps=1e-5)
+    # One jitted f for every check: y, λ and the nodes together to first order (fwd and rev);
+    # y and λ to second order forward-over-forward (reverse-over-reverse through the scans costs
+    # 21 s of compiling here; the reverse rule is checked at first order); the nodes at λ = 0
+    # (a λ step below 0 is NEGATIVE_LAM, so λ stays fixed there).
+    lam = jnp.asarray(1e-3)
+    check_grads(f, (y, lam, t), order=1, modes=("fwd", "rev"), eps=1e-6)
+    check_grads(lambda yy, ll: f(yy, ll, t), (y, lam), order=2, modes=("fwd",), eps=1e-6)
+    check_grads(lambda yy, tt: f(yy, 0.0, tt), (y, t), order=1, modes=("rev",), eps=1e-5)
 
 
 def test_compile_once_across_masks_lam_nodes():
