@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test notebooks bench lint format docs clean
+.PHONY: run test test-types notebooks bench lint format docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,11 +15,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/gcc-jax run
 
-# 8 pytest-xdist workers (any core count); each test module stays on one worker (tests/conftest.py).
-# Short-lived workers: a process that has compiled and freed a few hundred XLA programs was seen to
-# crash inside libgcc's unwinder (jaxlib 0.10.2, CPU); each worker here runs about 1/8 of the suite.
+# 4 pytest-xdist workers; each test module stays on one worker (tests/conftest.py). A process that
+# has compiled and freed a few hundred XLA programs was seen to crash inside libgcc's unwinder
+# (jaxlib 0.10.2, CPU): each worker runs about a quarter of the suite (~3 GB peak each).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 8 --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -q -n 4 --dist loadgroup --durations=20
+
+# The same suite with every gcc_jax annotation checked at call time (jaxtyping + beartype).
+test-types: $(STAMP)
+	$(BIN)/python -m pytest -q -n 4 --dist loadgroup --jaxtyping-packages=gcc_jax,beartype.beartype
 
 bench: $(STAMP)
 	$(BIN)/python bench/monte_carlo.py
