@@ -130,12 +130,21 @@ def _cv(beta, solver, y_flat, mask, lam, folds):
 
 
 def _minimise(score_fn, grid: Array, refine: int) -> LamChoice:
-    """Grid search in ``log λ``, then golden-section refinement between the grid neighbours."""
-    scores, _ = jax.vmap(score_fn)(grid)
+    """Grid search in ``log λ``, then golden-section refinement between the grid neighbours.
+
+    The grid is a loop (``lax.map``), not a ``vmap``: under the callers' ``vmap`` over
+    patterns and jobs a vmapped grid would hold every λ's fits at once (grid × patterns × jobs
+    × folds spline fits; 6 GB for ``gcc-jax tune``'s CV rule), the loop holds one λ's.
+    """
+    scores, statuses = lax.map(score_fn, grid)
     key = jnp.where(jnp.isnan(scores), jnp.inf, scores)
     i = jnp.argmin(key)
-    logs = jnp.log(grid)
     g = grid.shape[0]
+    if refine == 0 or g == 1:
+        # the grid point itself: its score and status are already known (recomputing them at
+        # a per-job λ would redo one fit per job and pattern: the bulk of a rule's memory)
+        return LamChoice(grid[i], scores[i], statuses[i])
+    logs = jnp.log(grid)
     lo = logs[jnp.maximum(i - 1, 0)]
     hi = logs[jnp.minimum(i + 1, g - 1)]
 
@@ -156,16 +165,13 @@ def _minimise(score_fn, grid: Array, refine: int) -> LamChoice:
         fd2 = jnp.where(left, fc, f_new)
         return a2, b2, c2, d2, fc2, fd2
 
-    best_log, best_score = logs[i], key[i]
-    if refine > 0 and g > 1:
-        c = hi - _INV_PHI * (hi - lo)
-        d = lo + _INV_PHI * (hi - lo)
-        state = (lo, hi, c, d, score_log(c), score_log(d))
-        a, b, c, d, fc, fd = lax.fori_loop(0, refine, body, state)
-        cand_log = jnp.where(fc <= fd, c, d)
-        cand_score = jnp.minimum(fc, fd)
-        better = cand_score < best_score
-        best_log = jnp.where(better, cand_log, best_log)
+    c = hi - _INV_PHI * (hi - lo)
+    d = lo + _INV_PHI * (hi - lo)
+    state = (lo, hi, c, d, score_log(c), score_log(d))
+    a, b, c, d, fc, fd = lax.fori_loop(0, refine, body, state)
+    cand_log = jnp.where(fc <= fd, c, d)
+    better = jnp.minimum(fc, fd) < key[i]
+    best_log = jnp.where(better, cand_log, logs[i])
     lam = jnp.exp(best_log)
     score, status = score_fn(lam)
     return LamChoice(lam, score, status)
