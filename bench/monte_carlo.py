@@ -19,59 +19,19 @@ Usage: python bench/monte_carlo.py [--masks 4096] [--peer-masks 200] [--repeat 3
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.interpolate import make_smoothing_spline
+from _common import best_of, csaps_peer, environment, floor, scipy_peer, worker_function
 
 K, M_OUT = 20, 10
 LAM_DEC = 1e-6  # SciPy needs lam > 0 to be a smoothing spline; a small, realistic value
-
-
-def worker_fn(v):
-    w = jnp.arange(1, M_OUT + 1, dtype=v.dtype)
-    return jnp.sin(w * jnp.mean(v)) + jnp.cos(w * v[0]) * 0.1
-
-
-def scipy_peer(beta, alpha, yt, masks, lam):
-    out = np.empty((masks.shape[0], alpha.size, yt.shape[1]))
-    for i, m in enumerate(masks):
-        spl = make_smoothing_spline(beta[m], yt[m], lam=m.sum() * lam, axis=0)
-        out[i] = spl(alpha)
-    return out
-
-
-def csaps_peer(beta, alpha, yt, masks, lam):
-    from csaps import CubicSmoothingSpline
-
-    out = np.empty((masks.shape[0], alpha.size, yt.shape[1]))
-    for i, m in enumerate(masks):
-        smooth = 1.0 / (1.0 + m.sum() * lam)
-        spl = CubicSmoothingSpline(beta[m], yt[m], smooth=smooth, axis=0)
-        out[i] = spl(alpha)
-    return out
-
-
-def best_of(fn, repeat):
-    """Best wall-clock and best CPU (process) seconds of ``repeat`` calls.
-
-    On the shared, loaded machine wall time mostly measures the other users; CPU time is the
-    work this process did (all its threads), so the CPU-time ratios are the steadier ones.
-    """
-    walls, cpus = [], []
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
-    return min(walls), min(cpus)
+worker_fn = worker_function(M_OUT)
 
 
 def run(dtype: str, masks_np, args) -> dict:
@@ -101,11 +61,7 @@ def run(dtype: str, masks_np, args) -> dict:
     seconds, cpu_seconds = best_of(ours_run, args.repeat)
 
     # the floor: precomputed decoder matrices applied to the outputs (same dtype, capped count)
-    num_floor = int(min(masks_np.shape[0], 2e7 // (K * n)))
-    dmat = jax.random.normal(jax.random.key(1), (num_floor, K, n), dtype)
-    mm = jax.jit(lambda d: jnp.einsum("pkn,nm->pkm", d, yt))
-    jax.block_until_ready(mm(dmat))
-    floor_s, floor_cpu = best_of(lambda: jax.block_until_ready(mm(dmat)), max(args.repeat, 3))
+    num_floor, floor_s, floor_cpu = floor(yt, K, masks_np.shape[0], max(args.repeat, 3))
     return dict(
         dtype=dtype,
         masks=int(masks_np.shape[0]),
@@ -195,13 +151,9 @@ def main() -> None:
         csaps_peer_masks_per_cpu_s=csaps_cpu_rate,
         csaps_rel_err_vs_scipy=csaps_err,
         rows=rows,
-        jax_version=jax.__version__,
-        device=str(jax.devices()[0]),
-        platform=platform.platform(),
-        cpus=os.cpu_count(),
+        **environment(),
         load_avg_1_5_15_min_before=load_before,
         load_avg_1_5_15_min_after=os.getloadavg(),
-        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2))

@@ -25,27 +25,16 @@ Usage: python bench/sweep.py [--quick] [--dtype float64|float32] [--device cpu] 
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from _common import best_of, csaps_peer, environment, floor, scipy_peer, worker_function
+
 RESULTS = Path(__file__).parent / "results"
-
-
-def best_of(fn, repeat: int) -> tuple[float, float]:
-    """Best wall-clock and best CPU (process, all threads) seconds of ``repeat`` calls."""
-    walls, cpus = [], []
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
-    return min(walls), min(cpus)
 
 
 def point(cfg: dict) -> dict:
@@ -59,7 +48,6 @@ def point(cfg: dict) -> dict:
         jax.config.update("jax_platforms", cfg["device"])
     import jax.numpy as jnp
     import numpy as np
-    from scipy.interpolate import make_smoothing_spline
 
     import gcc_jax as gcc
 
@@ -67,11 +55,7 @@ def point(cfg: dict) -> dict:
     s = max(1, n // 10)
     dtype = cfg["dtype"]
     code = gcc.SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_dec=lam, dtype=dtype)
-    freq = jnp.arange(1, m + 1, dtype=dtype)
-
-    def f(v):  # a smooth map R^4 -> R^m
-        return jnp.sin(freq * jnp.mean(v)) + 0.1 * jnp.cos(freq * v[0])
-
+    f = worker_function(m)  # a smooth map R^4 -> R^m
     x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (k, 4)), dtype)
     masks = np.asarray(gcc.sample_masks(jax.random.key(0), n, num=num, stragglers=s))
 
@@ -101,33 +85,16 @@ def point(cfg: dict) -> dict:
     beta, alpha = np.asarray(code.beta, np.float64), np.asarray(code.alpha, np.float64)
     peer_masks = masks[: max(2, min(num, int(2e5 // n)))]
 
-    def peer():
-        for mk in peer_masks:
-            make_smoothing_spline(beta[mk], yt[mk], lam=mk.sum() * lam, axis=0)(alpha)
-
-    peer_s, peer_cpu = best_of(peer, 2)
+    peer_s, peer_cpu = best_of(lambda: scipy_peer(beta, alpha, yt, peer_masks, lam), 2)
     peer_rate = peer_masks.shape[0] / peer_s
-
     try:  # the csaps peer (optional bench extra): same loop, smooth = 1/(1 + λ')
-        from csaps import CubicSmoothingSpline
-
-        def csaps_peer():
-            for mk in peer_masks:
-                smooth = 1.0 / (1.0 + mk.sum() * lam)
-                CubicSmoothingSpline(beta[mk], yt[mk], smooth=smooth, axis=0)(alpha)
-
-        csaps_s, csaps_cpu = best_of(csaps_peer, 2)
+        csaps_s, csaps_cpu = best_of(lambda: csaps_peer(beta, alpha, yt, peer_masks, lam), 2)
         csaps_rate = peer_masks.shape[0] / csaps_s
     except ImportError:
         csaps_s = csaps_cpu = csaps_rate = float("nan")
 
     # floor: the same multiply-adds as one batched matmul, on a memory-capped subset
-    num_floor = int(max(1, min(num, 2e7 // (k * n))))
-    dmat = jax.random.normal(jax.random.key(1), (num_floor, k, n), dtype)
-    ymat = jnp.asarray(yt, dtype)
-    mm = jax.jit(lambda d: jnp.einsum("pkn,nm->pkm", d, ymat))
-    jax.block_until_ready(mm(dmat))
-    floor_s, floor_cpu = best_of(lambda: jax.block_until_ready(mm(dmat)), 5)
+    num_floor, floor_s, floor_cpu = floor(jnp.asarray(yt, dtype), k, num, 5)
     floor_rate = num_floor / floor_s
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return dict(
@@ -170,8 +137,6 @@ def run_point(cfg: dict, timeout: float) -> dict:
 
 def memory(args) -> None:
     """Peak RSS of the decoder alone at M = 10^6 (N = 100) and of the JAX runtime baseline."""
-    import jax
-
     base = dict(K=20, m=10, dtype=args.dtype, lam=args.lam, device=args.device, ours_only=True)
     baseline = run_point(dict(base, N=100, M=256), timeout=1800)
     big = run_point(dict(base, N=100, M=1_000_000), timeout=3600)
@@ -180,9 +145,7 @@ def memory(args) -> None:
         baseline=baseline,
         million=big,
         decoder_rss_mb=big["peak_rss_mb"] - baseline["peak_rss_mb"],
-        jax_version=jax.__version__,
-        platform=platform.platform(),
-        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **environment(big["device"]),
     )
     print(
         f"peak RSS: baseline (import + 256 masks) {baseline['peak_rss_mb']:.0f} MB, "
@@ -285,8 +248,6 @@ def main() -> None:
             f" x csaps {r['cpu_time_speedup_vs_csaps']:.1f}"
             f" /floor {r['cpu_time_slowdown_vs_floor']:.2f}"
         )
-    import jax
-
     out = dict(
         benchmark="sweep",
         dtype=args.dtype,
@@ -295,12 +256,8 @@ def main() -> None:
         failed=failed,
         scaling_exponent_N=slope,
         scaling_exponent_N_cpu_time=slope_cpu,
-        jax_version=jax.__version__,
-        device=rows[0]["device"] if rows else "",
-        platform=platform.platform(),
+        **environment(rows[0]["device"] if rows else ""),
         load_avg_1_5_15_min=os.getloadavg(),
-        cpus=os.cpu_count(),
-        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)

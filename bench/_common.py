@@ -1,0 +1,92 @@
+"""What the Monte Carlo benchmarks share: the timer, the worker function, the peers, the floor.
+
+Imported by ``bench/monte_carlo.py`` and ``bench/sweep.py`` (run as scripts, so this folder is on
+``sys.path``). Imports JAX lazily: ``sweep.py`` sets its x64 flag and platform inside each
+subprocess before JAX is first imported.
+"""
+
+import datetime
+import os
+import platform
+import time
+
+import numpy as np
+from scipy.interpolate import make_smoothing_spline
+
+
+def best_of(fn, repeat: int) -> tuple[float, float]:
+    """Best wall-clock and best CPU (process, all threads) seconds of ``repeat`` calls.
+
+    On the shared, loaded machine wall time mostly measures the other users; CPU time is the
+    work this process did (all its threads), so the CPU-time ratios are the steadier ones.
+    """
+    walls, cpus = [], []
+    for _ in range(repeat):
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return min(walls), min(cpus)
+
+
+def worker_function(m: int):
+    """The benchmarks' worker ``f``: a smooth map ``R^d -> R^m`` in the input's dtype,
+    ``f(v)_j = sin(j mean(v)) + 0.1 cos(j v_0)``, ``j = 1..m``."""
+    import jax.numpy as jnp
+
+    def f(v):
+        freq = jnp.arange(1, m + 1, dtype=v.dtype)
+        return jnp.sin(freq * jnp.mean(v)) + 0.1 * jnp.cos(freq * v[0])
+
+    return f
+
+
+def scipy_peer(beta, alpha, yt, masks, lam):
+    """The SciPy peer: ``make_smoothing_spline`` on each mask's live workers, at ``alpha``."""
+    out = np.empty((masks.shape[0], alpha.size, yt.shape[1]))
+    for i, m in enumerate(masks):
+        out[i] = make_smoothing_spline(beta[m], yt[m], lam=m.sum() * lam, axis=0)(alpha)
+    return out
+
+
+def csaps_peer(beta, alpha, yt, masks, lam):
+    """The csaps peer (``bench`` extra; ImportError without it): the same loop and objective,
+    ``smooth = 1/(1 + λ')``."""
+    from csaps import CubicSmoothingSpline
+
+    out = np.empty((masks.shape[0], alpha.size, yt.shape[1]))
+    for i, m in enumerate(masks):
+        smooth = 1.0 / (1.0 + m.sum() * lam)
+        out[i] = CubicSmoothingSpline(beta[m], yt[m], smooth=smooth, axis=0)(alpha)
+    return out
+
+
+def floor(yt, num_inputs: int, num_masks: int, repeat: int) -> tuple[int, float, float]:
+    """The matmul floor: random ``K × N`` decoder matrices applied to the outputs ``yt`` in one
+    batched ``einsum('pkn,nm->pkm')`` (``yt``'s dtype), on a memory-capped subset of masks.
+
+    Returns the number of masks timed and the best wall and CPU seconds (:func:`best_of`).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    n = yt.shape[0]
+    num = int(max(1, min(num_masks, 2e7 // (num_inputs * n))))
+    dmat = jax.random.normal(jax.random.key(1), (num, num_inputs, n), yt.dtype)
+    mm = jax.jit(lambda d: jnp.einsum("pkn,nm->pkm", d, yt))
+    jax.block_until_ready(mm(dmat))
+    return num, *best_of(lambda: jax.block_until_ready(mm(dmat)), repeat)
+
+
+def environment(device: str | None = None) -> dict:
+    """Versions, device (default: this process's first JAX device), machine and date for a
+    results JSON."""
+    import jax
+
+    return dict(
+        jax_version=jax.__version__,
+        device=str(jax.devices()[0]) if device is None else device,
+        platform=platform.platform(),
+        cpus=os.cpu_count(),
+        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
