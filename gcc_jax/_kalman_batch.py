@@ -322,14 +322,6 @@ def _merge(t: Array, tq: Array) -> tuple[Array, Array, Array]:
     return order, slot, jnp.concatenate([t, tq])[order]
 
 
-def _normalise(t: Array, tt: Array) -> tuple[Array, Array, Array]:
-    """``τ = (t − t_c)/L``: ``L`` half-span of the nodes ``t`` (1 if degenerate)."""
-    half = (t[-1] - t[0]) / 2.0
-    half = jnp.where(half > 0, half, 1.0)
-    center = (t[-1] + t[0]) / 2.0
-    return (tt - center) / half, half, center
-
-
 def _scales(y: Array, w: Array) -> Array:
     """``(1, p)``: 1/max live ``|y|`` per mask over all columns (1 where 0 or not finite).
 
@@ -339,6 +331,18 @@ def _scales(y: Array, w: Array) -> Array:
     big = jnp.max(jnp.where(w > 0, row[:, None], 0.0), axis=0)[None]  # (1, p)
     ok = (big > 0) & jnp.isfinite(big)
     return lax.stop_gradient(jnp.where(ok, 1.0 / jnp.where(ok, big, 1.0), 1.0))
+
+
+def _normalised(
+    t: Array, tt: Array, w: Array, y: Array, lam: Array
+) -> tuple[Array, Array, Array, Array]:
+    """The scale-free problem: ``τ = (tt − t_c)/L`` (``L`` the half-span of the nodes ``t``, 1
+    if degenerate), ``L``, the data scales (:func:`_scales`) and ``λ'/L³``, ``λ' = (Σ_i w_ip) λ``.
+    """
+    half = (t[-1] - t[0]) / 2.0
+    half = jnp.where(half > 0, half, 1.0)
+    center = (t[-1] + t[0]) / 2.0
+    return (tt - center) / half, half, _scales(y, w), lam * jnp.sum(w, axis=0) / half**3
 
 
 def smooth_at(
@@ -357,11 +361,9 @@ def smooth_at(
     """
     nq = tq.shape[0]
     order, slot, tt = _merge(t, tq)
-    tau, half, _ = _normalise(t, tt)
+    tau, half, inv, lam_eff = _normalised(t, tt, w, y, lam)
     wm = jnp.concatenate([w, jnp.zeros((nq, w.shape[1]), w.dtype)])[order]
     ym = jnp.concatenate([y, jnp.zeros((nq, y.shape[1]), y.dtype)])[order]
-    inv = _scales(y, w)
-    lam_eff = lam * jnp.sum(w, axis=0) / half**3
     z, _ = _smooth_core(tau, wm, ym, inv, lam_eff, slot, nq, block)
     return z[0] / inv[None]
 
@@ -372,10 +374,8 @@ def smooth_nodes(t: Array, w: Array, lam: Array, y: Array) -> tuple[Array, Array
     ``w``: weights ``(n,)`` ``≥ 0`` (or a boolean mask); ``λ' = (Σw) λ``, noise ``λ'/w_i``.
     """
     n = t.shape[0]
-    tau, half, _ = _normalise(t, t)
     w = jnp.asarray(w).astype(t.dtype)[:, None]
-    inv = _scales(y, w)
-    lam_eff = lam * jnp.sum(w, axis=0) / half**3
+    tau, half, inv, lam_eff = _normalised(t, t, w, y, lam)
     z, rho = _smooth_core(tau, w, y, inv, lam_eff, jnp.arange(n, dtype=jnp.int32), n)
     values = z[0, :, :, 0] / inv[:, 0]
     slopes = z[1, :, :, 0] / (inv[:, 0] * rho[:, None] * half)
