@@ -457,6 +457,22 @@ def run_compare_learned(
                         "patterns": patterns,
                     }
 
+                def trained_row(method, encoder, trained):
+                    """The row of a trained code (ParM or learned: k + 1 workers, one erasure)."""
+                    yt = group_outputs(trained.code, f_logits, xg)
+                    vals, st = decode_groups(trained.code, yt, erase_base)
+                    row = common(method, encoder, "logits", k + 1, k, 1, "single base", 1 / k)
+                    row.update(score(vals, st, degraded_base, bg, yg))
+                    row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
+                    row.update(
+                        train_time_s=trained.train_time_s,
+                        from_cache=trained.from_cache,
+                        val_metric=trained.val_metrics[-1] if trained.val_metrics else None,
+                        lam_dec=None,
+                        tuning_time_s=0.0,
+                    )
+                    return row
+
                 # -- ParM --------------------------------------------------------------------------
                 encoders = ["sum"] + (["concat"] if can_concat and k in (2, 4) else [])
                 for enc in encoders:
@@ -479,19 +495,7 @@ def run_compare_learned(
                     )
                     times["code_training"] += time.perf_counter() - t0
                     t0 = time.perf_counter()
-                    yt = group_outputs(tc.code, f_logits, xg)
-                    vals, st = decode_groups(tc.code, yt, erase_base)
-                    row = common(f"ParM-{enc}", enc, "logits", k + 1, k, 1, "single base", 1 / k)
-                    row.update(score(vals, st, degraded_base, bg, yg))
-                    row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
-                    row.update(
-                        train_time_s=tc.train_time_s,
-                        from_cache=tc.from_cache,
-                        val_metric=tc.val_metrics[-1] if tc.val_metrics else None,
-                        lam_dec=None,
-                        tuning_time_s=0.0,
-                    )
-                    rows.append(row)
+                    rows.append(trained_row(f"ParM-{enc}", enc, tc))
                     times["evaluation"] += time.perf_counter() - t0
 
                 # -- learned code ------------------------------------------------------------------
@@ -513,21 +517,7 @@ def run_compare_learned(
                 )
                 times["code_training"] += time.perf_counter() - t0
                 t0 = time.perf_counter()
-                yt = group_outputs(tl.code, f_logits, xg)
-                vals, st = decode_groups(tl.code, yt, erase_base)
-                row = common(
-                    "learned", learned_encoder, "logits", k + 1, k, 1, "single base", 1 / k
-                )
-                row.update(score(vals, st, degraded_base, bg, yg))
-                row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
-                row.update(
-                    train_time_s=tl.train_time_s,
-                    from_cache=tl.from_cache,
-                    val_metric=tl.val_metrics[-1] if tl.val_metrics else None,
-                    lam_dec=None,
-                    tuning_time_s=0.0,
-                )
-                rows.append(row)
+                rows.append(trained_row("learned", learned_encoder, tl))
                 times["evaluation"] += time.perf_counter() - t0
 
                 # -- GCC and BACC: N = k + 1, S = 1, and the natural operating point ---------------

@@ -25,7 +25,7 @@ from ._parity import (
     batched,
     check_train_args,
     fit_on_groups,
-    print_summary,
+    trained_code,
 )
 
 __all__ = ["train_learned_code"]
@@ -218,20 +218,7 @@ def train_learned_code(
     out = cached_fit(
         "learned", config, init_params, train, cache_dir=cache_dir, use_cache=use_cache
     )
-    meta = out.metadata
     code = LearnedCode(
         out.params["encoder"], out.params["decoder"], num_inputs=k, num_parities=r, encoder=encoder
     )
-    trained = TrainedCode(
-        code=code,
-        train_time_s=out.train_time_s,
-        from_cache=out.from_cache,
-        train_losses=tuple(float(v) for v in meta.get("train_losses", ())),
-        val_metrics=tuple(float(v) for v in meta.get("val_metrics", ())),
-        num_steps=int(meta.get("num_steps", 0)),
-        cache_path=out.cache_path,
-        config=config,
-    )
-    if progress:
-        print_summary(trained, label)
-    return trained
+    return trained_code(code, out, config, label, progress)

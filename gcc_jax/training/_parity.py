@@ -22,7 +22,7 @@ import numpy as np
 from .._types import Array, ArrayLike, Float
 from ..codes import AbstractCode
 from ..codes.parity import ParityModelCode, check_encoder, check_num_inputs, parity_input
-from ._cached import cached_fit, tree_fingerprint
+from ._cached import CachedFit, cached_fit, tree_fingerprint
 from ._loop import fit
 
 __all__ = [
@@ -32,7 +32,7 @@ __all__ = [
     "base_outputs",
     "batched",
     "check_train_args",
-    "print_summary",
+    "trained_code",
     "split_groups",
     "train_parity_model",
 ]
@@ -315,9 +315,18 @@ def train_parity_model(
         )
 
     out = cached_fit("parity", config, init_params, train, cache_dir=cache_dir, use_cache=use_cache)
+    code = ParityModelCode(out.params, parity_apply, num_inputs=k, encoder=encoder)
+    return trained_code(code, out, config, label, progress)
+
+
+def trained_code(
+    code: AbstractCode, out: CachedFit, config: dict[str, Any], label: str, progress: bool
+) -> TrainedCode:
+    """The :class:`TrainedCode` of a :func:`cached_fit` (its history from the checkpoint's
+    metadata); with ``progress``, a summary line on stderr."""
     meta = out.metadata
     trained = TrainedCode(
-        code=ParityModelCode(out.params, parity_apply, num_inputs=k, encoder=encoder),
+        code=code,
         train_time_s=out.train_time_s,
         from_cache=out.from_cache,
         train_losses=tuple(float(v) for v in meta.get("train_losses", ())),
@@ -327,17 +336,13 @@ def train_parity_model(
         config=config,
     )
     if progress:
-        print_summary(trained, label)
+        from tqdm.auto import tqdm
+
+        how = "loaded" if trained.from_cache else "trained"
+        val = trained.val_metrics[-1] if trained.val_metrics else math.nan
+        tqdm.write(
+            f"{how} {label} ({trained.train_time_s:.1f} s of training): held-out degraded-mode "
+            f"reconstruction accuracy {val:.4f}",
+            file=sys.stderr,
+        )
     return trained
-
-
-def print_summary(trained: TrainedCode, label: str) -> None:
-    from tqdm.auto import tqdm
-
-    how = "loaded" if trained.from_cache else "trained"
-    val = trained.val_metrics[-1] if trained.val_metrics else math.nan
-    tqdm.write(
-        f"{how} {label} ({trained.train_time_s:.1f} s of training): held-out degraded-mode "
-        f"reconstruction accuracy {val:.4f}",
-        file=sys.stderr,
-    )
