@@ -47,6 +47,7 @@ from .._adversary import (
     targeted_attack,
     worst_case_adversaries,
 )
+from .._types import ArrayLike, Real
 from ..codes import (
     ApproxIFERCode,
     BerrutCode,
@@ -264,7 +265,11 @@ def _losses(
 
 
 def slope_with_ci(
-    n: Sequence[float], trials: Sequence[Sequence[float]], *, draws: int = 2000, seed: int = 0
+    n: Sequence[float] | Real[ArrayLike, " i"],
+    trials: Sequence[Sequence[float]] | Real[ArrayLike, "t i"],
+    *,
+    draws: int = 2000,
+    seed: int = 0,
 ) -> tuple[float, float, float]:
     """Log-log slope of the mean-over-jobs curve and its 95% bootstrap interval.
 
@@ -282,6 +287,27 @@ def slope_with_ci(
     ]
     lo, hi = np.nanpercentile(boot, [2.5, 97.5])
     return slope, float(lo), float(hi)
+
+
+def _trial_losses(
+    code, surrogate, job, gamma, strategies, trials, seed, pgd_steps, search, searched
+) -> list[dict[str, float]]:
+    """:func:`_losses` on each trial's own inputs (``purpose=0``) and attack key."""
+    return [
+        _losses(
+            code, surrogate, job.f, job.inputs(seed, trial, purpose=0), gamma, job.bound,
+            strategies, jax.random.key(seed * 1000 + trial), pgd_steps, search, searched=searched,
+        )
+        for trial in range(trials)
+    ]  # fmt: skip
+
+
+def _clean_loss(code, f, x) -> float:
+    """The loss with no adversary and every worker live, ``(1/K) Σ_k ‖ŷ_k − f(x_k)‖²``."""
+    xj = jnp.asarray(x)
+    yt, fx = code.worker_outputs(f, xj), jax.vmap(f)(xj)
+    dec = code.decode_with_status(yt, jnp.ones(code.num_workers, bool))
+    return float(jnp.sum((dec.value - fx) ** 2) / xj.shape[0])
 
 
 def _log(progress: bool, text: str) -> None:
@@ -391,16 +417,10 @@ def run_adversarial(
                 gamma = max(1, math.ceil(n**a - 1e-9))
                 lam = adversarial_lam_dec(n, gamma, job.bound, constant=c)
                 code, sur = _make_decoder("gcc", num_inputs, n, gamma, lam, None)
-                per_trial = []
-                for trial in range(trials):
-                    x = job.inputs(seed, trial, purpose=0)
-                    key = jax.random.key(seed * 1000 + trial)
-                    per_trial.append(
-                        _losses(
-                            code, sur, job.f, x, gamma, job.bound, strategies, key, pgd_steps,
-                            search, searched=rate_searched,
-                        )
-                    )  # fmt: skip
+                per_trial = _trial_losses(
+                    code, sur, job, gamma, strategies, trials, seed, pgd_steps, search,
+                    searched=rate_searched,
+                )  # fmt: skip
                 worst = [max(t.values()) for t in per_trial]
                 rows.append(
                     dict(
@@ -444,22 +464,13 @@ def run_adversarial(
             code, sur = _make_decoder(dname, num_inputs, n, gamma, lam, job.degree, job.bound)
             if code is None:
                 continue
-            searched = [s for s in strategies if s in VALUE_STRATEGIES]
-            per_trial = []
-            clean = []
-            for trial in range(trials):
-                x = job.inputs(seed, trial, purpose=0)
-                key = jax.random.key(seed * 1000 + trial)
-                per_trial.append(
-                    _losses(
-                        code, sur, job.f, x, gamma, job.bound, strategies, key, pgd_steps,
-                        search, searched=searched,
-                    )
-                )  # fmt: skip
-                xj = jnp.asarray(x)  # the clean loss (no adversary) for reference
-                yt, fx = code.worker_outputs(job.f, xj), jax.vmap(job.f)(xj)
-                dec = code.decode_with_status(yt, jnp.ones(n, bool))
-                clean.append(float(jnp.sum((dec.value - fx) ** 2) / num_inputs))
+            per_trial = _trial_losses(
+                code, sur, job, gamma, strategies, trials, seed, pgd_steps, search,
+                searched=[s for s in strategies if s in VALUE_STRATEGIES],
+            )  # fmt: skip
+            clean = [
+                _clean_loss(code, job.f, job.inputs(seed, t, purpose=0)) for t in range(trials)
+            ]
             cells = {s: float(np.mean([t[s] for t in per_trial])) for s in per_trial[0]}
             table.append(
                 dict(
