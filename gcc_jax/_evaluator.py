@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._misc import as_int, as_masks
-from ._types import Array, Bool, Float, Int
+from ._types import Array, ArrayLike, Bool, Float, Int
 from .codes import AbstractCode
 
 __all__ = [
@@ -164,7 +164,7 @@ class MaskEvaluator:
     def __init__(
         self,
         code: AbstractCode,
-        yt: Array,
+        yt: Float[ArrayLike, "n *m"],
         fx: Any,
         *,
         per_mask: Callable = pattern_loss,

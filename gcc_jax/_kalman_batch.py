@@ -66,7 +66,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._status import Status, combine
-from ._types import Array, Bool, Float, Int
+from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
 
 __all__ = ["smooth_at", "smooth_nodes", "smooth_batch_with_status"]
 
@@ -348,9 +348,9 @@ def _normalised(
 def smooth_at(
     t: Float[Array, " n"],
     w: Float[Array, "n p"],
-    lam: Float[Array, ""],
-    y: Float[Array, "n r"],
-    tq: Float[Array, " q"],
+    lam: Float[ArrayLike, ""],
+    y: Float[ArrayLike, "n r"],
+    tq: Float[ArrayLike, " q"],
     block: int | None = None,
 ) -> Float[Array, "q r p"]:
     """Values at ``tq`` of the smoothing splines of ``y`` under each weight column of ``w``.
@@ -359,6 +359,7 @@ def smooth_at(
     finite where ``w > 0``, ``λ ≥ 0``. ``λ' = (Σ_i w_ip) λ`` per column. ``block``: steps per
     checkpointed block (static; default :func:`block_length`, the result does not depend on it).
     """
+    lam, y, tq = jnp.asarray(lam), jnp.asarray(y), jnp.asarray(tq)
     nq = tq.shape[0]
     order, slot, tt = _merge(t, tq)
     tau, half, inv, lam_eff = _normalised(t, tt, w, y, lam)
@@ -368,12 +369,18 @@ def smooth_at(
     return z[0] / inv[None]
 
 
-def smooth_nodes(t: Array, w: Array, lam: Array, y: Array) -> tuple[Array, Array]:
+def smooth_nodes(
+    t: Float[Array, " n"],
+    w: Shaped[ArrayLike, " n"],
+    lam: Float[ArrayLike, ""],
+    y: Float[ArrayLike, "n r"],
+) -> tuple[Float[Array, "n r"], Float[Array, "n r"]]:
     """Values and slopes of one fitted spline at all nodes, each ``(n, r)`` (no validation).
 
     ``w``: weights ``(n,)`` ``≥ 0`` (or a boolean mask); ``λ' = (Σw) λ``, noise ``λ'/w_i``.
     """
     n = t.shape[0]
+    lam, y = jnp.asarray(lam), jnp.asarray(y)
     w = jnp.asarray(w).astype(t.dtype)[:, None]
     tau, half, inv, lam_eff = _normalised(t, t, w, y, lam)
     z, rho = _smooth_core(tau, w, y, inv, lam_eff, jnp.arange(n, dtype=jnp.int32), n)
@@ -385,9 +392,9 @@ def smooth_nodes(t: Array, w: Array, lam: Array, y: Array) -> tuple[Array, Array
 def smooth_batch_with_status(
     t: Float[Array, " n"],
     masks: Bool[Array, "p n"],
-    lam: Float[Array, ""],
-    y: Float[Array, "n r"],
-    tq: Float[Array, " q"],
+    lam: Float[ArrayLike, ""],
+    y: Float[ArrayLike, "n r"],
+    tq: Float[ArrayLike, " q"],
 ) -> tuple[Float[Array, "p q r"], Int[Array, " p"]]:
     """Spline values at ``tq`` for every mask, with per-mask status (NaN where not OK).
 

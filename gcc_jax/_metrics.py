@@ -22,14 +22,12 @@ table as one cluster: trials that share a batch of inputs are not independent, s
 comes from the spread of the per-batch totals (Student t with ``batches − 1`` degrees of freedom).
 """
 
-from __future__ import annotations
-
 import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
 from ._misc import float_dtype
-from ._types import Array, ArrayLike, Bool, Float, Int
+from ._types import Array, ArrayLike, Bool, Float, Int, Real
 
 __all__ = ["mean_ci", "mse", "ratio_ci", "rel_acc", "rmse"]
 
@@ -105,10 +103,10 @@ def rmse(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[
 
 def rel_acc(
     y_hat: Float[ArrayLike, "*p k c"],
-    y: Float[ArrayLike, "*p k c"],
-    labels: Int[ArrayLike, "*p k"] | None = None,
+    y: Float[ArrayLike, "... c"],
+    labels: Int[ArrayLike, "..."] | None = None,
     *,
-    available: Bool[ArrayLike, "*p k"] | None = None,
+    available: Bool[ArrayLike, "..."] | None = None,
 ) -> Float[Array, ""]:
     """Relative accuracy: decoded accuracy over the base model's accuracy on the same inputs.
 
@@ -183,8 +181,8 @@ def rel_acc(
 
 
 def ratio_ci(
-    numerator: Float[ArrayLike, "b t"] | Float[ArrayLike, " t"],
-    denominator: Float[ArrayLike, "b t"] | Float[ArrayLike, " t"] | float = 1.0,
+    numerator: Real[ArrayLike, "b t"] | Real[ArrayLike, " t"],
+    denominator: Real[ArrayLike, "b t"] | Real[ArrayLike, " t"] | float = 1.0,
     *,
     level: float = 0.95,
 ) -> tuple[float, float]:
@@ -233,7 +231,7 @@ def ratio_ci(
 
 
 def mean_ci(
-    values: Float[ArrayLike, "b t"] | Float[ArrayLike, " t"], *, level: float = 0.95
+    values: Real[ArrayLike, "b t"] | Real[ArrayLike, " t"], *, level: float = 0.95
 ) -> tuple[float, float]:
     """Mean of a ``(batches, trials)`` table (or of a 1-D sample) with its CI half-width.
 

@@ -160,7 +160,8 @@ class Spline:
         status: :class:`gcc_jax.Status` flags (int32 scalar); 0 means the fit is valid. A failed
             fit has NaN values and slopes.
 
-    Call ``spline(tq)`` to evaluate at query points ``tq`` of shape ``(q,)`` → ``(q, *tail)``.
+    Call ``spline(tq)`` to evaluate at query points ``tq`` of shape ``(q,)`` → ``(q, *tail)``
+    (a scalar ``tq`` → ``tail``).
     """
 
     knots: Float[Array, " n"]
@@ -170,7 +171,9 @@ class Spline:
     slopes: Float[Array, "n ..."]
     status: Int[Array, ""]
 
-    def __call__(self, tq: Float[ArrayLike, " q"]) -> Float[Array, "q ..."]:
+    def __call__(
+        self, tq: Float[ArrayLike, " q"] | Float[ArrayLike, ""]
+    ) -> Float[Array, "q ..."] | Float[Array, "..."]:
         tq = jnp.asarray(tq)
         if tq.ndim > 1:
             raise ValueError(f"query points must be a scalar or 1-D array; got shape {tq.shape}")

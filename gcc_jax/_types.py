@@ -4,9 +4,7 @@ Axis vocabulary (STYLE.md): ``k`` inputs, ``n`` workers, ``d`` input size, ``m``
 ``p`` straggler patterns (the batched axis), ``q`` query points.
 """
 
-from __future__ import annotations
-
-from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray, Shaped
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray, Real, Shaped
 
 __all__ = [
     "Array",
@@ -15,6 +13,7 @@ __all__ = [
     "Float",
     "Int",
     "PRNGKeyArray",
+    "Real",
     "Shaped",
     "Scalar",
     "Mask",

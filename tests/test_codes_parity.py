@@ -88,6 +88,7 @@ def test_concat_encoder_matches_loop(k):
     )
 
 
+@pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
 def test_bad_configurations_raise():
     with pytest.raises(ValueError, match="num_inputs in \\(2, 4\\)"):
         gcc.ParityModelCode({}, linear_apply, num_inputs=3, encoder="concat")

@@ -80,8 +80,12 @@ def test_lam_from_dof_edges_and_errors():
             gcc.lam_from_dof(t, bad)
     with pytest.raises(ValueError, match=r"\(2, 9\]"):
         gcc.lam_from_dof(t, 9.5, mask)
+
+
+@pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own message, not the annotation's
+def test_lam_from_dof_rejects_a_non_scalar_dof():
     with pytest.raises(ValueError, match="`dof` must be a scalar"):
-        gcc.lam_from_dof(t, jnp.ones(2))
+        gcc.lam_from_dof(gcc.chebyshev_nodes(10, kind=2), jnp.ones(2))
 
 
 def test_lam_from_dof_under_jit_compiles_once():

@@ -93,6 +93,7 @@ def test_nonfinite_live_worker_output_is_reported():
     assert res.status[2] == 0 and np.isfinite(res.loss[2])
 
 
+@pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
 def test_bad_input():
     code, x = _setup()
     with pytest.raises(ValueError, match=r"\(p, 40\)"):

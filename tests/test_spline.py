@@ -362,6 +362,7 @@ def test_masked_fit_equals_fit_on_survivors(n, tail, data):
 # --- bad input -------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
 def test_bad_input_raises_clearly():
     t = np.linspace(-1, 1, 6)
     y = np.zeros(6)

@@ -236,8 +236,9 @@ def test_env_var_cache_is_used_without_cache_dir(digits, monkeypatch, tmp_path):
 def test_progress_bar_and_summary(digits, capsys):
     train_classifier("mlp", digits, epochs=1, batch_size=256, use_cache=False, progress=True)
     captured = capsys.readouterr()
-    assert "test accuracy" in captured.out
-    assert "train mlp on digits" in captured.err  # tqdm writes the bar to stderr
+    # the bar (tqdm) and the summary line both go to stderr: stdout stays for results
+    assert "test accuracy" in captured.err and "test accuracy" not in captured.out
+    assert "train mlp on digits" in captured.err
 
 
 def test_bad_arguments(digits):

@@ -177,6 +177,7 @@ def test_too_few_positive_weights_and_nan_data_at_zero_weight():
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
 def test_weights_static_errors():
     t, y, _, _ = _problem(6)
     with pytest.raises(ValueError, match="weights"):

@@ -285,8 +285,8 @@ class AbstractNodeCode(AbstractLinearCode):
     Subclasses declare ``alpha`` and ``beta`` as array fields and set ``min_live``.
     """
 
-    alpha: Float[Array, " k"]
-    beta: Float[Array, " n"]
+    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
+    beta: Float[ArrayLike, " n"]
     min_live: int = 1
 
     @property

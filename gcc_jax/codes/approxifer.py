@@ -92,8 +92,8 @@ class ApproxIFERCode(AbstractCode):
         [4, 11]
     """
 
-    alpha: Float[Array, " k"]
-    beta: Float[Array, " n"]
+    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
+    beta: Float[ArrayLike, " n"]
     num_adversaries: int = dataclasses.field(default=1, metadata=dict(static=True))
 
     def __post_init__(self):

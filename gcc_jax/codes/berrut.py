@@ -63,8 +63,8 @@ class BerrutCode(AbstractNodeCode):
         ((4, 1), True)
     """
 
-    alpha: Float[Array, " k"]
-    beta: Float[Array, " n"]
+    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
+    beta: Float[ArrayLike, " n"]
     min_live = 1  # class constant (Berrut's interpolant needs one live node), not a field
 
     def __post_init__(self):

@@ -93,8 +93,8 @@ class LagrangeCode(AbstractNodeCode):
         True
     """
 
-    alpha: Float[Array, " k"]
-    beta: Float[Array, " n"]
+    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
+    beta: Float[ArrayLike, " n"]
     min_live = 1  # class constant (through one live point: a constant), not a field
     degree: int = dataclasses.field(default=1, metadata=dict(static=True))
     below_threshold: str = dataclasses.field(default="nan", metadata=dict(static=True))

@@ -77,8 +77,8 @@ class LagrangeECCode(AbstractCode):
         True
     """
 
-    alpha: Float[Array, " k"]
-    beta: Float[Array, " n"]
+    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
+    beta: Float[ArrayLike, " n"]
     degree: int = dataclasses.field(default=1, metadata=dict(static=True))
     num_adversaries: int = dataclasses.field(default=1, metadata=dict(static=True))
 

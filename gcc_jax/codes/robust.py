@@ -33,7 +33,7 @@ from .._misc import (
 )
 from .._spline import fit_smoothing_spline_with_status
 from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, Shaped
+from .._types import Array, ArrayLike, Bool, Float, Real, Shaped
 from ._base import AbstractCode, Decoded, Encoded
 from .spline import SplineCode
 
@@ -258,10 +258,10 @@ class RobustSplineCode(AbstractCode):
         True
     """
 
-    alpha: Float[Array, " k"]
-    beta: Float[Array, " n"]
-    lam_enc: Float[Array, ""]
-    lam_dec: Float[Array, ""]
+    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
+    beta: Float[ArrayLike, " n"]
+    lam_enc: Real[ArrayLike, ""]  # any real scalar; stored as an array leaf (__post_init__)
+    lam_dec: Real[ArrayLike, ""]
     loss: str = dataclasses.field(default="huber", metadata=dict(static=True))
     iterations: int = dataclasses.field(default=10, metadata=dict(static=True))
     tuning: float | None = dataclasses.field(default=None, metadata=dict(static=True))

@@ -16,7 +16,7 @@ from .._spline import (
     smoother_matrix_with_status,
 )
 from .._status import is_concrete
-from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
+from .._types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
 from ._base import AbstractNodeCode, Decoded
 
 
@@ -56,11 +56,11 @@ class SplineCode(AbstractNodeCode):
         True
     """
 
-    alpha: Float[Array, " k"]
-    beta: Float[Array, " n"]
+    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
+    beta: Float[ArrayLike, " n"]
     min_live = 2  # class constant (a smoothing spline needs 2 live points), not a field
-    lam_enc: Float[Array, ""]
-    lam_dec: Float[Array, ""]
+    lam_enc: Real[ArrayLike, ""]  # any real scalar; stored as an array leaf (__post_init__)
+    lam_dec: Real[ArrayLike, ""]
     solver: str = dataclasses.field(default="kalman", metadata=dict(static=True))
 
     def __post_init__(self):

@@ -250,7 +250,7 @@ class LocalExecutor(Executor):
             if isinstance(value, tuple) and value[0] is Outcome.LATE:
                 messages[i] = f"{value[1]} within {timeout_s * 1e3:.1f} ms (wall time)"
         cutoff, met, last = None, False, 0.0
-        for i in np.lexsort((np.arange(n), lat)):  # arrival order, ties by index
+        for i in map(int, np.lexsort((np.arange(n), lat))):  # arrival order, ties by index
             t = float(lat[i])
             if t > timeout_s:
                 break
@@ -264,7 +264,7 @@ class LocalExecutor(Executor):
                 outcomes[i], messages[i] = Outcome.ERROR, "raised RuntimeError (injected error)"
             elif kind == "crash":
                 outcomes[i], messages[i] = Outcome.DEAD, "process died (injected crash); restarted"
-                restarted.append(int(i))
+                restarted.append(i)
             elif isinstance(computed_i, tuple):
                 outcomes[i], messages[i] = computed_i
             else:
@@ -272,7 +272,7 @@ class LocalExecutor(Executor):
                 if kind == "nan":
                     value = np.full(out_shape, np.nan)
                 elif kind == "garbage":
-                    value = garbage_like(out_shape, rid, int(i))
+                    value = garbage_like(out_shape, rid, i)
                 elif kind == "malformed":
                     value = np.zeros((int(np.prod(out_shape)) + 1,))
                 outcome, arr, msg = classify_output(value, out_shape, self.validate)
@@ -283,7 +283,7 @@ class LocalExecutor(Executor):
                     if on_result is not None:
                         if self.sleep:
                             time.sleep(max(0.0, t_start + t - time.perf_counter()))
-                        on_result(int(i), outputs[i], t)
+                        on_result(i, outputs[i], t)
                 else:
                     messages[i] = msg
             if rule(mask):

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._misc import check_code
 from .._status import describe_status
-from .._types import Float
+from .._types import ArrayLike, Float, Real
 from ._executor import (
     Executor,
     WaitFor,
@@ -348,11 +348,13 @@ class CodedInferenceService:
 
     # -- intake ---------------------------------------------------------------------------
 
-    def submit(self, x: Float[Any, "*d"]) -> concurrent.futures.Future:
-        """Queue one query; returns a future of its :class:`Answer`.
+    def submit(self, x: Any) -> concurrent.futures.Future:
+        """Queue one query (an array of the service's input shape); returns a future of its
+        :class:`Answer`.
 
-        A malformed query (wrong shape, not numeric, NaN/Inf — which the encoder would spread to
-        every query of its batch) is answered at once with an error and never batched.
+        Any value is accepted: a malformed query (wrong shape, not numeric, NaN/Inf — which the
+        encoder would spread to every query of its batch) is answered at once with an error and
+        never batched.
 
         Raises:
             Overloaded: ``max_queue`` queries are waiting and ``on_overload="reject"``.
@@ -400,7 +402,7 @@ class CodedInferenceService:
     def serve(
         self,
         queries: Iterable[Any],
-        arrival_times: Sequence[float] | None = None,
+        arrival_times: Sequence[float] | Real[ArrayLike, " q"] | None = None,
         *,
         max_seconds: float | None = None,
         progress: bool = False,

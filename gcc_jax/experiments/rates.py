@@ -60,7 +60,7 @@ from .._evaluator import MaskEvaluator
 from .._pipeline import outputs_and_targets
 from .._precision import Float32PrecisionWarning
 from .._stragglers import sample_masks
-from .._types import Array, Float
+from .._types import Array, ArrayLike, Float, Real
 from .._worst_case import search_worst_case
 from ..codes import BerrutCode, SplineCode
 from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
@@ -190,7 +190,9 @@ def pick_solver(solver: str) -> str:
     return "kalman"
 
 
-def fit_slope(n: Sequence[float], loss: Sequence[float]) -> tuple[float, float]:
+def fit_slope(
+    n: Sequence[float] | Real[ArrayLike, " i"], loss: Sequence[float] | Real[ArrayLike, " i"]
+) -> tuple[float, float]:
     """Least-squares fit ``log L = a + b log N``; returns ``(b, a)`` (NaN if < 2 usable points)."""
     n = np.asarray(n, float)
     loss = np.asarray(loss, float)

@@ -690,8 +690,8 @@ def run_regimes(
     use_cache: bool = True,
     seed: int = 0,
     progress: bool = True,
-) -> dict:
-    """Build the regime map (module docstring); returns the JSON-ready result.
+) -> ExperimentResult:
+    """Build the regime map (module docstring) as an :class:`~gcc_jax.experiments.ExperimentResult`.
 
     Args:
         num_inputs: ``K`` inputs per coded computation.
@@ -716,7 +716,7 @@ def run_regimes(
         progress: progress bars.
 
     Returns:
-        The result dict (module docstring).
+        An :class:`~gcc_jax.experiments.ExperimentResult` (its ``results``: module docstring).
     """
     from tqdm.auto import tqdm
 

@@ -323,7 +323,7 @@ def run_serve_bench(
     seed: int = 0,
     data_path: str | None = None,
     progress: bool = True,
-) -> dict:
+) -> ExperimentResult:
     """Serve one Poisson stream with each scheme on a local Ray cluster; return the stats.
 
     Args:

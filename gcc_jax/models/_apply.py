@@ -1,7 +1,5 @@
 """Turn an NNX model into a pure ``apply(params, x)`` and a single-input worker function."""
 
-from __future__ import annotations
-
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -204,7 +202,7 @@ def worker_function(
     input_shape = apply.input_shape
     size = math.prod(input_shape)
 
-    def f(x: Float[Array, "*shape"]) -> Float[Array, " m"]:
+    def f(x: Float[ArrayLike, "*shape"]) -> Float[Array, " m"]:
         x = jnp.asarray(x)
         if x.size != size:
             raise ValueError(

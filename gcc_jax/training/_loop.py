@@ -1,7 +1,5 @@
 """Optax training loop: a pure jitted step, deterministic epochs, accuracy evaluation."""
 
-from __future__ import annotations
-
 import functools
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
@@ -19,10 +17,11 @@ Params = PyTree[Float[Array, "..."]]
 
 
 class Batch(NamedTuple):
-    """One mini-batch: images ``x: (b, H, W, C)`` and integer labels ``y: (b,)``."""
+    """One mini-batch: inputs ``x: (b, ...)`` (images ``(b, H, W, C)`` for a classifier) and
+    targets ``y: (b, ...)`` (integer labels ``(b,)`` for the cross-entropy loss)."""
 
-    x: Float[ArrayLike, "b H W C"]
-    y: Int[ArrayLike, " b"]
+    x: Float[ArrayLike, "b ..."]
+    y: Shaped[ArrayLike, "b ..."]
 
 
 class StepResult(NamedTuple):
@@ -59,7 +58,7 @@ def cross_entropy_loss(apply: Callable, params: Params, batch: Batch) -> Float[A
 
 
 def make_train_step(
-    apply: Callable,
+    apply: Callable | Hashable,
     optimizer: optax.GradientTransformation,
     loss_fn: Callable[[Callable, Params, Batch], Float[Array, ""]] = cross_entropy_loss,
 ) -> Callable[[Params, optax.OptState, Batch], StepResult]:
@@ -69,7 +68,8 @@ def make_train_step(
     cross-entropy of ``apply(θ, x)`` against the integer labels (or ``loss_fn``).
 
     Args:
-        apply: the model's forward function ``apply(params, x) -> logits``.
+        apply: the model's forward function ``apply(params, x) -> logits`` (with a custom
+            ``loss_fn``, any hashable object that loss understands).
         optimizer: an Optax gradient transformation (e.g. ``optax.adam(1e-3)``).
         loss_fn: ``loss_fn(apply, params, batch) -> scalar``; cross-entropy by default.
 
@@ -100,7 +100,9 @@ def make_train_step(
 
 @functools.lru_cache(maxsize=16)
 def _cached_train_step(
-    apply: Callable, optimizer: optax.GradientTransformation, loss_fn: Callable = cross_entropy_loss
+    apply: Callable | Hashable,
+    optimizer: optax.GradientTransformation,
+    loss_fn: Callable = cross_entropy_loss,
 ) -> Callable:
     """`make_train_step`, reused (with its compiled code) for an equal model, optimiser, loss."""
     return make_train_step(apply, optimizer, loss_fn)
@@ -164,7 +166,7 @@ def accuracy(
 def fit(
     apply: Callable | Hashable,
     params: Params,
-    x_train: Float[ArrayLike, "n H W C"],
+    x_train: Float[ArrayLike, "n ..."],
     y_train: Shaped[ArrayLike, "n ..."],
     *,
     optimizer: optax.GradientTransformation,
@@ -188,7 +190,8 @@ def fit(
         apply: the model's forward function ``apply(params, x) -> logits`` (with a custom
             ``loss_fn``, any hashable object that loss understands).
         params: initial parameters.
-        x_train: images ``(n, H, W, C)``.
+        x_train: inputs ``(n, ...)`` (images ``(n, H, W, C)`` for the models of
+            :mod:`gcc_jax.models`).
         y_train: integer labels ``(n,)`` (with a custom ``loss_fn``, any per-example targets
             ``(n, ...)``).
         optimizer: an Optax gradient transformation.

@@ -20,8 +20,6 @@ removed to make the representation unique), so ``params_from_code(code).to_code(
 ``code`` up to round-off.
 """
 
-from __future__ import annotations
-
 import dataclasses
 
 import jax
@@ -39,7 +37,7 @@ __all__ = ["SplineParams", "nodes_from_logits", "logits_from_nodes", "params_fro
 GROUPS = ("lam_enc", "lam_dec", "alpha", "beta")
 
 
-def nodes_from_logits(z: Float[Array, " g"], *, pinned: bool) -> Float[Array, " n"]:
+def nodes_from_logits(z: Float[ArrayLike, " g"], *, pinned: bool) -> Float[Array, " n"]:
     """Strictly increasing nodes in ``[−1, 1]`` from gap logits (see the module docstring).
 
     Args:
@@ -97,12 +95,14 @@ def logits_from_nodes(t: Float[ArrayLike, " n"], *, pinned: bool, name: str = "n
     return logs - jnp.mean(logs)
 
 
-@jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class SplineParams:
     """Unconstrained, differentiable parameters of a :class:`~gcc_jax.SplineCode`.
 
     A pytree whose leaves are the four parameter groups; optax optimisers act on it directly.
+    Rebuilding it from leaves (``jax.tree.map``, ``tree_unflatten``) does not call ``__init__``:
+    optax's ``partition`` and ``masked`` rebuild it with labels, booleans and ``MaskedNode``
+    leaves, which are not parameter values.
     ``lam_enc = exp(log_lam_enc)``, ``lam_dec = exp(log_lam_dec)``, and the nodes are cumulative
     softmax gaps (module docstring), so every value of the leaves gives a valid code: λs
     positive, nodes strictly increasing inside ``[−1, 1]``.
@@ -128,10 +128,10 @@ class SplineParams:
         (True, 1.0)
     """
 
-    log_lam_enc: Float[Array, ""]
-    log_lam_dec: Float[Array, ""]
-    alpha_logits: Float[Array, " a"]
-    beta_logits: Float[Array, " b"]
+    log_lam_enc: Float[ArrayLike, ""]  # JAX or NumPy values
+    log_lam_dec: Float[ArrayLike, ""]
+    alpha_logits: Float[ArrayLike, " a"]
+    beta_logits: Float[ArrayLike, " b"]
     pin_alpha: bool = dataclasses.field(default=False, metadata=dict(static=True))
     pin_beta: bool = dataclasses.field(default=True, metadata=dict(static=True))
     solver: str = dataclasses.field(default="kalman", metadata=dict(static=True))
@@ -161,6 +161,25 @@ class SplineParams:
             lam_dec=self.lam_dec,
             solver=self.solver,
         )
+
+
+_LEAVES = ("log_lam_enc", "log_lam_dec", "alpha_logits", "beta_logits")
+_STATIC = ("pin_alpha", "pin_beta", "solver")
+
+
+def _flatten_with_keys(params: SplineParams):
+    keyed = tuple((jax.tree_util.GetAttrKey(name), getattr(params, name)) for name in _LEAVES)
+    return keyed, tuple(getattr(params, name) for name in _STATIC)
+
+
+def _unflatten(static: tuple, leaves) -> SplineParams:
+    params = object.__new__(SplineParams)
+    for name, value in zip((*_LEAVES, *_STATIC), (*leaves, *static), strict=True):
+        object.__setattr__(params, name, value)
+    return params
+
+
+jax.tree_util.register_pytree_with_keys(SplineParams, _flatten_with_keys, _unflatten)
 
 
 def params_from_code(

@@ -1,7 +1,5 @@
 """Gradient-based tuning of a SplineCode's λs and nodes (Optax), and the grid-search baseline."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import warnings
@@ -64,13 +62,10 @@ def default_optimizer(lam_lr: float = 0.1, node_lr: float = 0.01) -> optax.Gradi
     slow for λ or rough for the nodes. Cached: equal arguments return the same object, so
     repeated :func:`tune` calls reuse the compiled step.
     """
-    labels = SplineParams(
-        log_lam_enc="lam", log_lam_dec="lam", alpha_logits="nodes", beta_logits="nodes"
-    )
 
-    def label_fn(params):
-        return dataclasses.replace(
-            labels, pin_alpha=params.pin_alpha, pin_beta=params.pin_beta, solver=params.solver
+    def label_fn(params):  # a tree like params (no __init__, see SplineParams)
+        return jax.tree_util.tree_map_with_path(
+            lambda path, _: "lam" if path[0].name.startswith("log_lam") else "nodes", params
         )
 
     return optax.multi_transform(
