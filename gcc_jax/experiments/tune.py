@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._memory import release_memory
 from .._metrics import ratio_ci
 from .._precision import Float32PrecisionWarning
 from ..codes import SplineCode
@@ -266,6 +267,7 @@ def run_tune(
                     **gcfg,
                 )
                 codes["grid-CV"] = grid.code
+                release_memory()  # each stage's compilations free their temporaries: return them
                 meta["grid-CV"] = dict(seconds=time.perf_counter() - t0, train_loss=grid.loss)
                 # iid steps draw as many patterns as a worst-case step decodes (blocks, random,
                 # searched pool), so both regimes of a workload share one compiled step
@@ -295,6 +297,7 @@ def run_tune(
                         progress=progress,
                     )
                     codes[method] = res.code
+                    release_memory()
                     meta[method] = dict(
                         seconds=time.perf_counter() - t0,
                         best_step=res.best_step,
@@ -320,6 +323,7 @@ def run_tune(
                         num_masks=ecfg["num_masks"],
                     )
                     results[method] = (ev, time.perf_counter() - t0)
+                    release_memory()
                     if ev.worst_mask is not None:
                         found.append(ev.worst_mask)
                 if (
@@ -355,6 +359,7 @@ def run_tune(
                         candidates=np.unique(np.stack(found), axis=0) if found else None,
                     )
                     results[method] = (ev, time.perf_counter() - t0)
+                    release_memory()
                     codes[method] = code0
                     meta[method] = dict(seconds=0.0, lam_dec_rule=method)
                 grid_losses = results["grid-CV"][0].losses
@@ -390,6 +395,7 @@ def run_tune(
                         )
             # the next workload's f compiles anew: free this one's executables (peak memory)
             jax.clear_caches()
+            release_memory()
     config = dict(
         interrupted=stop.interrupted,
         toy=toy,

@@ -13,6 +13,7 @@ import numpy as np
 import optax
 
 from .._evaluator import MaskEvaluator
+from .._memory import release_memory
 from .._misc import as_int, check_key
 from .._precision import Float32PrecisionWarning
 from .._status import GCCValueError
@@ -376,6 +377,8 @@ def tune(
             )
         else:
             masks = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
+        if i == 0:  # the step's compilation is the largest (0.5-0.7 GB of temporaries): first
+            release_memory()  # hand back what the validation's and search's compilations freed
         if per_step < b_train:
             pick = np.sort(np.asarray(jr.permutation(k_jobs, b_train))[:per_step])
             xb, fb = xs_train[pick], fx_train[:, pick]
