@@ -72,3 +72,31 @@ def test_cli_toy(tmp_path, capsys):
         main(["adversarial", "--toy", "--decoders", "nope", "--out", str(tmp_path)])
     assert exit_info.value.code == 2
     assert "unknown name 'nope'" in capsys.readouterr().err
+
+
+def test_ctrl_c_saves_the_finished_rows(monkeypatch, tmp_path, capsys):
+    """Ctrl-C in the table (after the calibration and the rates): exit 130, the calibration and
+    every rate row saved in the one schema, flagged interrupted, with their slope; no table."""
+    real, calls = adversarial._losses, []
+
+    def interrupt_in_table(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 2 * 2 + 2 * 2:  # 2 constants x 2 functions, then N = 12, 24 x 2 jobs
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(adversarial, "_losses", interrupt_in_table)
+    argv = ["adversarial", "--toy", "--no-progress", "--out", str(tmp_path)]
+    argv += ["--decoders", "gcc", "--strategies", "max", "--exponents", "0"]
+    assert main(argv) == 130
+    assert "interrupted; partial results written" in capsys.readouterr().err
+    rec = json.loads((tmp_path / "adversarial.json").read_text())
+    assert rec["schema_version"] >= 1 and rec["config"]["interrupted"] is True
+    res = rec["results"]
+    assert list(res["calibration"]) == ["xsinx", "cubic"]
+    assert [row["N"] for row in res["rows"]] == [12, 24] and res["table"] == []
+    (fit,) = res["fits"]
+    n = np.log([12, 24])
+    per = np.log([row["worst"] for row in res["rows"]])
+    assert fit["slope"] == pytest.approx((per[1] - per[0]) / (n[1] - n[0]), abs=1e-9)
+    assert (tmp_path / "adversarial.txt").read_text().startswith("INTERRUPTED")

@@ -57,7 +57,7 @@ from ..codes import (
     SplineCode,
     adversarial_lam_dec,
 )
-from ._command import Command, float_list, int_list, merge_config, str_list
+from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, new_figure, save_result
 from .rates import fit_slope
 
@@ -372,70 +372,114 @@ def run_adversarial(
         if s not in STRATEGIES:
             raise ValueError(f"unknown strategy {s!r}; use {STRATEGIES}")
     workers = tuple(int(n) for n in workers)
-    t0 = time.perf_counter()
-    jobs = {
-        name: _Job(name, num_inputs, seed, lenet_epochs, progress)
-        for name in dict.fromkeys((*functions, *table_functions))
-    }
-    timing = {"setup": time.perf_counter() - t0}
+    t_start = time.perf_counter()
+    jobs, calibration, rows, table, timing = {}, {}, [], [], {}
+    # Ctrl-C keeps what finished: whole calibrations, rate rows and table rows
+    with StopOnInterrupt() as stop:
+        t0 = time.perf_counter()
+        for name in dict.fromkeys((*functions, *table_functions)):
+            jobs[name] = _Job(name, num_inputs, seed, lenet_epochs, progress)
+        timing["setup"] = time.perf_counter() - t0
 
-    # -- calibration of c (own inputs: purpose 1) -------------------------------------------
-    t0 = time.perf_counter()
-    calibration = {}
-    n_cal = workers[len(workers) // 2]
-    a_cal = sorted(exponents)[len(exponents) // 2]
-    g_cal = max(1, math.ceil(n_cal**a_cal - 1e-9))
-    cal_strategies = [s for s in ("max", "bias", "pgd", "targeted") if s in strategies]
-    cal_strategies = cal_strategies or list(strategies)
-    rate_searched = ("pgd",) if rate_positions == "search" and "pgd" in strategies else ()
-    for name, job in jobs.items():
-        x = job.inputs(seed, 0, purpose=1)
-        scores = {}
-        for c in constants:
-            lam = adversarial_lam_dec(n_cal, g_cal, job.bound, constant=c)
-            code, sur = _make_decoder("gcc", num_inputs, n_cal, g_cal, lam, None)
-            losses = _losses(
-                code, sur, job.f, x, g_cal, job.bound, cal_strategies,
-                jax.random.key(seed + 1), pgd_steps, search, searched=rate_searched,
-            )  # fmt: skip
-            scores[c] = max(losses.values())
-            _log(progress, f"calibrate {name}: N={n_cal} γ={g_cal} c={c:g} worst={scores[c]:.3e}")
-        best = min(scores, key=lambda c: scores[c])
-        calibration[name] = dict(
-            constant=best, N=n_cal, gamma=g_cal, a=a_cal, scores={str(c): scores[c] for c in scores}
-        )
-    timing["calibration"] = time.perf_counter() - t0
+        # -- calibration of c (own inputs: purpose 1) -------------------------------------------
+        t0 = time.perf_counter()
+        n_cal = workers[len(workers) // 2]
+        a_cal = sorted(exponents)[len(exponents) // 2]
+        g_cal = max(1, math.ceil(n_cal**a_cal - 1e-9))
+        cal_strategies = [s for s in ("max", "bias", "pgd", "targeted") if s in strategies]
+        cal_strategies = cal_strategies or list(strategies)
+        rate_searched = ("pgd",) if rate_positions == "search" and "pgd" in strategies else ()
+        for name, job in jobs.items():
+            x = job.inputs(seed, 0, purpose=1)
+            scores = {}
+            for c in constants:
+                lam = adversarial_lam_dec(n_cal, g_cal, job.bound, constant=c)
+                code, sur = _make_decoder("gcc", num_inputs, n_cal, g_cal, lam, None)
+                losses = _losses(
+                    code, sur, job.f, x, g_cal, job.bound, cal_strategies,
+                    jax.random.key(seed + 1), pgd_steps, search, searched=rate_searched,
+                )  # fmt: skip
+                scores[c] = max(losses.values())
+                _log(
+                    progress, f"calibrate {name}: N={n_cal} γ={g_cal} c={c:g} worst={scores[c]:.3e}"
+                )
+            best = min(scores, key=lambda c: scores[c])
+            calibration[name] = dict(
+                constant=best,
+                N=n_cal,
+                gamma=g_cal,
+                a=a_cal,
+                scores={str(c): scores[c] for c in scores},
+            )
+        timing["calibration"] = time.perf_counter() - t0
 
-    # -- rates -------------------------------------------------------------------------------
-    t0 = time.perf_counter()
-    rows = []
-    for name in functions:
-        job = jobs[name]
-        c = calibration[name]["constant"]
-        for a in exponents:
-            for n in workers:
-                gamma = max(1, math.ceil(n**a - 1e-9))
-                lam = adversarial_lam_dec(n, gamma, job.bound, constant=c)
-                code, sur = _make_decoder("gcc", num_inputs, n, gamma, lam, None)
+        # -- rates -------------------------------------------------------------------------------
+        t0 = time.perf_counter()
+        for name in functions:
+            job = jobs[name]
+            c = calibration[name]["constant"]
+            for a in exponents:
+                for n in workers:
+                    gamma = max(1, math.ceil(n**a - 1e-9))
+                    lam = adversarial_lam_dec(n, gamma, job.bound, constant=c)
+                    code, sur = _make_decoder("gcc", num_inputs, n, gamma, lam, None)
+                    per_trial = _trial_losses(
+                        code, sur, job, gamma, strategies, trials, seed, pgd_steps, search,
+                        searched=rate_searched,
+                    )  # fmt: skip
+                    worst = [max(t.values()) for t in per_trial]
+                    rows.append(
+                        dict(
+                            function=name, a=a, N=n, gamma=gamma, lam_dec=lam,
+                            worst=float(np.mean(worst)), worst_trials=worst,
+                            by_strategy={s: float(np.mean([t[s] for t in per_trial]))
+                                         for s in per_trial[0]},
+                        )
+                    )  # fmt: skip
+                    _log(
+                        progress,
+                        f"rates {name}: a={a:g} N={n} γ={gamma} worst={np.mean(worst):.3e}",
+                    )
+        timing["rates"] = time.perf_counter() - t0
+
+        # -- table -------------------------------------------------------------------------------
+        t0 = time.perf_counter()
+        n, gamma = int(table_workers), int(table_adversaries)
+        for name in table_functions:
+            job = jobs[name]
+            lam = adversarial_lam_dec(n, gamma, job.bound, constant=calibration[name]["constant"])
+            for dname in decoders:
+                code, sur = _make_decoder(dname, num_inputs, n, gamma, lam, job.degree, job.bound)
+                if code is None:
+                    continue
                 per_trial = _trial_losses(
                     code, sur, job, gamma, strategies, trials, seed, pgd_steps, search,
-                    searched=rate_searched,
+                    searched=[s for s in strategies if s in VALUE_STRATEGIES],
                 )  # fmt: skip
-                worst = [max(t.values()) for t in per_trial]
-                rows.append(
+                clean = [
+                    _clean_loss(code, job.f, job.inputs(seed, t, purpose=0)) for t in range(trials)
+                ]
+                cells = {s: float(np.mean([t[s] for t in per_trial])) for s in per_trial[0]}
+                table.append(
                     dict(
-                        function=name, a=a, N=n, gamma=gamma, lam_dec=lam,
-                        worst=float(np.mean(worst)), worst_trials=worst,
-                        by_strategy={s: float(np.mean([t[s] for t in per_trial]))
-                                     for s in per_trial[0]},
+                        function=name, decoder=dname, N=n, gamma=gamma, clean=float(np.mean(clean)),
+                        worst=max(cells.values()), **cells,
                     )
                 )  # fmt: skip
-                _log(progress, f"rates {name}: a={a:g} N={n} γ={gamma} worst={np.mean(worst):.3e}")
-    fits = []
+                _log(
+                    progress,
+                    f"table {name}: {dname:>10} clean={np.mean(clean):.2e} "
+                    + " ".join(f"{c}={v:.2e}" for c, v in cells.items()),
+                )
+        timing["table"] = time.perf_counter() - t0
+
+    fits = []  # the series with at least two N values measured
     upper = sorted(workers)[len(workers) // 2 :] if len(workers) >= 4 else sorted(workers)
     for name in functions:
         for a in exponents:
             sel = [r for r in rows if r["function"] == name and r["a"] == a]
+            if len(sel) < 2:  # an interrupted run did not reach this series
+                continue
             n = [r["N"] for r in sel]
             per = [[r["worst_trials"][t] for r in sel] for t in range(trials)]
             slope, lo, hi = slope_with_ci(n, per, seed=seed)
@@ -451,44 +495,12 @@ def run_adversarial(
                     trial_slopes=[fit_slope(n, p)[0] for p in per],
                 )
             )  # fmt: skip
-    timing["rates"] = time.perf_counter() - t0
-
-    # -- table -------------------------------------------------------------------------------
-    t0 = time.perf_counter()
-    table = []
-    n, gamma = int(table_workers), int(table_adversaries)
-    for name in table_functions:
-        job = jobs[name]
-        lam = adversarial_lam_dec(n, gamma, job.bound, constant=calibration[name]["constant"])
-        for dname in decoders:
-            code, sur = _make_decoder(dname, num_inputs, n, gamma, lam, job.degree, job.bound)
-            if code is None:
-                continue
-            per_trial = _trial_losses(
-                code, sur, job, gamma, strategies, trials, seed, pgd_steps, search,
-                searched=[s for s in strategies if s in VALUE_STRATEGIES],
-            )  # fmt: skip
-            clean = [
-                _clean_loss(code, job.f, job.inputs(seed, t, purpose=0)) for t in range(trials)
-            ]
-            cells = {s: float(np.mean([t[s] for t in per_trial])) for s in per_trial[0]}
-            table.append(
-                dict(
-                    function=name, decoder=dname, N=n, gamma=gamma, clean=float(np.mean(clean)),
-                    worst=max(cells.values()), **cells,
-                )
-            )  # fmt: skip
-            _log(
-                progress,
-                f"table {name}: {dname:>10} clean={np.mean(clean):.2e} "
-                + " ".join(f"{c}={v:.2e}" for c, v in cells.items()),
-            )
-    timing["table"] = time.perf_counter() - t0
-
     config = dict(
+        interrupted=stop.interrupted,
         workers=list(workers), exponents=list(exponents), num_inputs=num_inputs,
         functions=list(functions), table_functions=list(table_functions),
-        table_workers=n, table_adversaries=gamma, decoders=list(decoders),
+        table_workers=int(table_workers), table_adversaries=int(table_adversaries),
+        decoders=list(decoders),
         strategies=list(strategies), trials=trials, constants=list(constants),
         pgd_steps=pgd_steps, search=search, lenet_epochs=lenet_epochs,
         rate_positions=rate_positions,
@@ -497,13 +509,16 @@ def run_adversarial(
     )  # fmt: skip
     if "lenet5" in jobs:
         config["lenet5_test_accuracy"] = jobs["lenet5"].test_accuracy
-    return ExperimentResult(
-        experiment="adversarial",
-        config=config,
-        seeds={"seed": seed},
-        metrics=METRICS,
-        results=dict(calibration=calibration, rows=rows, fits=fits, table=table),
-        timing_s=timing,
+    timing["total"] = time.perf_counter() - t_start
+    return stop.finish(
+        ExperimentResult(
+            experiment="adversarial",
+            config=config,
+            seeds={"seed": seed},
+            metrics=METRICS,
+            results=dict(calibration=calibration, rows=rows, fits=fits, table=table),
+            timing_s=timing,
+        )
     )
 
 
@@ -525,6 +540,10 @@ def format_adversarial_table(result: ExperimentResult) -> str:
         f"Adversarial GCC: K={cfg['num_inputs']}, λ_dec = c (γM/N)^(8/5), "
         f"{cfg['trials']} job(s) per cell, {cfg['dtype']}"
     ]
+    if cfg.get("interrupted"):
+        lines.insert(
+            0, "INTERRUPTED (Ctrl-C): only the calibrations, rate rows and table rows finished."
+        )
     for name, cal in res["calibration"].items():
         lines.append(
             f"  c for {name}: {cal['constant']:g} (calibration job: N={cal['N']}, γ={cal['gamma']},"
@@ -592,10 +611,13 @@ def plot_adversarial(result: ExperimentResult):
         ax = axes[0, i]
         for j, a in enumerate(cfg["exponents"]):
             sel = [r for r in rows if r["function"] == name and r["a"] == a]
+            fit = [f for f in res["fits"] if f["function"] == name and f["a"] == a]
+            if not fit:  # fewer than two N values measured (an interrupted run)
+                continue
+            fit = fit[0]
             n = np.array([r["N"] for r in sel], float)
             loss = np.array([r["worst"] for r in sel], float)
             ok = np.isfinite(loss) & (loss > 0)
-            fit = [f for f in res["fits"] if f["function"] == name and f["a"] == a][0]
             lo, hi = fit["slope_ci"]
             ax.loglog(
                 n[ok], loss[ok], "o-", color=f"C{j}",
