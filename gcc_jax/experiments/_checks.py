@@ -49,8 +49,12 @@ def _is_int(v) -> bool:
 # -- rule builders (the shared rules) --------------------------------------------------------
 
 
-def count(key: str, flag: str, lo: int = 1, *, optional: bool = False) -> Rule:
-    """Every value of ``key`` (an int or a list of ints) is an integer ``>= lo``."""
+def _each(
+    key: str, flag: str, ok: Callable[[Any], bool], empty: str, bad: str, optional: bool
+) -> Rule:
+    """A rule: ``key`` (a value or a list) has at least one value and ``ok`` holds for each;
+    else a :class:`ConfigError` on ``flag``: ``"needs at least one value {empty}"`` or
+    ``"must be {bad}; got v"``. ``optional``: an absent (``None``) setting passes."""
 
     def rule(cfg):
         value = cfg.get(key)
@@ -58,12 +62,24 @@ def count(key: str, flag: str, lo: int = 1, *, optional: bool = False) -> Rule:
             return
         values = _values(value)
         if not values:
-            raise ConfigError(flag, f"needs at least one value (each an integer >= {lo})")
+            raise ConfigError(flag, f"needs at least one value {empty}")
         for v in values:
-            if not _is_int(v) or v < lo:
-                raise ConfigError(flag, f"must be an integer >= {lo}; got {v!r}")
+            if not ok(v):
+                raise ConfigError(flag, f"must be {bad}; got {v!r}")
 
     return _named(rule, flag)
+
+
+def count(key: str, flag: str, lo: int = 1, *, optional: bool = False) -> Rule:
+    """Every value of ``key`` (an int or a list of ints) is an integer ``>= lo``."""
+    return _each(
+        key,
+        flag,
+        lambda v: _is_int(v) and v >= lo,
+        f"(each an integer >= {lo})",
+        f"an integer >= {lo}",
+        optional,
+    )
 
 
 def real(
@@ -83,21 +99,16 @@ def real(
     closing = ")" if hi_open or hi is None else "]"
     interval = f"{opening}{left}, {right}{closing}"
 
-    def rule(cfg):
-        value = cfg.get(key)
-        if value is None and optional:
-            return
-        values = _values(value)
-        if not values:
-            raise ConfigError(flag, f"needs at least one value in {interval}")
-        for v in values:
-            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            ok = ok and (lo is None or (v > lo if lo_open else v >= lo))
-            ok = ok and (hi is None or (v < hi if hi_open else v <= hi))
-            if not ok:
-                raise ConfigError(flag, f"must be a finite number in {interval}; got {v!r}")
+    def ok(v) -> bool:
+        return (
+            isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            and (lo is None or (v > lo if lo_open else v >= lo))
+            and (hi is None or (v < hi if hi_open else v <= hi))
+        )
 
-    return _named(rule, flag)
+    return _each(key, flag, ok, f"in {interval}", f"a finite number in {interval}", optional)
 
 
 def lam(key: str, flag: str, *, optional: bool = False) -> Rule:
