@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-types notebooks bench lint format docs clean
+.PHONY: run test notebooks bench lint format docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,10 +32,6 @@ test: $(STAMP)
 	$(PYTEST) -m "not ray" $(XDIST) --durations=15 $(TEST_ARGS); main=$$?; \
 	wait $$ray; rayrc=$$?; echo "--- Ray tests (pytest -m ray, exit $$rayrc) ---"; cat .ray-tests.log; \
 	test $$main -eq 0 && { test $$rayrc -eq 0 || test $$rayrc -eq 5; }
-
-# The same suite with every gcc_jax annotation checked at call time (jaxtyping + beartype).
-test-types: TEST_ARGS = --jaxtyping-packages=gcc_jax,beartype.beartype
-test-types: test
 
 bench: $(STAMP)
 	$(BIN)/python bench/monte_carlo.py

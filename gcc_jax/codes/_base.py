@@ -63,7 +63,13 @@ class Encoded(NamedTuple):
 
 _ABSTRACT_VARS = ("num_inputs", "num_workers")
 # Methods compiled as one XLA program per code structure and argument shapes (see `_compiled`).
-_COMPILED_METHODS = ("encode_with_status", "decode_with_status")
+_COMPILED_METHODS = (
+    "encode_with_status",
+    "decode_with_status",
+    "decode_batch_with_status",
+    "encoder_matrix_with_status",
+    "decoder_matrix_with_status",
+)
 
 
 def _numeric_array(a) -> bool:
@@ -85,12 +91,11 @@ def _compiled(method):
     jitted = jax.jit(method)
 
     @functools.wraps(method)
-    def wrapper(self, *args):
-        if all(_numeric_array(a) for a in args):
+    def wrapper(self, *args, **kwargs):
+        if not kwargs and all(_numeric_array(a) for a in args):
             return jitted(self, *args)
-        return method(self, *args)  # lists, strings, objects: the method's own checks name them
+        return method(self, *args, **kwargs)  # lists, strings...: its own checks name them
 
-    wrapper.__wrapped_by_jit__ = True
     return wrapper
 
 
