@@ -598,8 +598,8 @@ COMMAND = Command(
     "per-pattern GCV and CV choices of λ_dec, Adam-tuned λs and Adam-tuned λs and nodes "
     "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
     "patterns. Writes tune.json, tune.txt and tune.png into --out. Run time on 2 CPU cores: "
-    "the defaults take well over 10 minutes (not measured in full; 500 Adam steps per "
-    "workload, regime and method); --toy (x·sin(x) only; --workloads adds others, each "
+    "the defaults take an estimated 20-30 minutes (not measured in full: one workload and "
+    "regime takes 3-5 minutes and peaks at about 1.25 GB); --toy (x·sin(x) only; --workloads adds others, each "
     "compiling every method anew) about 38 s of CPU time and 0.7 GB.",
     add_arguments=_add_arguments,
     config=_config,
