@@ -9,6 +9,23 @@ import os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("GCC_JAX_TOY", "1")
 
+
+def _classic_cpu_emitters():
+    # gcc-jax's own XLA setting (gcc_jax/_xla_flags.py): compiling with XLA's classic CPU emitters
+    # takes about half the time and memory on our graphs. The file is loaded by path, since
+    # gcc_jax itself must be imported after jaxtyping's import hook is in place.
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "gcc_jax" / "_xla_flags.py"
+    spec = importlib.util.spec_from_file_location("_gcc_jax_test_xla_flags", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.use_classic_cpu_emitters()
+
+
+_classic_cpu_emitters()
+
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
