@@ -599,8 +599,9 @@ COMMAND = Command(
     "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
     "patterns. Writes tune.json, tune.txt and tune.png into --out. Run time on 2 CPU cores: "
     "the defaults take an estimated 20-30 minutes (not measured in full: one workload and "
-    "regime takes 3-5 minutes and peaks at about 1.25 GB); --toy (x·sin(x) only; --workloads adds others, each "
-    "compiling every method anew) about 38 s of CPU time and 0.7 GB.",
+    "regime takes 3-5 minutes and peaks at about 1.25 GB); --toy (x·sin(x) only; "
+    "--workloads adds others, each compiling every method anew) about 38 s of CPU time "
+    "and 0.7 GB.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_tune,
