@@ -255,3 +255,22 @@ def test_linear_codes_matrix_decoder_equals_decoder(case):
     e, status = code.encoder_matrix_with_status()
     assert int(status) == 0 and e.shape == (code.num_workers, code.num_inputs)
     _close(e @ jnp.asarray(case.x), code.encode(case.x), rtol=1e-10, atol=1e-12)
+
+
+def test_eager_calls_compile_once_and_equal_the_method_traced_inline(case):
+    # `code.decode_with_status(y, mask)` called eagerly runs one compiled program per code
+    # structure and shapes: new masks and new worker outputs never compile again.
+    code, y = _setup(case)
+    n = code.num_workers
+    cache = type(code).decode_with_status.jitted
+    rng = np.random.default_rng(7)
+    first = code.decode_with_status(y, random_mask(rng, n, 0))
+    size = cache._cache_size()
+    for s in range(1, case.max_stragglers + 1):
+        mask = random_mask(rng, n, s)
+        y2 = y * (1.0 + 0.1 * s)
+        out = code.decode_with_status(y2, mask)
+        # the same arithmetic as the method traced inside another jit
+        np.testing.assert_allclose(out.value, _DEC(code, y2, mask).value, rtol=1e-12, atol=1e-12)
+    assert cache._cache_size() == size
+    assert int(first.status) == 0

@@ -96,6 +96,7 @@ def _compiled(method):
             return jitted(self, *args)
         return method(self, *args, **kwargs)  # lists, strings...: its own checks name them
 
+    wrapper.jitted = jitted  # its compilation cache, checked by tests/test_contract.py
     return wrapper
 
 
