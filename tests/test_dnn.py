@@ -344,3 +344,31 @@ def test_evaluate_patterns_matches_eager_loop():
         np.testing.assert_allclose(pm.mse[t], (err**2).mean(), rtol=1e-12)
         assert pm.correct[t] == np.sum(y_hat.argmax(1) == labels)
         assert pm.agree[t] == np.sum(y_hat.argmax(1) == fx.argmax(1))
+
+
+def test_summary_calls_gcc_higher_where_the_baseline_is_exact():
+    # uncoded at S = 0 is exact: its RMSEs sum to 0, the paired ratio is NaN (None once saved);
+    # GCC's RMSE there is positive, so the summary must say "higher", never "tied".
+    def comp(s, ratio, ci):
+        return {
+            "baseline": "uncoded",
+            "S": s,
+            "rmse_ratio": {"mean": ratio, "ci95": ci},
+            "accuracy_diff_points": {"mean": 0.0, "ci95": 1.0},
+            "worst_case_rmse": None,
+        }
+
+    def rows(*rmse):
+        return [{"S": s, "rmse": {"mean": v, "ci95": 0.0}} for s, v in zip((0, 2, 4), rmse)]
+
+    payload = {
+        "results": {"GCC": rows(0.15, 0.17, 0.19)},
+        "comparisons": [comp(0, float("nan"), float("nan")), comp(2, 3.7, 0.3), comp(4, 0.5, 0.1)],
+    }
+    line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
+    assert line.startswith("GCC vs uncoded: RMSE higher at S=0-2, lower at S=4 (ratio 0.5-3.7)")
+    payload["comparisons"][0]["rmse_ratio"] = {"mean": None, "ci95": None}
+    assert dnn.summarise_comparisons(payload, [0, 2, 4])[0] == line
+    payload["results"]["GCC"] = rows(0.0, 0.17, 0.19)  # both exact at S = 0
+    line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
+    assert "RMSE undefined (both exact) at S=0, higher at S=2, lower at S=4" in line

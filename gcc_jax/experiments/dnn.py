@@ -85,6 +85,7 @@ degrees of freedom).
 
 import argparse
 import functools
+import math
 import os
 import time
 import warnings
@@ -812,12 +813,19 @@ def _runs(s_list: Sequence[int], labels: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
+def _mean_rmse(rows, s: int) -> float | None:
+    """The mean RMSE of the row with ``S = s`` (``None`` when absent)."""
+    return next((r["rmse"]["mean"] for r in rows if r["S"] == s), None)
+
+
 def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
     """Plain-language lines: GCC (λ by CV) against every other code, per metric and S.
 
-    RMSE: "lower"/"higher" when the paired 95% CI of the ratio excludes 1, else "tied";
-    accuracy: "+"/"−" points when the CI of the paired difference excludes 0; worst case: the
-    searched patterns' RMSEs (single values). Ends with a pointer to the regime map.
+    RMSE: "lower"/"higher" when the paired 95% CI of the ratio excludes 1, else "tied"; where
+    the baseline is exact (its RMSEs sum to 0, the ratio is undefined, e.g. uncoded at
+    ``S = 0``) GCC's RMSE is "higher" unless it is exact too; accuracy: "better"/"worse"
+    when the CI of the paired difference excludes 0; worst case: the searched patterns' RMSEs
+    (single values). Ends with a pointer to the regime map.
     """
     lines = []
     comps = results.get("comparisons", [])
@@ -828,8 +836,9 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
         ratios = [c["rmse_ratio"]["mean"] for c in rows]
         for c in rows:
             r, ci = c["rmse_ratio"]["mean"], c["rmse_ratio"]["ci95"]
-            if r is None:
-                rmse_labels.append("undefined (both exact)")
+            if r is None or not math.isfinite(r):  # the baseline is exact: Σ RMSE = 0
+                g = _mean_rmse(results.get("results", {}).get("GCC", ()), c["S"])
+                rmse_labels.append("higher" if g else "undefined (both exact)")
             elif ci is not None and r + ci < 1:
                 rmse_labels.append("lower")
             elif ci is not None and r - ci > 1:
@@ -846,7 +855,7 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
             w = c["worst_case_rmse"]
             if w is not None and w["gcc"] is not None and w["baseline"] is not None:
                 worst_labels.append("lower" if w["gcc"] < w["baseline"] else "higher")
-        finite = [r for r in ratios if r is not None]
+        finite = [r for r in ratios if r is not None and math.isfinite(r)]
         span = f" (ratio {min(finite):.3g}-{max(finite):.3g})" if finite else ""
         lines.append(
             f"GCC vs {other}: RMSE {_runs(s_rows, rmse_labels)}{span}; accuracy "
