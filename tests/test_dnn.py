@@ -17,7 +17,7 @@ from scipy import stats
 import gcc_jax as gcc
 from gcc_jax.data import load_digits
 from gcc_jax.experiments import dnn
-from gcc_jax.training import train_classifier
+from gcc_jax.training import train_classifier, tree_fingerprint
 
 
 @pytest.fixture(scope="module")
@@ -372,3 +372,18 @@ def test_summary_calls_gcc_higher_where_the_baseline_is_exact():
     payload["results"]["GCC"] = rows(0.0, 0.17, 0.19)  # both exact at S = 0
     line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
     assert "RMSE undefined (both exact) at S=0, higher at S=2, lower at S=4" in line
+
+
+def test_model_record_pins_the_trained_parameters(trained, toy_result):
+    # the record a rerun is checked against: seed, epochs, accuracies and a hash of the weights
+    # (retraining with the same seed is bit-identical: tests/test_training.py)
+    rec = toy_result.results["model"]
+    assert (rec["seed"], rec["epochs"]) == (0, trained.config["epochs"])
+    assert rec["test_accuracy"] == trained.test_accuracy
+    assert rec["val_accuracy"] == trained.val_accuracy
+    assert rec["params_fingerprint"] == tree_fingerprint(trained.params)
+    leaves, treedef = jax.tree_util.tree_flatten(trained.params)
+    leaves[0] = np.nextafter(np.asarray(leaves[0]), np.float32(np.inf))  # one ulp up
+    assert tree_fingerprint(treedef.unflatten(leaves)) != rec["params_fingerprint"]
+    head = dnn.format_dnn_table(toy_result).splitlines()[0]
+    assert f"after {rec['epochs']} epochs, seed 0, parameters {rec['params_fingerprint']}" in head

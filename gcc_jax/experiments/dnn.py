@@ -54,8 +54,10 @@ degrees of freedom).
                num_batches, num_cv_batches, codes: [...], lam_enc_grid, lam_dec_grid,
                worst_case, worst_case_batches, search: {...}, training: {...}, dtype},
     "results": {
-      "model": {name, dataset, test_accuracy, epochs, seed, num_params, from_cache,
-                train_time_s},             # pinned: seeded, cached by its hyper-parameters
+      "model": {name, dataset, test_accuracy, val_accuracy, epochs, seed, num_params,
+                params_fingerprint, from_cache, train_time_s},
+                # pinned: seeded, cached by its hyper-parameters; params_fingerprint =
+                # gcc_jax.training.tree_fingerprint(params): equal on a rerun that retrains
       "base": {accuracy, num_images},          # base model on the evaluation images
       "images": {"cv": [[i...]...], "eval": [[i...]...]},   # test-split indices per batch
       "results": {CODE: [{"S": S,
@@ -110,7 +112,7 @@ from .._worst_case import worst_case_mask
 from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode
 from ..data import Dataset, load_dataset
 from ..models import count_params
-from ..training import TrainedModel, train_classifier
+from ..training import TrainedModel, train_classifier, tree_fingerprint
 from ..tuning import StragglerModel, grid_search, tune
 from ._command import (
     Command,
@@ -714,9 +716,11 @@ def run_dnn(
             "name": trained.model_name,
             "dataset": trained.dataset_name,
             "test_accuracy": trained.test_accuracy,
+            "val_accuracy": trained.val_accuracy,
             "epochs": int(trained.config.get("epochs", epochs)),
             "seed": int(seed),
             "num_params": count_params(params),
+            "params_fingerprint": tree_fingerprint(params),
             "from_cache": trained.from_cache,
             "train_time_s": trained.train_time_s,
         },
@@ -887,7 +891,9 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
     codes = list(result["results"])
     head = (
         f"coded inference: {model['name']} on {model['dataset']} (test accuracy "
-        f"{model['test_accuracy']:.4f}; {result['base']['accuracy']:.4f} on the "
+        f"{model['test_accuracy']:.4f} after {model['epochs']} epochs, seed {model['seed']}"
+        + (f", parameters {model['params_fingerprint']}" if "params_fingerprint" in model else "")
+        + f"; {result['base']['accuracy']:.4f} on the "
         f"{result['base']['num_images']} evaluation images), N={cfg['num_workers']} workers, "
         f"K={cfg['num_inputs']} images per batch, {cfg['num_batches']} batches × "
         f"{cfg['num_trials']} random straggler sets per S (GCC λ by CV on "
