@@ -372,6 +372,11 @@ def test_summary_calls_gcc_higher_where_the_baseline_is_exact():
     payload["results"]["GCC"] = rows(0.0, 0.17, 0.19)  # both exact at S = 0
     line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
     assert "RMSE undefined (both exact) at S=0, higher at S=2, lower at S=4" in line
+    # worst case: equal values (GCC's CV chose λ = 0, so it is GCC-interp) are "equal"
+    for c, (g, o) in zip(payload["comparisons"], [(0.2, 0.2), (0.5, 0.4), (0.3, 0.6)]):
+        c["worst_case_rmse"] = {"gcc": g, "baseline": o}
+    line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
+    assert line.endswith("; worst-case RMSE equal at S=0, higher at S=2, lower at S=4.")
 
 
 def test_model_record_pins_the_trained_parameters(trained, toy_result):

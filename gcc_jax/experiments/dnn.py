@@ -829,7 +829,8 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
     the baseline is exact (its RMSEs sum to 0, the ratio is undefined, e.g. uncoded at
     ``S = 0``) GCC's RMSE is "higher" unless it is exact too; accuracy: "better"/"worse"
     when the CI of the paired difference excludes 0; worst case: the searched patterns' RMSEs
-    (single values). Ends with a pointer to the regime map.
+    (single values; "equal" to 1e-12 relative, e.g. where CV chose λ = 0 and GCC is
+    GCC-interp). Ends with a pointer to the regime map.
     """
     lines = []
     comps = results.get("comparisons", [])
@@ -858,7 +859,9 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
                 acc_labels.append("tied")
             w = c["worst_case_rmse"]
             if w is not None and w["gcc"] is not None and w["baseline"] is not None:
-                worst_labels.append("lower" if w["gcc"] < w["baseline"] else "higher")
+                g, o = w["gcc"], w["baseline"]
+                same = abs(g - o) <= 1e-12 * max(abs(g), abs(o))  # e.g. both chose λ = 0
+                worst_labels.append("equal" if same else "lower" if g < o else "higher")
         finite = [r for r in ratios if r is not None and math.isfinite(r)]
         span = f" (ratio {min(finite):.3g}-{max(finite):.3g})" if finite else ""
         lines.append(
