@@ -11,6 +11,7 @@ from ._adversary import AttackResult as AttackResult
 from ._adversary import adversary_positions as adversary_positions
 from ._adversary import attack as attack
 from ._adversary import attack_loss as attack_loss
+from ._adversary import attack_losses as attack_losses
 from ._adversary import targeted_attack as targeted_attack
 from ._adversary import worst_case_adversaries as worst_case_adversaries
 from ._evaluator import MaskEvaluator as MaskEvaluator

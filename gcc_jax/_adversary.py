@@ -34,7 +34,7 @@ import numpy as np
 import optax
 
 from ._evaluator import MaskEvaluator
-from ._misc import as_float_array, as_int, as_mask, check_code, check_key
+from ._misc import as_float_array, as_int, as_mask, as_masks, check_code, check_key
 from ._types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 from ._worst_case import search_worst_case
 from .codes import AbstractLinearCode
@@ -44,12 +44,15 @@ __all__ = [
     "AttackResult",
     "attack",
     "attack_loss",
+    "attack_losses",
     "adversary_positions",
     "targeted_attack",
     "worst_case_adversaries",
 ]
 
 STRATEGIES = ("max", "sign_flip", "random", "bias", "pgd")
+VALUE_STRATEGIES = STRATEGIES[:4]
+"""The strategies that set values by a formula (no gradient): one compiled program for all four."""
 
 
 @jax.tree_util.register_dataclass
@@ -175,26 +178,57 @@ def _pgd(code, yt, fx, adversaries, mask, adversary, key):
     return jnp.where(adv, zs[best], y_flat).reshape(shape)
 
 
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class ValueRule:
+    """A value strategy (:data:`VALUE_STRATEGIES`) with the strategy as data, not structure.
+
+    What compiled code receives in place of an :class:`Adversary` whose strategy is ``"max"``,
+    ``"sign_flip"``, ``"random"`` or ``"bias"`` (:func:`compiled_rule`): the four strategies
+    then share one compiled program per code, instead of one each.
+
+    Attributes:
+        bound: ``M`` (array leaf).
+        index: the strategy's index in :data:`VALUE_STRATEGIES` (int32 array leaf).
+        bias: the constant of ``"bias"`` (array leaf; ``M`` unless the adversary sets it).
+    """
+
+    bound: Float[Array, ""]
+    index: Int[Array, ""]
+    bias: Float[Array, ""]
+
+
+def compiled_rule(adversary: Adversary | ValueRule) -> Adversary | ValueRule:
+    """``adversary`` as compiled code receives it: a :class:`ValueRule` for the value
+    strategies (one program for all four), the :class:`Adversary` itself for ``"pgd"``."""
+    if isinstance(adversary, ValueRule) or adversary.strategy == "pgd":
+        return adversary
+    bound = jnp.asarray(adversary.bound)
+    bias = bound if adversary.bias is None else jnp.asarray(adversary.bias, bound.dtype)
+    index = jnp.asarray(VALUE_STRATEGIES.index(adversary.strategy), jnp.int32)
+    return ValueRule(bound, index, bias)
+
+
 def attack_outputs(code, yt, fx, adversaries, mask, adversary, key) -> Array:
-    """The jittable core of :func:`attack` (no argument checks)."""
+    """The jittable core of :func:`attack` (no argument checks); ``adversary`` is an
+    :class:`Adversary` or a :class:`ValueRule`."""
+    rule = compiled_rule(adversary)
+    if isinstance(rule, Adversary):  # "pgd"
+        return _pgd(code, yt, fx, adversaries, mask, rule, key)
     shape = yt.shape
     n = shape[0]
     y_flat = yt.reshape(n, -1)
-    m_bound = adversary.bound.astype(y_flat.dtype)
-    adv = adversaries[:, None]
-    s = adversary.strategy
-    if s == "max":
-        z = jnp.full_like(y_flat, m_bound)
-    elif s == "sign_flip":
-        z = jnp.clip(-y_flat, -m_bound, m_bound)
-    elif s == "random":
-        z = jr.uniform(key, y_flat.shape, y_flat.dtype, -m_bound, m_bound)
-    elif s == "bias":
-        b = m_bound if adversary.bias is None else jnp.asarray(adversary.bias, y_flat.dtype)
-        z = jnp.clip(y_flat + b, -m_bound, m_bound)
-    else:
-        return _pgd(code, yt, fx, adversaries, mask, adversary, key)
-    return jnp.where(adv, z, y_flat).reshape(shape)
+    m_bound = rule.bound.astype(y_flat.dtype)
+    candidates = jnp.stack(
+        [
+            jnp.full_like(y_flat, m_bound),  # "max"
+            jnp.clip(-y_flat, -m_bound, m_bound),  # "sign_flip"
+            jr.uniform(key, y_flat.shape, y_flat.dtype, -m_bound, m_bound),  # "random"
+            jnp.clip(y_flat + rule.bias.astype(y_flat.dtype), -m_bound, m_bound),  # "bias"
+        ]
+    )
+    z = candidates[rule.index]
+    return jnp.where(adversaries[:, None], z, y_flat).reshape(shape)
 
 
 def attack(
@@ -227,12 +261,16 @@ def attack(
     if not isinstance(adversary, Adversary):
         raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
     key = check_key(key)
-    return _attack_jit(code, yt, fx, adversaries, mask, adversary, key)
+    return _attack_jit(code, yt, fx, adversaries, mask, compiled_rule(adversary), key)[0]
 
 
 @jax.jit
-def _attack_jit(code, yt, fx, adversaries, mask, adversary, key):
-    return attack_outputs(code, yt, fx, adversaries, mask, adversary, key)
+def _attack_jit(code, yt, fx, adversaries, mask, rule, key):
+    """The attacked outputs, their decode loss and status: one compiled program per code and
+    rule structure serves :func:`attack` and :func:`attack_loss`."""
+    y = attack_outputs(code, yt, fx, adversaries, mask, rule, key)
+    loss, status = _loss(code, y, fx, mask)
+    return y, loss, status
 
 
 def attack_loss(
@@ -247,14 +285,11 @@ def attack_loss(
 ) -> tuple[Float[Array, ""], Int[Array, ""]]:
     """``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` after :func:`attack`, and the decode status."""
     code, yt, fx, adversaries, mask = _check(code, yt, fx, adversaries, mask)
+    if not isinstance(adversary, Adversary):
+        raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
     key = check_key(key)
-    return _attack_loss_jit(code, yt, fx, adversaries, mask, adversary, key)
-
-
-@jax.jit
-def _attack_loss_jit(code, yt, fx, adversaries, mask, adversary, key):
-    y = attack_outputs(code, yt, fx, adversaries, mask, adversary, key)
-    return _loss(code, y, fx, mask)
+    _, loss, status = _attack_jit(code, yt, fx, adversaries, mask, compiled_rule(adversary), key)
+    return loss, status
 
 
 def adversary_positions(
@@ -306,11 +341,72 @@ class AttackResult(NamedTuple):
     num_evaluated: int
 
 
-def _per_mask(code, yt, aux, honest):
-    """MaskEvaluator hook: the attack with adversaries at ``~honest`` (loss, status)."""
-    fx, live, adversary, key = aux
-    y = attack_outputs(code, yt, fx, ~honest, live, adversary, key)
-    return _loss(code, y, fx, live)
+def attack_per_mask(code, yt, aux, honest):
+    """MaskEvaluator hook: the attack with adversaries at ``~honest``: ``(loss, outputs,
+    status)``; ``aux = (fx, straggler mask, compiled_rule(adversary), key)``."""
+    fx, live, rule, key = aux
+    y = attack_outputs(code, yt, fx, ~honest, live, rule, key)
+    loss, status = _loss(code, y, fx, live)
+    return loss, y, status
+
+
+def _attack_evaluator(code, yt, fx, adversary, mask, key, chunk_size) -> MaskEvaluator:
+    """The one evaluator of attacks at batches of positions (its rows are *honest* masks)."""
+    if not isinstance(adversary, Adversary):
+        raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
+    aux = (fx, mask, compiled_rule(adversary), key)
+    return MaskEvaluator(code, yt, aux, per_mask=attack_per_mask, chunk_size=chunk_size)
+
+
+def attack_losses(
+    code: Any,
+    yt: Float[ArrayLike, "n *m"],
+    fx: Float[ArrayLike, "k *m"],
+    adversaries: Bool[ArrayLike, "p n"],
+    adversary: Adversary,
+    *,
+    mask: Bool[ArrayLike, " n"] | None = None,
+    key: PRNGKeyArray,
+    chunk_size: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`attack_loss` at each row of a batch of position sets, batched.
+
+    Row ``i`` of ``adversaries`` marks the adversarial workers of one attack; the losses
+    ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` after ``adversary``'s strategy and their decode statuses
+    come from the one mask evaluator (:class:`gcc_jax.MaskEvaluator`), with the program of
+    :func:`worst_case_adversaries`: with the same ``chunk_size`` the two share their
+    compilation, and so do the four value strategies (only ``"pgd"`` compiles its own).
+
+    Args:
+        code: any :class:`gcc_jax.AbstractCode`.
+        yt: honest worker outputs ``(n, *m)``; fx: targets ``f(x_k)`` ``(k, *m)``.
+        adversaries: boolean ``(p, n)``, True = adversarial worker.
+        adversary: an :class:`Adversary`.
+        mask: straggler mask applied to every row (default all live).
+        key: PRNG key (the same for every row).
+        chunk_size: as :class:`gcc_jax.MaskEvaluator`.
+
+    Returns:
+        NumPy ``(loss (p,), status (p,))``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, numpy as np, gcc_jax as gcc
+        >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10, lam_dec=1e-4)
+        >>> x = jnp.linspace(-1.0, 1.0, 3)[:, None]
+        >>> yt, fx = code.worker_outputs(jnp.sin, x), jnp.sin(x)
+        >>> sets = np.eye(10, dtype=bool)[:3]  # worker 0, 1 or 2 adversarial
+        >>> loss, status = gcc.attack_losses(
+        ...     code, yt, fx, sets, gcc.Adversary(1.0, "max"), key=jax.random.key(0))
+        >>> one, _ = gcc.attack_loss(
+        ...     code, yt, fx, sets[1], gcc.Adversary(1.0, "max"), key=jax.random.key(0))
+        >>> loss.shape, status.tolist(), bool(np.isclose(loss[1], one, rtol=1e-10))
+        ((3,), [0, 0, 0], True)
+    """
+    code, yt, fx, _, mask = _check(code, yt, fx, None, mask)
+    adversaries = as_masks(adversaries, code.num_workers, "adversaries")
+    ev = _attack_evaluator(code, yt, fx, adversary, mask, check_key(key), chunk_size)
+    loss, _, status = ev(~adversaries)
+    return loss, status
 
 
 def worst_case_adversaries(
@@ -360,11 +456,7 @@ def worst_case_adversaries(
     n = code.num_workers
     g = as_int(num_adversaries, "num_adversaries", 0, n)
     key = jr.key(0) if key is None else check_key(key)
-    if not isinstance(adversary, Adversary):
-        raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
-    ev = MaskEvaluator(
-        code, yt, (fx, mask, adversary, key), per_mask=_per_mask, chunk_size=chunk_size
-    )
+    ev = _attack_evaluator(code, yt, fx, adversary, mask, key, chunk_size)
     wc = search_worst_case(
         ev,
         n,
@@ -377,7 +469,8 @@ def worst_case_adversaries(
         patience=patience,
     )
     adversaries = ~np.asarray(wc.mask)
-    outputs = _attack_jit(code, yt, fx, jnp.asarray(adversaries), mask, adversary, key)
+    # the outputs at the worst positions from the search's own program (no second compile)
+    outputs = jnp.asarray(ev(np.asarray(wc.mask)[None])[1][0])
     return AttackResult(adversaries, outputs, wc.loss, wc.status, wc.exhaustive, wc.num_evaluated)
 
 

@@ -43,7 +43,7 @@ import numpy as np
 from .._adversary import (
     Adversary,
     adversary_positions,
-    attack_loss,
+    attack_losses,
     targeted_attack,
     worst_case_adversaries,
 )
@@ -217,24 +217,33 @@ def _make_decoder(
     raise ValueError(f"unknown decoder {name!r}; use {DECODERS}")
 
 
+def _worst_at(code, yt, fx, sets, adversary, key) -> float:
+    """The largest loss of ``adversary`` over position sets ``sets`` (``(p, n)``; ``inf``: a
+    failed decode), batched through :func:`gcc_jax.attack_losses` with the chunk of the
+    position search, so the two share one compiled program per code (and per ``"pgd"``)."""
+    loss, status = attack_losses(code, yt, fx, sets, adversary, key=key, chunk_size=_CHUNK)
+    return float(np.max(np.where(status == 0, loss, np.inf)))
+
+
+_CHUNK = 16
+"""Masks per chunk of every attack evaluation here (one compiled shape for all of them)."""
+
+
 def _losses(
-    code, surrogate, f, x, gamma, bound, strategies, key, pgd_steps, search, searched=()
-) -> dict[str, float]:
+    code, surrogate, f, x, gamma, bound, strategies, key, pgd_steps, search, searched=(),
+    clean=False,
+) -> dict[str, float]:  # fmt: skip
     """Loss after each strategy. Fixed strategies at random positions (``"bias"``: a random
     contiguous block); ``"pgd"`` at the worst of four sampled position sets (two random, a
     random block, the block at the end); ``"targeted"`` at its own positions
     (:func:`gcc_jax.targeted_attack` on ``surrogate``). Each value strategy in ``searched``
     also at the worst positions found by :func:`gcc_jax.worst_case_adversaries` (key
-    ``"<strategy>@worst"``)."""
+    ``"<strategy>@worst"``). ``clean``: also the loss with no adversary (key ``"clean"``)."""
     xj = jnp.asarray(x)
     yt, fx = code.worker_outputs(f, xj), jax.vmap(f)(xj)
     n = code.num_workers
     out = {}
     k_pos, k_block, k_att = jax.random.split(key, 3)
-
-    def at(adv, adversary):
-        loss, status = attack_loss(code, yt, fx, adv, adversary, key=k_att)
-        return float(loss) if int(status) == 0 else float("inf")
 
     for s in strategies:
         if s == "targeted":
@@ -250,17 +259,19 @@ def _losses(
                 adversary_positions(keys[2], n, gamma, kind="contiguous"),
                 jnp.arange(n) >= n - gamma,
             ]
-            out[s] = max(at(adv, adversary) for adv in sets)
-            continue
-        kind = "contiguous" if s == "bias" else "random"
-        out[s] = at(adversary_positions(k_block if s == "bias" else k_pos, n, gamma, kind=kind),
-                    adversary)  # fmt: skip
+        else:
+            kind = "contiguous" if s == "bias" else "random"
+            sets = [adversary_positions(k_block if s == "bias" else k_pos, n, gamma, kind=kind)]
+        out[s] = _worst_at(code, yt, fx, np.stack(sets), adversary, k_att)
     for s in searched:
         res = worst_case_adversaries(
-            code, yt, fx, Adversary(bound, s, steps=pgd_steps), gamma, key=k_att, chunk_size=16,
-            **search,
+            code, yt, fx, Adversary(bound, s, steps=pgd_steps), gamma, key=k_att,
+            chunk_size=_CHUNK, **search,
         )  # fmt: skip
         out[f"{s}@worst"] = res.loss
+    if clean:  # no adversary: the "max" program at an empty position set
+        out["clean"] = _worst_at(code, yt, fx, np.zeros((1, n), bool), Adversary(bound, "max"),
+                                 k_att)  # fmt: skip
     return out
 
 
@@ -290,24 +301,27 @@ def slope_with_ci(
 
 
 def _trial_losses(
-    code, surrogate, job, gamma, strategies, trials, seed, pgd_steps, search, searched
+    code,
+    surrogate,
+    job,
+    gamma,
+    strategies,
+    trials,
+    seed,
+    pgd_steps,
+    search,
+    searched,
+    clean=False,
 ) -> list[dict[str, float]]:
     """:func:`_losses` on each trial's own inputs (``purpose=0``) and attack key."""
     return [
         _losses(
             code, surrogate, job.f, job.inputs(seed, trial, purpose=0), gamma, job.bound,
             strategies, jax.random.key(seed * 1000 + trial), pgd_steps, search, searched=searched,
+            clean=clean,
         )
         for trial in range(trials)
     ]  # fmt: skip
-
-
-def _clean_loss(code, f, x) -> float:
-    """The loss with no adversary and every worker live, ``(1/K) Σ_k ‖ŷ_k − f(x_k)‖²``."""
-    xj = jnp.asarray(x)
-    yt, fx = code.worker_outputs(f, xj), jax.vmap(f)(xj)
-    dec = code.decode_with_status(yt, jnp.ones(code.num_workers, bool))
-    return float(jnp.sum((dec.value - fx) ** 2) / xj.shape[0])
 
 
 def _log(progress: bool, text: str) -> None:
@@ -454,11 +468,9 @@ def run_adversarial(
                     continue
                 per_trial = _trial_losses(
                     code, sur, job, gamma, strategies, trials, seed, pgd_steps, search,
-                    searched=[s for s in strategies if s in VALUE_STRATEGIES],
+                    searched=[s for s in strategies if s in VALUE_STRATEGIES], clean=True,
                 )  # fmt: skip
-                clean = [
-                    _clean_loss(code, job.f, job.inputs(seed, t, purpose=0)) for t in range(trials)
-                ]
+                clean = [t.pop("clean") for t in per_trial]
                 cells = {s: float(np.mean([t[s] for t in per_trial])) for s in per_trial[0]}
                 table.append(
                     dict(
