@@ -25,6 +25,7 @@ every adversary at the workers one estimate listens to most, pushing it one way)
 """
 
 import dataclasses
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -156,10 +157,10 @@ def _pgd(code, yt, fx, adversaries, mask, adversary, key):
             return (z, state, best_loss, best_z), None
 
         init = (z0, opt.init(z0), jnp.asarray(-jnp.inf, y_flat.dtype), z0)
-        (z, _, best_loss, best_z), _ = jax.lax.scan(step, init, None, length=adversary.steps)
-        last = objective(z)
-        better = last > best_loss
-        return jnp.where(better, last, best_loss), jnp.where(better, z, best_z)
+        # steps + 1 evaluations: the last one scores the final iterate (its update is unused),
+        # so the program holds one copy of the decoder and its gradient, not an extra forward
+        (_, _, best_loss, best_z), _ = jax.lax.scan(step, init, None, length=adversary.steps + 1)
+        return best_loss, best_z
 
     honest = jnp.clip(y_flat, -m_bound, m_bound)
     vertex = jnp.where(y_flat >= 0, -m_bound, m_bound)
@@ -185,34 +186,41 @@ class ValueRule:
 
     What compiled code receives in place of an :class:`Adversary` whose strategy is ``"max"``,
     ``"sign_flip"``, ``"random"`` or ``"bias"`` (:func:`compiled_rule`): the four strategies
-    then share one compiled program per code, instead of one each.
+    then share one compiled program per code, instead of one each. Index ``4`` returns
+    ``values`` (the candidates of :func:`targeted_attack` use the same program).
 
     Attributes:
         bound: ``M`` (array leaf).
-        index: the strategy's index in :data:`VALUE_STRATEGIES` (int32 array leaf).
+        index: the strategy's index in :data:`VALUE_STRATEGIES`, or ``4`` for ``values``
+            (int32 array leaf).
         bias: the constant of ``"bias"`` (array leaf; ``M`` unless the adversary sets it).
+        values: the adversaries' outputs of index ``4``, ``(n, r)`` (worker outputs flattened
+            per worker; zeros otherwise).
     """
 
     bound: Float[Array, ""]
     index: Int[Array, ""]
     bias: Float[Array, ""]
+    values: Float[Array, "n r"]
 
 
-def compiled_rule(adversary: Adversary | ValueRule) -> Adversary | ValueRule:
-    """``adversary`` as compiled code receives it: a :class:`ValueRule` for the value
-    strategies (one program for all four), the :class:`Adversary` itself for ``"pgd"``."""
+def compiled_rule(adversary: Adversary | ValueRule, yt: Array) -> Adversary | ValueRule:
+    """``adversary`` as compiled code receives it for worker outputs ``yt``: a
+    :class:`ValueRule` for the value strategies (one program for all four), the
+    :class:`Adversary` itself for ``"pgd"``."""
     if isinstance(adversary, ValueRule) or adversary.strategy == "pgd":
         return adversary
     bound = jnp.asarray(adversary.bound)
     bias = bound if adversary.bias is None else jnp.asarray(adversary.bias, bound.dtype)
     index = jnp.asarray(VALUE_STRATEGIES.index(adversary.strategy), jnp.int32)
-    return ValueRule(bound, index, bias)
+    values = jnp.zeros((yt.shape[0], math.prod(yt.shape[1:])), yt.dtype)
+    return ValueRule(bound, index, bias, values)
 
 
 def attack_outputs(code, yt, fx, adversaries, mask, adversary, key) -> Array:
     """The jittable core of :func:`attack` (no argument checks); ``adversary`` is an
     :class:`Adversary` or a :class:`ValueRule`."""
-    rule = compiled_rule(adversary)
+    rule = compiled_rule(adversary, yt)
     if isinstance(rule, Adversary):  # "pgd"
         return _pgd(code, yt, fx, adversaries, mask, rule, key)
     shape = yt.shape
@@ -225,6 +233,7 @@ def attack_outputs(code, yt, fx, adversaries, mask, adversary, key) -> Array:
             jnp.clip(-y_flat, -m_bound, m_bound),  # "sign_flip"
             jr.uniform(key, y_flat.shape, y_flat.dtype, -m_bound, m_bound),  # "random"
             jnp.clip(y_flat + rule.bias.astype(y_flat.dtype), -m_bound, m_bound),  # "bias"
+            rule.values.astype(y_flat.dtype),  # given values
         ]
     )
     z = candidates[rule.index]
@@ -261,7 +270,7 @@ def attack(
     if not isinstance(adversary, Adversary):
         raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
     key = check_key(key)
-    return _attack_jit(code, yt, fx, adversaries, mask, compiled_rule(adversary), key)[0]
+    return _attack_jit(code, yt, fx, adversaries, mask, compiled_rule(adversary, yt), key)[0]
 
 
 @jax.jit
@@ -288,7 +297,8 @@ def attack_loss(
     if not isinstance(adversary, Adversary):
         raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
     key = check_key(key)
-    _, loss, status = _attack_jit(code, yt, fx, adversaries, mask, compiled_rule(adversary), key)
+    rule = compiled_rule(adversary, yt)
+    _, loss, status = _attack_jit(code, yt, fx, adversaries, mask, rule, key)
     return loss, status
 
 
@@ -343,7 +353,7 @@ class AttackResult(NamedTuple):
 
 def attack_per_mask(code, yt, aux, honest):
     """MaskEvaluator hook: the attack with adversaries at ``~honest``: ``(loss, outputs,
-    status)``; ``aux = (fx, straggler mask, compiled_rule(adversary), key)``."""
+    status)``; ``aux = (fx, straggler mask, compiled_rule(adversary, yt), key)``."""
     fx, live, rule, key = aux
     y = attack_outputs(code, yt, fx, ~honest, live, rule, key)
     loss, status = _loss(code, y, fx, live)
@@ -352,9 +362,9 @@ def attack_per_mask(code, yt, aux, honest):
 
 def _attack_evaluator(code, yt, fx, adversary, mask, key, chunk_size) -> MaskEvaluator:
     """The one evaluator of attacks at batches of positions (its rows are *honest* masks)."""
-    if not isinstance(adversary, Adversary):
+    if not isinstance(adversary, Adversary | ValueRule):
         raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
-    aux = (fx, mask, compiled_rule(adversary), key)
+    aux = (fx, mask, compiled_rule(adversary, yt), key)
     return MaskEvaluator(code, yt, aux, per_mask=attack_per_mask, chunk_size=chunk_size)
 
 
@@ -475,7 +485,9 @@ def worst_case_adversaries(
 
 
 @jax.jit
-def _targeted_jit(code, surrogate, yt, fx, live, bound, gamma):
+def _targeted_candidates(surrogate, yt, fx, live, bound, gamma):
+    """The ``2K`` candidate attacks of :func:`targeted_attack`, from ``surrogate``'s decoder
+    matrix only: positions ``(2K, n)`` and outputs ``(2K, n, *m)``."""
     n = yt.shape[0]
     y_flat = yt.reshape(n, -1)
     f_flat = fx.reshape(fx.shape[0], -1)
@@ -496,15 +508,11 @@ def _targeted_jit(code, surrogate, yt, fx, live, bound, gamma):
         up = d[k] @ jnp.where(adv[:, None], sgn * m_bound - y_live, 0.0)
         down = d[k] @ jnp.where(adv[:, None], -sgn * m_bound - y_live, 0.0)
         sj = jnp.where(jnp.abs(err[k] + up) >= jnp.abs(err[k] + down), 1.0, -1.0)
-        y = jnp.where(adv[:, None], sj[None, :] * sgn * m_bound, y_flat).reshape(yt.shape)
-        loss, status = _loss(code, y, fx, live)
-        return adv, y, loss, status
+        return adv, jnp.where(adv[:, None], sj[None, :] * sgn * m_bound, y_flat)
 
     ks = jnp.repeat(jnp.arange(fx.shape[0]), 2)
     ss = jnp.tile(jnp.array([1.0, -1.0], y_flat.dtype), fx.shape[0])
-    advs, ys, losses, statuses = jax.vmap(one)(ks, ss)
-    best = jnp.argmax(jnp.where(statuses == 0, losses, -jnp.inf))
-    return advs[best], ys[best], losses[best], statuses[best]
+    return jax.vmap(one)(ks, ss)
 
 
 def targeted_attack(
@@ -575,5 +583,20 @@ def targeted_attack(
     if not (np.isfinite(m) and m > 0):
         raise ValueError(f"`bound` must be finite and > 0; got {bound!r}")
     g = as_int(num_adversaries, "num_adversaries", 0, code.num_workers)
-    adv, y, loss, status = _targeted_jit(code, surrogate, yt, fx, mask, m, g)
-    return AttackResult(np.asarray(adv), y, float(loss), int(status), False, 2 * code.num_inputs)
+    advs, values = _targeted_candidates(surrogate, yt, fx, mask, m, g)
+    advs = np.asarray(advs)
+    # each candidate's decode loss through the program of the value strategies (shared with
+    # attack_losses and worst_case_adversaries: no compilation of its own)
+    bound, given = jnp.asarray(m, yt.dtype), jnp.asarray(4, jnp.int32)
+    losses, statuses = np.empty(len(advs)), np.empty(len(advs), np.int32)
+    for c in range(len(advs)):
+        rule = ValueRule(bound, given, bound, values[c])
+        ev = _attack_evaluator(code, yt, fx, rule, mask, jr.key(0), None)
+        loss, _, status = ev(~advs[c][None])
+        losses[c], statuses[c] = loss[0], status[0]
+    best = int(np.argmax(np.where(statuses == 0, losses, -np.inf)))
+    outputs = jnp.where(advs[best][:, None], values[best], yt.reshape(yt.shape[0], -1))
+    return AttackResult(
+        advs[best], outputs.reshape(yt.shape), float(losses[best]), int(statuses[best]), False,
+        2 * code.num_inputs,
+    )  # fmt: skip

@@ -48,13 +48,28 @@ def _run_command(command: Command, config: dict, args: argparse.Namespace):
     return command.run(**config, seed=args.seed, progress=not args.no_progress)
 
 
+def _fast_toy_compile(command: Command, args: argparse.Namespace) -> bool:
+    """Whether this run compiles with XLA's optimisations mostly off: toy runs (compilation-bound)
+    of commands that allow it, unless ``JAX_DISABLE_MOST_OPTIMIZATIONS`` is set (the user's
+    choice wins)."""
+    return (
+        _toy(args)
+        and command.fast_toy_compile
+        and "JAX_DISABLE_MOST_OPTIMIZATIONS" not in os.environ
+    )
+
+
 def _execute(command: Command, args: argparse.Namespace) -> int:
     config = _checked_config(command, args)
-    if command.x64 is not None:
-        import jax
+    import jax
 
+    if command.x64 is not None:
         x64 = command.x64 and not (command.float32_flag and args.float32)
         jax.config.update("jax_enable_x64", x64)
+    fast = _fast_toy_compile(command, args)
+    before = jax.config.read("jax_disable_most_optimizations")
+    if fast:  # toy runs are compilation-bound: a third less compile time, results to round-off
+        jax.config.update("jax_disable_most_optimizations", True)
     try:
         result = _run_command(command, config, args)
     except Interrupted as stop:  # Ctrl-C: save what finished, say so, exit 130
@@ -71,6 +86,9 @@ def _execute(command: Command, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    finally:
+        if fast:
+            jax.config.update("jax_disable_most_optimizations", before)
     print(command.report(result))
     paths = command.save(result, args.out)
     print("wrote " + ", ".join(str(v) for v in paths.values()))

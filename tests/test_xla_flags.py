@@ -25,3 +25,42 @@ def test_untested_jaxlib_leaves_xla_flags_alone(monkeypatch, version):
     env = {}
     assert not _xla_flags.use_classic_cpu_emitters(env)
     assert env == {}
+
+
+def test_toy_runs_compile_with_most_optimizations_off(monkeypatch, tmp_path, capsys):
+    """`--toy` (compilation-bound) compiles with jax_disable_most_optimizations for the run only,
+    except serve-bench (its toy run measures latencies); JAX_DISABLE_MOST_OPTIMIZATIONS wins."""
+    import dataclasses
+
+    import jax
+
+    from gcc_jax import cli
+    from gcc_jax.experiments import COMMANDS
+
+    monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS", raising=False)
+    monkeypatch.delenv("GCC_JAX_TOY", raising=False)
+    seen = []
+    demo = next(c for c in COMMANDS if c.name == "demo")
+
+    def fake_run(**kwargs):
+        seen.append(jax.config.read("jax_disable_most_optimizations"))
+        raise KeyboardInterrupt  # stop before any compute; exit status 130
+
+    fake = dataclasses.replace(demo, run=fake_run)
+    monkeypatch.setattr(cli, "COMMANDS", [fake if c is demo else c for c in COMMANDS])
+    before = jax.config.read("jax_disable_most_optimizations")
+    try:
+        jax.config.update("jax_disable_most_optimizations", False)
+        argv = ["demo", "--out", str(tmp_path), "--no-progress"]
+        assert cli.main([*argv, "--toy"]) == 130
+        assert cli.main(argv) == 130
+        monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")  # the user's choice wins
+        assert cli.main([*argv, "--toy"]) == 130
+        assert seen == [True, False, False]
+        assert jax.config.read("jax_disable_most_optimizations") is False  # restored after the run
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+    serve = next(c for c in COMMANDS if c.name == "serve-bench")
+    assert not serve.fast_toy_compile and all(
+        c.fast_toy_compile for c in COMMANDS if c.name != "serve-bench"
+    )

@@ -44,6 +44,10 @@ class Command:
             ``float32_flag`` the command also gets ``--float32`` which turns it off.
         float32_flag: add a ``--float32`` flag.
         errors: exception types reported as ``error: <message>`` with exit code 2.
+        fast_toy_compile: with ``--toy``, compile with XLA's optimisations mostly off
+            (``jax_disable_most_optimizations``): toy runs are compilation-bound, and this
+            changes code generation only (results equal to round-off). ``False`` for a command
+            whose toy run measures speed.
     """
 
     name: str
@@ -57,6 +61,7 @@ class Command:
     x64: bool | None = True
     float32_flag: bool = False
     errors: tuple[type[BaseException], ...] = (ValueError, TypeError)
+    fast_toy_compile: bool = True
 
 
 class Interrupted(KeyboardInterrupt):

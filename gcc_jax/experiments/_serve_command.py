@@ -65,4 +65,5 @@ COMMAND = Command(
     report=_report,
     save=_save,
     x64=None,
+    fast_toy_compile=False,  # the toy run measures latencies: keep XLA's optimised code
 )
