@@ -241,11 +241,11 @@ def test_ctrl_c_saves_the_finished_part(module, monkeypatch, tmp_path, capsys):
     ],
 )
 def test_ctrl_c_before_the_first_measurement_saves_a_partial_record(
-    module, name, argv, monkeypatch, tmp_path, capsys
+    module, name, argv, monkeypatch, tmp_path, capsys, recwarn
 ):
     """Ctrl-C at the first step of a longer experiment (the one StopOnInterrupt mechanism):
     exit 130, and the JSON record is written in the one schema, flagged interrupted, with
-    no measurement in it."""
+    no measurement in it; its empty plot draws no legend (no matplotlib warning)."""
     import importlib
     import json
 
@@ -259,6 +259,7 @@ def test_ctrl_c_before_the_first_measurement_saves_a_partial_record(
     assert record["schema_version"] == 1 and record["config"]["interrupted"] is True
     results = record["results"]
     assert not results.get("rows") and not results.get("cells")
+    assert not [w for w in recwarn if "No artists with labels" in str(w.message)]
 
 
 def test_progress_goes_to_stderr_only(capsys):

@@ -48,7 +48,10 @@ def integer_ticks(ax, values: Sequence[int], axis: str = "x") -> None:
 
 
 def legend_outside(ax, **kwargs) -> None:
-    """The legend to the right of the axes, where it cannot cover data."""
+    """The legend to the right of the axes, where it cannot cover data; none when nothing on
+    ``ax`` is labelled (an interrupted run's empty panel)."""
+    if not ax.get_legend_handles_labels()[0]:
+        return
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 

@@ -645,7 +645,8 @@ def plot_adversarial(result: ExperimentResult):
         ax.set_ylabel("worst loss (1/K) Σ‖f^ − f‖²")
         ax.set_title(f"{name}: γ = ⌈N^a⌉ adversaries")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # none on an interrupted run's empty panel
+            ax.legend(fontsize=7)
     if tfuncs:
         cols = ["clean", *_table_columns(table), "worst"]
         for i in range(ncols):
