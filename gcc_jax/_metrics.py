@@ -24,7 +24,6 @@ comes from the spread of the per-batch totals (Student t with ``batches − 1`` 
 
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
 
 from ._misc import float_dtype
 from ._types import Array, ArrayLike, Bool, Float, Int, Real
@@ -227,6 +226,8 @@ def ratio_ci(
     if b < 2 or not np.isfinite(ratio):
         return ratio, float("nan")
     se = np.sqrt(np.sum((y - ratio * x) ** 2) / (b * (b - 1))) / np.mean(x)
+    from scipy import stats  # imported here: scipy.stats costs ~1 s at `import gcc_jax`
+
     return ratio, float(stats.t.ppf(0.5 + level / 2, b - 1) * se)
 
 

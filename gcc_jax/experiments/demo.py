@@ -208,7 +208,7 @@ COMMAND = Command(
     description="GCC on a smooth vector-valued function R^d -> R^(d+2): mean, median and "
     "largest loss versus the number of stragglers S over random straggler sets (loss = "
     "(1/K) sum_k ||f^(x_k) - f(x_k)||^2). Writes demo.json, demo.txt and demo.png. "
-    "Run time on 2 CPU cores: defaults about 11 s, --toy about 8 s (CPU time).",
+    "Run time on 2 CPU cores: defaults about 11 s, --toy about 6 s (CPU time).",
     add_arguments=_add_arguments,
     config=_config,
     run=run_demo,

@@ -1187,9 +1187,9 @@ COMMAND = Command(
     "(rows: codes, columns: S) of RMSE, MSE, accuracy and RelAcc with 95% CIs and writes "
     "results.json (schema: gcc_jax.experiments.dnn), results.txt, results.png and cv.png "
     "into --out. Defaults: LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10. Run time on "
-    "2 CPU cores: defaults about 2 minutes (1:50 wall on a loaded machine, training included; "
-    "the trained model is cached for reruns); --toy about 23 s of CPU time. Explicit flags "
-    "win over --toy.",
+    "2 CPU cores: defaults 42 s of CPU time (2:04 wall on a loaded machine, training "
+    "included; the trained model is cached for reruns); --toy about 19 s of CPU time. Explicit "
+    "flags win over --toy.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_dnn,

@@ -927,7 +927,7 @@ COMMAND = Command(
     "each code's training time; writes compare_learned.json, .txt and .png into --out. "
     "Run time on 2 CPU cores: the defaults take more than 10 minutes (not measured in full; "
     "base models, parity models and learned codes are trained, then cached for reruns); "
-    "--toy about 18 s of CPU time.",
+    "--toy about 17 s of CPU time.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_compare_learned,

@@ -284,7 +284,7 @@ COMMAND = Command(
     description="LeTCC App. D: polynomial worker functions (deg 3 with K=5, deg 15 with "
     "K=10), loss versus the number of stragglers S for GCC, BACC and LCC over random "
     "straggler sets. Writes poly.json, poly.txt and poly.png. Run time on 2 CPU cores: "
-    "defaults about 25 s, --toy about 10 s (CPU time).",
+    "defaults about 25 s, --toy about 8 s (CPU time).",
     add_arguments=_add_arguments,
     config=_config,
     run=run_poly,

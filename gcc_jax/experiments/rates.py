@@ -835,7 +835,7 @@ COMMAND = Command(
     "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png. "
     "Run time on 2 CPU cores: defaults about 6 minutes (extrapolated: N = 320 and 640 of one "
     "function and noise level took 62 s of CPU time, about 3/4 of that pair's cost, and there "
-    "are four such pairs); --toy about 23 s (CPU time).",
+    "are four such pairs); --toy about 15 s (CPU time).",
     add_arguments=_add_arguments,
     config=_config,
     run=run_rates,

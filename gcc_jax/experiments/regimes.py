@@ -1427,8 +1427,9 @@ COMMAND = Command(
     "replication at the same N and ParM with N = K + K/k. Prints winner tables and a "
     "plain-language summary; writes regimes.json, regimes.txt and one heat map per workload. "
     "Run time on 2 CPU cores: the defaults (25 cells x 4 workloads, LeNet-5 and ParM training "
-    "on Fashion-MNIST) were not measured in full and take well over 10 minutes; --toy (4 cells "
-    "of x·sin(x)) about 30 s of CPU time.",
+    "on Fashion-MNIST) take hours (not measured to the end: at load 20 the two synthetic "
+    "workloads did 19 of 50 cells in 42 minutes); see docs/cli.md for a reduced map of about "
+    "5 minutes of CPU time; --toy (4 cells of x·sin(x)) about 21 s of CPU time.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_regimes,
