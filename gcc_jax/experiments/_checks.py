@@ -292,6 +292,7 @@ def _rules() -> dict[str, tuple[Rule, ...]]:
             count("lenet_epochs", "--lenet-epochs"),
             choice("decoders", "--decoders", DECODERS),
             choice("strategies", "--strategies", STRATEGIES),
+            nested("search", (*_SEARCH, count("patience", "--patience"))),
         ),
         "serve-bench": (
             count("num_inputs", "--num-inputs"),

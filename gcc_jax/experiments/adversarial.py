@@ -65,6 +65,7 @@ __all__ = [
     "COMMAND",
     "DECODERS",
     "DEFAULTS",
+    "FULL",
     "STRATEGIES",
     "TOY",
     "format_adversarial_table",
@@ -79,21 +80,33 @@ VALUE_STRATEGIES = STRATEGIES[:5]
 DECODERS = ("gcc", "gcc-lam0", "huber", "tukey", "trim", "bacc", "approxifer", "lcc-ec")
 
 DEFAULTS = dict(
-    workers=(20, 28, 40, 56, 80, 113, 160, 226, 320, 453, 640, 905, 1280),
+    workers=(20, 40, 80, 160, 320),
     exponents=(0.0, 0.25, 0.5),
     num_inputs=10,
-    functions=("xsinx", "lenet5"),
+    functions=("xsinx",),
     table_functions=("xsinx", "cubic"),
-    table_workers=80,
+    table_workers=40,
     table_adversaries=3,
-    trials=10,
+    trials=5,
     constants=(1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
     pgd_steps=40,
-    search=dict(restarts=2, proposals=32, max_iters=4, patience=2),
+    search=dict(restarts=1, proposals=16, max_iters=2, patience=1),
     lenet_epochs=5,
     rate_positions="sample",
 )
-"""Full-size keyword arguments of :func:`run_adversarial` (the command line's defaults)."""
+"""Keyword arguments of :func:`run_adversarial` (the command line's defaults): a reduced run
+(707 s of CPU time on 2 cores). :data:`FULL` is the full-size one."""
+
+FULL = dict(
+    workers=(20, 28, 40, 56, 80, 113, 160, 226, 320, 453, 640, 905, 1280),
+    functions=("xsinx", "lenet5"),
+    table_workers=80,
+    trials=10,
+    search=dict(restarts=2, proposals=32, max_iters=4, patience=2),
+)
+"""The full-size settings (over :data:`DEFAULTS`; flags ``--workers 20,28,...,1280 --functions
+xsinx,lenet5 --table-workers 80 --trials 10 --restarts 2 --proposals 32 --max-iters 4
+--patience 2``)."""
 
 TOY = dict(
     workers=(12, 24),
@@ -217,16 +230,19 @@ def _make_decoder(
     raise ValueError(f"unknown decoder {name!r}; use {DECODERS}")
 
 
-def _worst_at(code, yt, fx, sets, adversary, key) -> float:
+def _worst_at(code, yt, fx, sets, adversary, key, chunk=None) -> float:
     """The largest loss of ``adversary`` over position sets ``sets`` (``(p, n)``; ``inf``: a
-    failed decode), batched through :func:`gcc_jax.attack_losses` with the chunk of the
-    position search, so the two share one compiled program per code (and per ``"pgd"``)."""
-    loss, status = attack_losses(code, yt, fx, sets, adversary, key=key, chunk_size=_CHUNK)
+    failed decode), batched through :func:`gcc_jax.attack_losses` in chunks of ``chunk`` masks
+    (default that of the position search, so the two share one compiled program per code)."""
+    chunk = _CHUNK if chunk is None else chunk
+    loss, status = attack_losses(code, yt, fx, sets, adversary, key=key, chunk_size=chunk)
     return float(np.max(np.where(status == 0, loss, np.inf)))
 
 
 _CHUNK = 16
-"""Masks per chunk of every attack evaluation here (one compiled shape for all of them)."""
+"""Masks per chunk of the attack evaluations (one compiled shape for all of them), except the
+gradient attack's four position sets when it is not also searched: padding them to 16 would
+run 12 needless gradient attacks."""
 
 
 def _losses(
@@ -262,7 +278,9 @@ def _losses(
         else:
             kind = "contiguous" if s == "bias" else "random"
             sets = [adversary_positions(k_block if s == "bias" else k_pos, n, gamma, kind=kind)]
-        out[s] = _worst_at(code, yt, fx, np.stack(sets), adversary, k_att)
+        # pgd not searched (the rates): a chunk of exactly its sets, no padded gradient attacks
+        chunk = len(sets) if s == "pgd" and s not in searched else None
+        out[s] = _worst_at(code, yt, fx, np.stack(sets), adversary, k_att, chunk)
     for s in searched:
         res = worst_case_adversaries(
             code, yt, fx, Adversary(bound, s, steps=pgd_steps), gamma, key=k_att,
@@ -686,23 +704,27 @@ def save_adversarial(result: ExperimentResult, out: str | Path) -> dict[str, Pat
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", "-N", type=int_list, help="N values (default 20,40,...,640)")
+    p.add_argument("--workers", "-N", type=int_list, help="N values (default 20,40,80,160,320)")
     p.add_argument("--exponents", type=float_list, help="a values, γ = ⌈N^a⌉ (0,0.25,0.5)")
     p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
     p.add_argument(
-        "--functions", type=str_list, help="rate jobs: xsinx, cubic, zero, lenet5 (xsinx,lenet5)"
+        "--functions", type=str_list, help="rate jobs: xsinx, cubic, zero, lenet5 (xsinx)"
     )
     p.add_argument("--table-functions", type=str_list, help="table jobs (xsinx,cubic)")
-    p.add_argument("--table-workers", type=int, help="N of the table (80)")
+    p.add_argument("--table-workers", type=int, help="N of the table (40)")
     p.add_argument("--table-adversaries", type=int, help="γ of the table (3)")
     p.add_argument("--decoders", type=str_list, default=DECODERS, help="table rows")
     p.add_argument("--strategies", type=str_list, default=STRATEGIES, help="adversaries")
-    p.add_argument("--trials", type=int, help="jobs per cell (3)")
+    p.add_argument("--trials", type=int, help="jobs per cell (5)")
     p.add_argument("--pgd-steps", type=int, help="gradient-attack steps (40)")
     p.add_argument("--lenet-epochs", type=int, help="LeNet-5 training epochs (5, cached)")
     p.add_argument(
         "--rate-positions", choices=("sample", "search"), help="pgd positions in the rates (sample)"
     )
+    p.add_argument("--restarts", type=int, help="worst-position search chains (1)")
+    p.add_argument("--proposals", type=int, help="swaps proposed per search step (16)")
+    p.add_argument("--max-iters", type=int, help="search steps per chain (2)")
+    p.add_argument("--patience", type=int, help="search steps without gain before stopping (1)")
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
@@ -720,6 +742,13 @@ def _config(args: argparse.Namespace, toy: bool) -> dict:
         rate_positions=args.rate_positions,
     )
     config = merge_config(DEFAULTS, TOY if toy else None, flags)
+    search = dict(
+        restarts=args.restarts,
+        proposals=args.proposals,
+        max_iters=args.max_iters,
+        patience=args.patience,
+    )
+    config["search"] = merge_config(config["search"], None, search)
     return config | dict(decoders=args.decoders, strategies=args.strategies)
 
 
@@ -731,10 +760,11 @@ COMMAND = Command(
     "every decoder (GCC, robust Huber/Tukey/trimmed splines, BACC, ApproxIFER, LCC with error "
     "correction) against every adversary (largest value, sign flip, random, a bias on a block, "
     "and the gradient attack at the worst positions). Writes adversarial.json, adversarial.txt "
-    "and adversarial.png. Run time on 2 CPU cores: the defaults (13 values of N up to 1280, "
-    "LeNet-5 among the functions, 10 trials, PGD) were not measured in full and take well "
-    "over 10 minutes; --toy too is slow (about 220 s of CPU time and 2.5 GB when last "
-    "measured). Ctrl-C saves the finished rows (exit status 130).",
+    "and adversarial.png. Run time on 2 CPU cores: the defaults (a reduced run: N = 20 ... "
+    "320 for x·sin(x), the table at N = 40, 5 jobs per cell) took 707 s of CPU time (20 min "
+    "wall at load 7, 1.7 GB), most of it the gradient attack on the robust decoders at "
+    "searched positions; the full-size run (docs/cli.md) takes far longer; --toy about 75 s "
+    "of CPU time and 1.0 GB. Ctrl-C saves the finished rows (exit status 130).",
     add_arguments=_add_arguments,
     config=_config,
     run=run_adversarial,
