@@ -81,15 +81,40 @@ def test_held_out_losses_match_loops(toy):
                 assert row["loss"] == pytest.approx(per.max(), rel=1e-9)
 
 
-def test_cli_tune_toy(tmp_path, capsys):
-    from gcc_jax.cli import main
+def test_cli_tune_toy(toy_result, tmp_path, capsys, monkeypatch):
+    """`gcc-jax tune --toy` runs `run_tune` with the flags' settings and writes its outputs.
 
+    The computation itself is the module fixture's (checked above); the command line's part is
+    the flags → `run_tune` keywords mapping, the printed summary and the files.
+    """
+    from gcc_jax import cli
+
+    seen = {}
+
+    def run(command, config, args):
+        seen.update(config, seed=args.seed, progress=not args.no_progress, name=command.name)
+        return toy_result
+
+    monkeypatch.setattr(cli, "_run_command", run)
     out = tmp_path / "res"
     args = ["tune", "--toy", "--workloads", "xsinx", "--regimes", "iid", "--no-progress"]
-    assert main([*args, "--out", str(out)]) == 0
+    assert cli.main([*args, "--seed", "3", "--out", str(out)]) == 0
+    assert seen == dict(
+        name="tune",
+        workloads=("xsinx",),
+        regimes=("iid",),
+        toy=True,
+        steps=None,
+        seed=3,
+        progress=False,
+    )
     assert "Held-out loss" in capsys.readouterr().out
-    assert (out / "tune.json").exists() and (out / "tune.png").exists()
+    record = json.loads((out / "tune.json").read_text())
+    assert (
+        record["experiment"] == "tune" and record["results"]["rows"] == toy_result.results["rows"]
+    )
+    assert (out / "tune.png").stat().st_size > 1000 and (out / "tune.txt").exists()
     with pytest.raises(SystemExit) as exit_info:  # rejected before any compute
-        main(["tune", "--toy", "--workloads", "nope", "--out", str(out)])
+        cli.main(["tune", "--toy", "--workloads", "nope", "--out", str(out)])
     assert exit_info.value.code == 2
     assert "--workloads: unknown name 'nope'" in capsys.readouterr().err
