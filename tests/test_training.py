@@ -97,13 +97,16 @@ def test_accuracy_matches_numpy_with_ragged_last_chunk(digits):
     assert accuracy(apply, params, x, y) == pytest.approx(np.mean(pred == y))
 
 
-@pytest.mark.parametrize("name, min_acc", [("mlp", 0.9), ("lenet5", 0.9)])
-def test_train_on_digits_beats_chance(digits, mlp_run, name, min_acc):
-    tm = mlp_run[1] if name == "mlp" else train_classifier(name, digits, use_cache=False, **HYPER)
-    assert not tm.from_cache and tm.num_steps == 10 * (1293 // 32)
-    assert len(tm.train_losses) == 10 and tm.train_losses[-1] < 0.3 * tm.train_losses[0]
+@pytest.mark.parametrize("name, epochs, min_acc", [("mlp", 10, 0.9), ("lenet5", 4, 0.9)])
+def test_train_on_digits_beats_chance(digits, mlp_run, name, epochs, min_acc):
+    if name == "mlp":
+        tm = mlp_run[1]
+    else:  # 4 epochs: the LeNet-5's steps cost ~10x the MLP's (0.95 test accuracy at seed 0)
+        tm = train_classifier(name, digits, use_cache=False, **(HYPER | dict(epochs=epochs)))
+    assert not tm.from_cache and tm.num_steps == epochs * (1293 // 32)
+    assert len(tm.train_losses) == epochs and tm.train_losses[-1] < 0.3 * tm.train_losses[0]
     assert tm.test_accuracy > min_acc and tm.val_accuracy > min_acc
-    assert len(tm.val_accuracies) == 10
+    assert len(tm.val_accuracies) == epochs
     # the reported accuracy is the model's accuracy on the test split
     probs = jax.jit(tm.predict_proba)(digits.x_test)
     assert np.mean(np.argmax(probs, -1) == digits.y_test) == pytest.approx(tm.test_accuracy)
