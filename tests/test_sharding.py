@@ -11,6 +11,7 @@ SCRIPT = textwrap.dedent(
     import json
     import jax
     jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_disable_most_optimizations", True)  # as the suite (conftest.py)
     import jax.numpy as jnp, numpy as np
     import gcc_jax as gcc
     from gcc_jax._evaluator import _placement
@@ -35,9 +36,9 @@ SCRIPT = textwrap.dedent(
 
 
 def test_sharded_monte_carlo_equals_single_device():
-    env = dict(
-        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"
-    )
+    # the suite's XLA flags (conftest.py: classic CPU emitters) plus four host devices
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300
     )
