@@ -69,7 +69,7 @@ def pool(cluster):
         input_dtype=np.float64,
         validate=probability_check(),
         max_restarts=3,
-        startup_timeout_s=120,
+        startup_timeout_s=400,  # actors import JAX: minutes on a loaded 2-core machine
     )
     yield ex
     ex.close()
@@ -253,7 +253,7 @@ def byzantine_pool(cluster):
         num_workers=N_BYZ,
         input_shape=(3,),
         input_dtype=np.float64,
-        startup_timeout_s=240,
+        startup_timeout_s=400,
     )
     yield ex
     ex.close()
