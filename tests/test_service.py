@@ -395,7 +395,8 @@ def test_parm_releases_its_own_output_at_once_and_reconstructs_the_missing_one()
     """k = 2, base worker 1 slow: query 0 at worker 0's answer, query 1 at parity + worker 0."""
     code = gcc.ParityModelCode(jnp.asarray(W_LIN), _linear, num_inputs=2)  # exact parity
     fns = [lambda v: jnp.asarray(W_LIN) @ v] * 2 + [lambda p: _linear(jnp.asarray(W_LIN), p)]
-    delays = DelayModel(num_workers=3, shift=0.005, slowdown=(1.0, 40.0, 2.0))
+    # worker 1 answers after 2 s: far beyond the decode even on a loaded machine (0.6 s seen)
+    delays = DelayModel(num_workers=3, shift=0.005, slowdown=(1.0, 400.0, 2.0))
     ex = LocalExecutor(fns, num_workers=3, delays=delays, sleep=True)
     queries = _queries(6, seed=11)
     with CodedInferenceService(ex, code, stragglers=1, max_wait_s=1.0, input_shape=(3,)) as svc:
@@ -405,9 +406,9 @@ def test_parm_releases_its_own_output_at_once_and_reconstructs_the_missing_one()
         np.testing.assert_allclose(a.value, W_LIN @ queries[a.query_id], rtol=1e-12, atol=1e-12)
         if a.slot == 0:
             assert a.source == "worker 0" and a.workers_answered == (0,)
-        else:  # decoded from the parity (at 10 ms) and worker 0, not worker 1's 200 ms
+        else:  # decoded from the parity (at 10 ms) and worker 0, not worker 1's 2 s
             assert a.source == "decoder" and a.workers_answered == (0, 2)
-            assert a.round_s < 0.1
+            assert a.round_s < 1.0
 
 
 def test_gcc_releases_at_its_wait_rule_and_has_no_systematic_workers():
