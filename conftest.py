@@ -4,15 +4,7 @@ CPU, float64 (reference comparisons) and toy sizes. Nothing here imports gcc_jax
 import hook (``--jaxtyping-packages`` in pyproject.toml) must see it imported first.
 """
 
-import gc
 import os
-
-# Python's cyclic garbage collector, at its default thresholds (700, 10, 10), runs a collection
-# every 700 net allocations; tracing and compiling JAX programs allocate millions of short-lived
-# objects. Measured on tests/test_weights.py + tests/test_contract.py in one process: 15.1 s in
-# 2896 collections (13 full) at the defaults, 2.5 s in 136 (2 full) at the thresholds below,
-# with the same peak memory (2.05 GB): full collections still run, every 25 young ones.
-gc.set_threshold(100_000, 5, 5)
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("GCC_JAX_TOY", "1")
