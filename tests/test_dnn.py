@@ -162,13 +162,29 @@ def test_uncoded_agreement_is_the_fraction_of_results_that_arrived(toy):
             assert row["rel_acc_labels"]["mean"] == 1.0
 
 
-def test_cross_validation_uses_held_out_batches_only(trained, toy):
+def test_cross_validation_uses_held_out_training_images_only(trained, toy):
     cfg, result = toy
     cv, images = result["cv"], result["images"]
-    assert not set(np.ravel(images["cv"])) & set(np.ravel(images["eval"]))
-    assert np.asarray(images["cv"]).shape == (cfg["num_cv_batches"], cfg["num_inputs"])
     ds = load_digits()
-    x_cv = [np.asarray(ds.x_test[idx], np.float64) for idx in images["cv"]]
+    cv_idx, ev_idx = np.asarray(images["cv"]), np.asarray(images["eval"])
+    assert (images["cv_split"], images["cv_pool"], images["eval_split"]) == (
+        "train",
+        "validation",
+        "test",
+    )
+    assert cv_idx.shape == (cfg["num_cv_batches"], cfg["num_inputs"])
+    assert ev_idx.shape == (cfg["num_batches"], cfg["num_inputs"])
+    assert len(set(cv_idx.ravel())) == cv_idx.size and len(set(ev_idx.ravel())) == ev_idx.size
+    # CV images: training-split images the model was not trained on (its validation split,
+    # recomputed here from train_classifier's documented rule with NumPy)
+    n_val = round(0.1 * ds.num_train)
+    held_out = np.random.default_rng((0, 0x5EED)).permutation(ds.num_train)[:n_val]
+    assert set(cv_idx.ravel()) <= set(held_out)
+    # ... and no CV image is (pixel for pixel) one of the evaluation (test) images
+    x_cv_flat = ds.x_train[cv_idx.ravel()].reshape(cv_idx.size, -1)
+    x_ev_flat = ds.x_test[ev_idx.ravel()].reshape(ev_idx.size, -1)
+    assert not (x_cv_flat[:, None, :] == x_ev_flat[None, :, :]).all(-1).any()
+    x_cv = [np.asarray(ds.x_train[idx], np.float64) for idx in images["cv"]]
     fx_cv = [np.asarray(trained.predict_proba(jnp.asarray(x))) for x in x_cv]
     k_cv = jax.random.split(jax.random.key(cfg.get("seed", 0)), 3)[0]
     n, k = cfg["num_workers"], cfg["num_inputs"]
@@ -295,6 +311,8 @@ def test_bad_configurations_raise_clear_errors(trained):
         dnn.run_dnn(**{**cfg, "stragglers": (0, 9)}, trained=trained, progress=False)
     with pytest.raises(ValueError, match="test images"):
         dnn.run_dnn(**{**cfg, "num_batches": 500}, trained=trained, progress=False)
+    with pytest.raises(ValueError, match="held-out training images"):
+        dnn.run_dnn(**{**cfg, "num_cv_batches": 100}, trained=trained, progress=False)
     with pytest.raises(ValueError, match="unknown code"):
         dnn.run_dnn(**cfg, codes=("gcc", "lcc"), trained=trained, progress=False)
     with pytest.raises(ValueError, match="num_cv_batches"):

@@ -245,3 +245,46 @@ def test_cli_regimes_toy(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "xsinx — random stragglers — winner by rmse" in out and "summary:" in out
     assert (tmp_path / "regimes.json").exists() and (tmp_path / "regimes_xsinx.png").exists()
+
+
+# -- the LeNet-5 workloads tune on held-out training images, never on test images ------------
+
+
+def test_lenet_workloads_cross_validate_on_held_out_training_images(monkeypatch):
+    from gcc_jax import training
+    from gcc_jax.data import load_digits
+    from gcc_jax.models import ModelApply
+
+    ds = load_digits()
+    stub = ModelApply(None, "stub", (8, 8, 1), 10)  # never run: only the images are tested
+    untrained = training.TrainedModel(
+        stub, {}, "lenet5", ds.name, 0.1, 0.1, (), (), 0, True, None, 0.0,
+        {"val_fraction": 0.1, "seed": 0},
+    )  # fmt: skip
+    monkeypatch.setattr(training, "train_classifier", lambda *a, **kw: untrained)
+    k, n_cv, n_eval = 4, 3, 2
+    wls, note, info = regimes._lenet_workloads(
+        ["lenet_softmax"], k, n_cv, n_eval, 0, jnp.float64, "digits", 1, None, None, False, False
+    )
+    assert note is None
+    images = info["images"]
+    assert (images["cv_split"], images["cv_pool"], images["eval_split"]) == (
+        "train",
+        "validation",
+        "test",
+    )
+    cv_idx, ev_idx = np.asarray(images["cv"]), np.asarray(images["eval"])
+    assert cv_idx.shape == (n_cv, k) and ev_idx.shape == (n_eval, k)
+    # the CV indices are images held out from training (train_classifier's rule, by NumPy)
+    held_out = np.random.default_rng((0, 0x5EED)).permutation(ds.num_train)[: round(0.1 * 1437)]
+    assert len(set(cv_idx.ravel())) == cv_idx.size and set(cv_idx.ravel()) <= set(held_out)
+    # the batches the workload tunes and scores on are exactly those images
+    for (x, y), idx in zip(wls[0].cv, cv_idx, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), ds.x_train[idx].astype(np.float64))
+        np.testing.assert_array_equal(np.asarray(y), ds.y_train[idx])
+    for (x, _), idx in zip(wls[0].eval, ev_idx, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), ds.x_test[idx].astype(np.float64))
+    # no CV image is (pixel for pixel) an evaluation image
+    a = ds.x_train[cv_idx.ravel()].reshape(cv_idx.size, -1)
+    b = ds.x_test[ev_idx.ravel()].reshape(ev_idx.size, -1)
+    assert not (a[:, None, :] == b[None, :, :]).all(-1).any()

@@ -10,6 +10,8 @@ from . import _serve_command, adversarial, demo, dnn, learned, poly, rates, regi
 from ._command import Command as Command
 from ._command import Interrupted as Interrupted
 from ._command import StopOnInterrupt as StopOnInterrupt
+from ._images import ImageSplit as ImageSplit
+from ._images import split_images as split_images
 from ._io import SCHEMA_VERSION as SCHEMA_VERSION
 from ._io import ExperimentResult as ExperimentResult
 from ._io import load_result as load_result

@@ -5,11 +5,15 @@ Protocol (LeTCC §5, method-notes §1.9–1.10):
 * **Worker function.** ``f(x) = softmax(apply(params, x))``: a classifier trained by
   :func:`gcc_jax.training.train_classifier` (or loaded from its cache); the worker output is the
   softmax vector (``m`` = number of classes).
-* **Batches.** The test split is shuffled with the seed
-  (``np.random.default_rng((seed, 0xD1A)).permutation``); the first ``num_cv_batches·K`` images
-  form the *cross-validation* batches, the next ``num_batches·K`` the *evaluation* batches
-  (disjoint: λ is never chosen on the images it is scored on). Each batch of ``K`` images is one
-  coded computation over ``N`` workers.
+* **Batches** (:func:`gcc_jax.experiments.split_images`). Each batch of ``K`` images is one
+  coded computation over ``N`` workers. The *evaluation* batches are the first
+  ``num_batches·K`` images of the test split shuffled with the seed
+  (``np.random.default_rng((seed, 0xD1A)).permutation``). The *cross-validation* batches
+  (GCC's λ, and ``GCC-tuned``'s gradient steps) never see a test image: they are the first
+  ``num_cv_batches·K`` of the model's held-out validation images — training-split images it was
+  not trained on (:meth:`gcc_jax.training.TrainedModel.validation_indices`) — shuffled with
+  ``np.random.default_rng((seed, 0xC5)).permutation`` (all training images if the model was
+  trained without a validation split).
 * **Straggler sets.** For every ``S`` and every batch, ``num_trials`` patterns with exactly ``S``
   dead workers, uniformly at random: with ``(k_cv, k_eval, k_worst) = split(key(seed), 3)``,
   batch ``b``'s patterns are ``sample_masks(fold_in(fold_in(k_eval, S), b), N,
@@ -59,7 +63,9 @@ degrees of freedom).
                 # pinned: seeded, cached by its hyper-parameters; params_fingerprint =
                 # gcc_jax.training.tree_fingerprint(params): equal on a rerun that retrains
       "base": {accuracy, num_images},          # base model on the evaluation images
-      "images": {"cv": [[i...]...], "eval": [[i...]...]},   # test-split indices per batch
+      "images": {"cv_split": "train", "cv_pool": "validation" | "train",
+                 "cv": [[i...]...],            # training-split indices per CV batch
+                 "eval_split": "test", "eval": [[i...]...]},   # test-split indices per batch
       "results": {CODE: [{"S": S,
                           "rmse" | "mse" | "accuracy" | "rel_acc_labels" | "rel_acc_base":
                               {"mean": float, "ci95": float},
@@ -123,6 +129,7 @@ from ._command import (
     merge_config,
     str_list,
 )
+from ._images import split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, log_errorbar, positive
 
@@ -364,10 +371,10 @@ def run_dnn(
     """Run the LeTCC coded-inference experiment (module docstring: protocol and result layout).
 
     Trains (or loads from the cache) ``model`` on ``dataset`` unless ``trained`` is given,
-    chooses GCC's ``(λ_enc, λ_dec)`` per ``S`` by grid cross-validation on held-out batches,
-    then measures every code on the evaluation batches over random straggler sets (and the
-    worst case). Run with ``jax_enable_x64`` on: the spline solves lose digits in float32 once
-    ``λ > 0``.
+    chooses GCC's ``(λ_enc, λ_dec)`` per ``S`` by grid cross-validation on batches of held-out
+    training images (never test images), then measures every code on the evaluation batches
+    of test images over random straggler sets (and the worst case). Run with
+    ``jax_enable_x64`` on: the spline solves lose digits in float32 once ``λ > 0``.
 
     Args:
         dataset: a data-set name for :func:`gcc_jax.data.load_dataset` or a ``Dataset``.
@@ -377,7 +384,8 @@ def run_dnn(
         stragglers: the ``S`` values, each in ``[0, N − 2]``.
         num_trials: random straggler sets per batch and ``S`` (the paper uses 20).
         num_batches: evaluation batches.
-        num_cv_batches: held-out batches for the λ cross-validation (``≥ 1`` when GCC runs).
+        num_cv_batches: batches of held-out training-split images for the λ cross-validation
+            (``≥ 1`` when GCC runs).
         codes: a subset of :data:`CODES`.
         lam_enc_grid: GCC encoder λ candidates.
         lam_dec_grid: GCC decoder λ candidates.
@@ -401,7 +409,8 @@ def run_dnn(
         The :class:`~gcc_jax.experiments.ExperimentResult` of the module docstring.
 
     Raises:
-        ValueError: bad sizes, unknown codes, or too few test images for the batches.
+        ValueError: bad sizes, unknown codes, or too few test (or held-out training) images
+            for the batches.
     """
     t_start = time.perf_counter()
     n = _check_positive("num_workers", num_workers, 2)
@@ -454,20 +463,11 @@ def run_dnn(
     elif trained.dataset_name != ds.name:
         raise ValueError(f"`trained` was trained on {trained.dataset_name!r}, not on {ds.name!r}")
     t_train = time.perf_counter() - t0
-    need = (n_cv + n_batches) * k
-    if need > ds.x_test.shape[0]:
-        raise ValueError(
-            f"{n_cv} CV + {n_batches} evaluation batches of K={k} need {need} test images; "
-            f"{ds.name} has {ds.x_test.shape[0]}. Lower --batches/--cv-batches or K."
-        )
-    perm = np.random.default_rng((seed, 0xD1A)).permutation(ds.x_test.shape[0])
-
-    def batch(i: int) -> tuple[Array, Array]:
-        idx = perm[i * k : (i + 1) * k]
-        return jnp.asarray(ds.x_test[idx], dtype), jnp.asarray(ds.y_test[idx])
-
-    cv_batches = [batch(i) for i in range(n_cv)]
-    ev_batches = [batch(n_cv + i) for i in range(n_batches)]
+    split = split_images(
+        ds, trained, num_inputs=k, num_batches=n_batches, num_cv_batches=n_cv, seed=seed
+    )
+    cv_batches = [(jnp.asarray(ds.x_train[i], dtype), jnp.asarray(ds.y_train[i])) for i in split.cv]
+    ev_batches = [(jnp.asarray(ds.x_test[i], dtype), jnp.asarray(ds.y_test[i])) for i in split.eval]
     params = trained.params
     f = trained.worker_fn()  # one function object: the compiled workers are reused
     key = jax.random.key(seed)
@@ -728,10 +728,7 @@ def run_dnn(
             "accuracy": float(base_correct.sum() / (n_batches * k)),
             "num_images": n_batches * k,
         },
-        "images": {
-            "cv": perm[: n_cv * k].reshape(n_cv, k).tolist(),
-            "eval": perm[n_cv * k : (n_cv + n_batches) * k].reshape(n_batches, k).tolist(),
-        },
+        "images": split._replace(eval=split.eval[:n_batches]).record(),
         "results": results,
         "gcc_vs_bacc": comparison,
         "comparisons": comparisons,
@@ -900,7 +897,7 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
         f"{result['base']['num_images']} evaluation images), N={cfg['num_workers']} workers, "
         f"K={cfg['num_inputs']} images per batch, {cfg['num_batches']} batches × "
         f"{cfg['num_trials']} random straggler sets per S (GCC λ by CV on "
-        f"{cfg['num_cv_batches']} other batches), {cfg['dtype']}"
+        f"{cfg['num_cv_batches']} batches of held-out training images), {cfg['dtype']}"
     )
     width = max(
         16,
@@ -1131,7 +1128,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--trials", type=int, help="straggler sets per batch and S (default 20)")
     p.add_argument("--batches", type=int, help="evaluation batches (default 10)")
-    p.add_argument("--cv-batches", type=int, help="held-out batches for the λ CV (default 5)")
+    p.add_argument(
+        "--cv-batches",
+        type=int,
+        help="batches of held-out training images for the λ CV (default 5)",
+    )
     p.add_argument(
         "--codes",
         type=str_list,
@@ -1183,7 +1184,8 @@ COMMAND = Command(
     description="Trains (or loads from the cache) a classifier, then measures coded "
     "inference as in LeTCC §5: K test images per coded batch over N workers, random "
     "straggler sets per S (and the worst case), GCC with (lam_enc, lam_dec) chosen by grid "
-    "cross-validation on held-out batches, BACC, uncoded and replication. Prints tables "
+    "cross-validation on held-out training images (never test images), BACC, uncoded and "
+    "replication. Prints tables "
     "(rows: codes, columns: S) of RMSE, MSE, accuracy and RelAcc with 95% CIs and writes "
     "results.json (schema: gcc_jax.experiments.dnn), results.txt, results.png and cv.png "
     "into --out. Defaults: LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10. Run time on "

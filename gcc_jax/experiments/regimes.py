@@ -12,7 +12,9 @@ Codes, all at the same worker count ``N`` except uncoded:
 * ``GCC`` (:class:`gcc_jax.SplineCode`, Chebyshev nodes): ``(λ_enc, λ_dec)`` chosen per cell by
   cross-validation with :func:`gcc_jax.tuning.grid_search` — the lowest mean loss
   ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` over ``num_cv_batches`` *held-out* input batches (never the
-  evaluation inputs; images from the training split for the classifier) and ``num_trials``
+  evaluation inputs; for the classifier, training-split images it was not trained on — its
+  validation images, by the rule of :func:`gcc_jax.experiments.split_images` — never test
+  images) and ``num_trials``
   random patterns of their own with the cell's ``S``; the CV curves are saved. The worst-case
   cells reuse that λ (the operator does not know the adversary).
 * ``BACC`` (:class:`gcc_jax.BerrutCode`, Chebyshev nodes).
@@ -60,7 +62,10 @@ reported as ties.
     "results": {
       "data_note": str | null,                 # e.g. Fashion-MNIST absent: digits used
       "models": {"lenet5": null | {name, dataset, test_accuracy, epochs, seed, from_cache,
-                                   train_time_s},
+                                   train_time_s,
+                                   images: {cv_split: "train", cv_pool: "validation",
+                                            cv: [[i...]...], eval_split: "test",
+                                            eval: [[i...]...]}},   # indices per batch
                  "parm": [{workload, k, N, base_model, base_accuracy, base_epochs,
                            parity_model, epochs, encoder, val_recon_accuracy, train_time_s,
                            from_cache}]},
@@ -131,6 +136,7 @@ from ..codes import (
 from ..training import train_parity_model
 from ..tuning import StragglerModel, grid_search
 from ._command import Command, StopOnInterrupt, float_list, merge_config, str_list
+from ._images import split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 from .rates import vector_map, xsinx
 
@@ -591,23 +597,15 @@ def _lenet_workloads(
         use_cache=use_cache,
         progress=progress,
     )
-    need = (n_eval * k, n_cv * k)
-    if need[0] > ds.x_test.shape[0] or need[1] > ds.x_train.shape[0]:
-        raise ValueError(f"{ds.name} has too few images for {n_eval}+{n_cv} batches of K={k}")
-    test_perm = np.random.default_rng((seed, 0xD1A)).permutation(ds.x_test.shape[0])
-    train_perm = np.random.default_rng((seed, 0xC7)).permutation(ds.x_train.shape[0])
+    split = split_images(
+        ds, trained, num_inputs=k, num_batches=n_eval, num_cv_batches=n_cv, seed=seed
+    )
 
-    def batches(x_all, y_all, perm, num):
-        return [
-            (
-                jnp.asarray(x_all[perm[b * k : (b + 1) * k]], dtype),
-                jnp.asarray(y_all[perm[b * k : (b + 1) * k]]),
-            )
-            for b in range(num)
-        ]
+    def batches(x_all, y_all, idx):
+        return [(jnp.asarray(x_all[i], dtype), jnp.asarray(y_all[i])) for i in idx]
 
-    cv = batches(ds.x_train, ds.y_train, train_perm, n_cv)  # never the test split
-    ev = batches(ds.x_test, ds.y_test, test_perm, n_eval)
+    cv = batches(ds.x_train, ds.y_train, split.cv)  # held-out training images, never test ones
+    ev = batches(ds.x_test, ds.y_test, split.eval)
     model_info = {
         "name": "lenet5",
         "dataset": ds.name,
@@ -616,6 +614,7 @@ def _lenet_workloads(
         "seed": int(seed),
         "from_cache": trained.from_cache,
         "train_time_s": trained.train_time_s,
+        "images": split.record(),
     }
     out = []
     for name in names:

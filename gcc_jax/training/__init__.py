@@ -21,6 +21,7 @@ from ._cached import cached_fit as cached_fit
 from ._cached import tree_fingerprint as tree_fingerprint
 from ._classifier import TrainedModel as TrainedModel
 from ._classifier import train_classifier as train_classifier
+from ._classifier import validation_indices as validation_indices
 from ._learned import train_learned_code as train_learned_code
 from ._loop import Batch as Batch
 from ._loop import FitResult as FitResult
@@ -56,4 +57,5 @@ __all__ = [
     "train_learned_code",
     "train_parity_model",
     "tree_fingerprint",
+    "validation_indices",
 ]

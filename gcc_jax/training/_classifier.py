@@ -19,7 +19,7 @@ from ..models._apply import Params, canonical_model_name
 from ._cached import cached_fit
 from ._loop import accuracy, fit
 
-__all__ = ["TrainedModel", "train_classifier"]
+__all__ = ["TrainedModel", "train_classifier", "validation_indices"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -79,6 +79,51 @@ class TrainedModel:
         """
         return worker_function(self.apply, self.params, output=output)
 
+    def validation_indices(self, num_train: int) -> np.ndarray:
+        """Training-split indices held out from this model's training (see `validation_indices`).
+
+        Images the model never trained on and that are not test images: where an experiment
+        tunes anything (GCC's λ) on the model's outputs. Empty when it was trained with
+        ``val_fraction=0``.
+
+        Args:
+            num_train: size of the training split of the model's data set.
+        """
+        return validation_indices(
+            num_train, float(self.config.get("val_fraction", 0.0)), int(self.config["seed"])
+        )
+
+
+def validation_indices(num_train: int, val_fraction: float, seed: int) -> np.ndarray:
+    """The training-split indices `train_classifier` holds out for validation.
+
+    ``permutation(num_train)[:n_val]`` of ``np.random.default_rng((seed, 0x5EED))``, with
+    ``n_val = round(val_fraction · num_train)`` clipped to ``[1, num_train − 1]`` when
+    ``val_fraction > 0`` (0 otherwise); the model is trained on the other indices.
+
+    Args:
+        num_train: size of the training split.
+        val_fraction: held-out fraction, in ``[0, 1)``.
+        seed: the training seed.
+
+    Returns:
+        ``(n_val,)`` int indices into the training split, in permutation order.
+
+    Raises:
+        ValueError: if ``val_fraction`` is outside ``[0, 1)``.
+
+    Example:
+        >>> idx = validation_indices(100, 0.1, seed=0)
+        >>> idx.shape, bool(np.all((0 <= idx) & (idx < 100)))
+        ((10,), True)
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"`val_fraction` must be in [0, 1); got {val_fraction}")
+    n_val = int(round(val_fraction * num_train))
+    if val_fraction > 0:
+        n_val = min(max(n_val, 1), num_train - 1)
+    return np.random.default_rng((seed, 0x5EED)).permutation(num_train)[:n_val]
+
 
 @functools.lru_cache(maxsize=16)
 def _adamw(lr: float, weight_decay: float) -> optax.GradientTransformation:
@@ -87,13 +132,8 @@ def _adamw(lr: float, weight_decay: float) -> optax.GradientTransformation:
 
 
 def _split_validation(ds: Dataset, val_fraction: float, seed: int):
-    if not 0.0 <= val_fraction < 1.0:
-        raise ValueError(f"`val_fraction` must be in [0, 1); got {val_fraction}")
-    n_val = int(round(val_fraction * ds.num_train))
-    if val_fraction > 0:
-        n_val = min(max(n_val, 1), ds.num_train - 1)
-    perm = np.random.default_rng((seed, 0x5EED)).permutation(ds.num_train)
-    val, train = perm[:n_val], np.sort(perm[n_val:])
+    val = validation_indices(ds.num_train, val_fraction, seed)
+    train = np.setdiff1d(np.arange(ds.num_train), val)  # sorted, as before
     return (ds.x_train[train], ds.y_train[train]), (ds.x_train[val], ds.y_train[val])
 
 

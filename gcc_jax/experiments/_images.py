@@ -1,0 +1,105 @@
+"""Which images an experiment with a trained classifier tunes on and which it scores.
+
+One rule for every experiment that chooses GCC's λ (or trains anything) on a classifier's
+outputs (``gcc-jax run``, the LeNet-5 workloads of ``gcc-jax regimes``): tuning never sees a
+test image.
+
+* **Evaluation** batches: the first ``num_batches·K`` images of the *test* split shuffled with
+  ``np.random.default_rng((seed, 0xD1A)).permutation``.
+* **Cross-validation** batches: the first ``num_cv_batches·K`` of the model's held-out
+  validation images — *training-split* images it was not trained on,
+  :meth:`gcc_jax.training.TrainedModel.validation_indices` — shuffled with
+  ``np.random.default_rng((seed, 0xC5)).permutation`` (the whole training split if the model
+  was trained without a validation split; ``cv_pool`` says which).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..data import Dataset
+from ..training import TrainedModel
+
+__all__ = ["ImageSplit", "split_images"]
+
+
+class ImageSplit(NamedTuple):
+    """Image indices of the cross-validation and evaluation batches.
+
+    Attributes:
+        cv: ``(num_cv_batches, K)`` indices into the *training* split.
+        eval: ``(num_batches, K)`` indices into the *test* split.
+        cv_pool: ``"validation"`` (the model's held-out training images) or ``"train"``.
+    """
+
+    cv: np.ndarray
+    eval: np.ndarray
+    cv_pool: str
+
+    def record(self) -> dict:
+        """The JSON record: ``{cv_split, cv_pool, cv, eval_split, eval}`` (lists of indices)."""
+        return {
+            "cv_split": "train",
+            "cv_pool": self.cv_pool,
+            "cv": self.cv.tolist(),
+            "eval_split": "test",
+            "eval": self.eval.tolist(),
+        }
+
+
+def split_images(
+    ds: Dataset,
+    trained: TrainedModel,
+    *,
+    num_inputs: int,
+    num_batches: int,
+    num_cv_batches: int,
+    seed: int,
+) -> ImageSplit:
+    """CV batches from the model's held-out training images, evaluation batches from the test split.
+
+    See the module docstring for the rule.
+
+    Args:
+        ds: the data set ``trained`` was trained on.
+        trained: the classifier (its ``config`` holds ``val_fraction`` and ``seed``).
+        num_inputs: ``K`` images per batch.
+        num_batches: evaluation batches.
+        num_cv_batches: cross-validation batches (``0`` allowed).
+        seed: the experiment's seed.
+
+    Returns:
+        The :class:`ImageSplit`.
+
+    Raises:
+        ValueError: if the test split or the held-out training images are too few.
+
+    Example:
+        >>> from gcc_jax.models import make_model
+        >>> from gcc_jax.data import load_digits
+        >>> ds = load_digits()
+        >>> apply, params = make_model("mlp", input_shape=ds.input_shape, num_classes=10, key=0)
+        >>> tm = TrainedModel(apply, params, "mlp", ds.name, 0.0, 0.0, (), (), 0, False, None,
+        ...                   0.0, {"val_fraction": 0.1, "seed": 0})
+        >>> sp = split_images(ds, tm, num_inputs=4, num_batches=3, num_cv_batches=2, seed=0)
+        >>> sp.cv.shape, sp.eval.shape, sp.cv_pool
+        ((2, 4), (3, 4), 'validation')
+    """
+    k, n_b, n_cv = int(num_inputs), int(num_batches), int(num_cv_batches)
+    if n_b * k > ds.num_test:
+        raise ValueError(
+            f"{n_b} evaluation batches of K={k} need {n_b * k} test images; "
+            f"{ds.name} has {ds.num_test}. Lower --batches or K."
+        )
+    pool = trained.validation_indices(ds.num_train)
+    pool_name = "validation" if pool.size else "train"
+    if not pool.size:
+        pool = np.arange(ds.num_train)
+    if n_cv * k > pool.size:
+        raise ValueError(
+            f"{n_cv} CV batches of K={k} need {n_cv * k} held-out training images; the model "
+            f"holds out {pool.size} of {ds.name}'s training split. Lower --cv-batches or K."
+        )
+    ev = np.random.default_rng((seed, 0xD1A)).permutation(ds.num_test)[: n_b * k]
+    cv = np.random.default_rng((seed, 0xC5)).permutation(pool)[: n_cv * k]
+    return ImageSplit(cv.reshape(n_cv, k), ev.reshape(n_b, k), pool_name)
