@@ -80,24 +80,25 @@ reported as ties.
               lam_enc, lam_dec}],
       "summary": [str]}
 
-Sizes and run time. The defaults (:data:`DEFAULTS`) are the full map: ``K = 20``,
-``N/K ∈ {1.1, 1.25, 1.5, 2, 3}`` (``N = 22 … 60``), ``p ∈ {0, 5, 10, 20, 30}%``, four workloads,
-20 patterns × 5 batches per cell, λ by CV on 5 held-out batches over the 10 × 12 default grid,
-the worst case on 2 batches, LeNet-5 and its parity models 10 epochs each on Fashion-MNIST::
+Sizes and run time. The defaults (:data:`DEFAULTS`) are a reduced map: ``K = 20``,
+``N/K ∈ {1.1, 1.25, 1.5, 2, 3}`` (``N = 22 … 60``), ``p ∈ {0, 10, 20, 30}%``, four workloads,
+10 patterns × 3 batches per cell, λ by CV on 3 held-out batches over the 10 × 12 default grid,
+the worst case on 1 batch with a small search (2 restarts × 32 proposals × 5 steps), LeNet-5
+and its parity models 10 epochs each on Fashion-MNIST::
 
     gcc-jax regimes --out results/regimes
 
-On the shared 2-core development machine (load ≈ 20) the synthetic half of it
-(``--workloads xsinx,vector_map``) did 19 of 50 cells in 42 minutes before it was stopped — the
-worst-case searches at ``N = 60`` dominate; expect several hours for the full map there, far
-less on an idle machine. A reduced map of one synthetic workload, ::
-
-    gcc-jax regimes --workloads xsinx --fractions 0,0.1,0.2,0.3 --trials 10 --batches 3 \
-        --cv-batches 3 --worst-batches 1 --restarts 2 --proposals 32 --max-iters 5
-
-took 1663 s wall (284 s of CPU) there. ``--toy`` runs in about a minute. The LeNet-5
-workloads add the classifier's and six parity models' training (10 epochs each on 60 000
-Fashion-MNIST images; not run at full size on that machine).
+It was measured as three runs (``--workloads xsinx``, ``--workloads vector_map`` and
+``--workloads lenet_logits,lenet_softmax``; the records are in ``bench/results/fidelity/`` and
+``docs/results.md``; the random draws are keyed by the seed, the cell and the batch, not by
+the workload, so one default run computes the same cells — by construction, a single combined
+run was not timed): **1143 s in all** — the sum of the three runs'
+``timing_s`` totals, 255 s + 177 s + 711 s, on the shared 2-core development machine at low
+priority — of which 438 s trained the six LeNet-5 parity models; the LeNet-5 itself came from
+the checkpoint cache (a first run trains it too: 200–290 s). ``--toy`` runs in about a minute.
+:data:`FULL` lists the flags of a larger map (5 fractions, 5 × 20 patterns per cell, CV on 5
+batches, the worst case on 2 batches with a 4 × 64 × 10 search), which was not run to the end
+there (the synthetic half did 19 of 50 cells in 42 minutes at load ≈ 20).
 """
 
 import argparse
@@ -144,6 +145,7 @@ __all__ = [
     "CODES",
     "COMMAND",
     "DEFAULTS",
+    "FULL",
     "GroupedParityCode",
     "METRICS",
     "MODES",
@@ -167,22 +169,36 @@ MODES = ("random", "worst")
 """Straggler models: uniformly random ``S``-subsets and the worst pattern found."""
 WORKLOADS = ("xsinx", "vector_map", "lenet_logits", "lenet_softmax")
 """Worker functions of the map."""
-DEFAULT_SEARCH = dict(restarts=4, proposals=64, max_iters=10)
-"""Local-search budget of the worst case (:func:`gcc_jax.worst_case_mask`)."""
+DEFAULT_SEARCH = dict(restarts=2, proposals=32, max_iters=5)
+"""Local-search budget of the worst case (:func:`gcc_jax.worst_case_mask`), by default."""
 
 DEFAULTS = dict(
     num_inputs=20,
     ratios=(1.1, 1.25, 1.5, 2.0, 3.0),
-    fractions=(0.0, 0.05, 0.1, 0.2, 0.3),
+    fractions=(0.0, 0.1, 0.2, 0.3),
     workloads=WORKLOADS,
-    num_trials=20,
-    num_batches=5,
-    num_cv_batches=5,
-    worst_case_batches=2,
+    num_trials=10,
+    num_batches=3,
+    num_cv_batches=3,
+    worst_case_batches=1,
     epochs=10,
     parm_epochs=10,
     dataset="fashion_mnist",
 )
+"""Keyword arguments of :func:`run_regimes` (the command line's defaults): the reduced map
+measured in ``docs/results.md`` (1143 s in all, the sum of its three runs' ``timing_s``)."""
+
+FULL = dict(
+    fractions=(0.0, 0.05, 0.1, 0.2, 0.3),
+    num_trials=20,
+    num_batches=5,
+    num_cv_batches=5,
+    worst_case_batches=2,
+    search=dict(restarts=4, proposals=64, max_iters=10),
+)
+"""A larger map (over :data:`DEFAULTS`; flags ``--fractions 0,0.05,0.1,0.2,0.3 --trials 20
+--batches 5 --cv-batches 5 --worst-batches 2 --restarts 4 --proposals 64 --max-iters 10``);
+not run to the end on the 2-core development machine (hours)."""
 TOY = dict(
     num_inputs=4,
     ratios=(1.5, 2.0),
@@ -674,10 +690,10 @@ def run_regimes(
     workloads: Sequence[str] = WORKLOADS,
     codes: Sequence[str] = CODES,
     modes: Sequence[str] = MODES,
-    num_trials: int = 20,
-    num_batches: int = 5,
-    num_cv_batches: int = 5,
-    worst_case_batches: int = 2,
+    num_trials: int = 10,
+    num_batches: int = 3,
+    num_cv_batches: int = 3,
+    worst_case_batches: int = 1,
     lam_enc_grid: Sequence[float] | None = None,
     lam_dec_grid: Sequence[float] | None = None,
     search: dict | None = None,
@@ -1375,17 +1391,17 @@ def save_regimes(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-inputs", "-K", type=int, help="K inputs per coded computation (20)")
     p.add_argument("--ratios", type=float_list, help="redundancies N/K (1.1,1.25,1.5,2,3)")
-    p.add_argument("--fractions", type=float_list, help="straggler fractions (0,.05,.1,.2,.3)")
+    p.add_argument("--fractions", type=float_list, help="straggler fractions (0,.1,.2,.3)")
     p.add_argument("--workloads", type=str_list, help=f"subset of {','.join(WORKLOADS)}")
     p.add_argument("--codes", type=str_list, help=f"subset of {','.join(CODES)}")
     p.add_argument("--modes", type=str_list, help="random,worst (both)")
-    p.add_argument("--trials", type=int, help="random patterns per batch and cell (20)")
-    p.add_argument("--batches", type=int, help="evaluation batches (5)")
-    p.add_argument("--cv-batches", type=int, help="held-out batches for GCC's λ (5)")
-    p.add_argument("--worst-batches", type=int, help="batches searched for the worst case (2)")
-    p.add_argument("--restarts", type=int, help="worst-case search chains (4)")
-    p.add_argument("--proposals", type=int, help="neighbours per search step (64)")
-    p.add_argument("--max-iters", type=int, help="local-search steps (10)")
+    p.add_argument("--trials", type=int, help="random patterns per batch and cell (10)")
+    p.add_argument("--batches", type=int, help="evaluation batches (3)")
+    p.add_argument("--cv-batches", type=int, help="held-out batches for GCC's λ (3)")
+    p.add_argument("--worst-batches", type=int, help="batches searched for the worst case (1)")
+    p.add_argument("--restarts", type=int, help="worst-case search chains (2)")
+    p.add_argument("--proposals", type=int, help="neighbours per search step (32)")
+    p.add_argument("--max-iters", type=int, help="local-search steps (5)")
     p.add_argument("--dataset", help="the classifier's data set (fashion_mnist)")
     p.add_argument("--data-path", help="directory of the data files")
     p.add_argument("--epochs", type=int, help="LeNet-5 training epochs (10)")
@@ -1425,10 +1441,13 @@ COMMAND = Command(
     "accuracy among GCC (λ by CV on held-out batches), BACC, LCC (where it applies), uncoded, "
     "replication at the same N and ParM with N = K + K/k. Prints winner tables and a "
     "plain-language summary; writes regimes.json, regimes.txt and one heat map per workload. "
-    "Run time on 2 CPU cores: the defaults (25 cells x 4 workloads, LeNet-5 and ParM training "
-    "on Fashion-MNIST) take hours (not measured to the end: at load 20 the two synthetic "
-    "workloads did 19 of 50 cells in 42 minutes); see docs/cli.md for a reduced map of about "
-    "5 minutes of CPU time; --toy (4 cells of x·sin(x)) about 21 s of CPU time.",
+    "Run time on the shared 2-core machine: the defaults (20 cells x 4 workloads, 3 batches x "
+    "10 patterns per cell, λ by CV on 3 batches, worst case on 1 batch) took 1143 s = 19 min "
+    "in all, the sum of the timing_s totals of the three runs they are made of (x·sin(x) "
+    "255 s, vector map 177 s, LeNet-5 logits+softmax 711 s with the LeNet-5 loaded from the "
+    "cache and 438 s of parity-model training; a first run also trains the LeNet-5, about "
+    "200-290 s); --toy (4 cells of x·sin(x)) about 21 s of CPU time. gcc_jax.experiments."
+    "regimes.FULL lists the flags of a larger map (hours).",
     add_arguments=_add_arguments,
     config=_config,
     run=run_regimes,
