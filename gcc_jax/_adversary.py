@@ -210,8 +210,10 @@ def compiled_rule(adversary: Adversary | ValueRule, yt: Array) -> Adversary | Va
     :class:`Adversary` itself for ``"pgd"``."""
     if isinstance(adversary, ValueRule) or adversary.strategy == "pgd":
         return adversary
-    bound = jnp.asarray(adversary.bound)
-    bias = bound if adversary.bias is None else jnp.asarray(adversary.bias, bound.dtype)
+    # the dtype of the outputs, never weakly typed: the ValueRules of targeted_attack (built
+    # the same way) then share this program instead of compiling their own
+    bound = jnp.asarray(adversary.bound, yt.dtype)
+    bias = bound if adversary.bias is None else jnp.asarray(adversary.bias, yt.dtype)
     index = jnp.asarray(VALUE_STRATEGIES.index(adversary.strategy), jnp.int32)
     values = jnp.zeros((yt.shape[0], math.prod(yt.shape[1:])), yt.dtype)
     return ValueRule(bound, index, bias, values)

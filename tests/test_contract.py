@@ -143,8 +143,12 @@ def test_compiles_once_across_masks_and_leaves(case):
     try:
         for mask in _masks(case, code.num_workers, seed=3):
             run(code, y, jnp.asarray(mask))
-        # new λs, nodes, learned parameters (every leaf scaled; nodes stay ascending)
-        run(jax.tree.map(lambda a: a * 0.99, code), y * 1.5, jnp.ones(code.num_workers, bool))
+        # new λs, nodes, learned parameters (every real leaf scaled; nodes stay ascending; an
+        # integer leaf, such as RobustSplineCode's loss index, is a choice, not a scale)
+        scaled = jax.tree.map(
+            lambda a: a * 0.99 if jnp.issubdtype(a.dtype, jnp.inexact) else a, code
+        )
+        run(scaled, y * 1.5, jnp.ones(code.num_workers, bool))
     finally:
         chex.clear_trace_counter()
 

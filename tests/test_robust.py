@@ -1,5 +1,7 @@
 """RobustSplineCode and adversarial_lam_dec: IRLS against a NumPy/SciPy loop, transforms, status."""
 
+import dataclasses
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -80,6 +82,34 @@ def test_irls_matches_numpy_scipy_loop(loss, seed):
     got = np.asarray(rob.decode(y, mask))
     ref = numpy_irls(np.asarray(code.beta), y, mask, 1e-4, np.asarray(code.alpha), loss, 6, trim=3)
     np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-9)
+
+
+def test_the_three_losses_share_one_compiled_program():
+    # the loss is data (an int32 leaf), not structure: Huber, Tukey and trimming codes of the
+    # same sizes go through one trace of a jitted decode, each still matching the SciPy loop
+    code, y, _, _ = _setup(seed=2)
+    mask = np.ones(30, bool)
+    mask[[3, 11]] = False
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def dec(c, m):
+        return c.decode_with_status(y, m).value
+
+    t, tq = np.asarray(code.beta), np.asarray(code.alpha)
+    for index, loss in enumerate(["huber", "tukey", "trim"]):
+        rob = gcc.RobustSplineCode.from_spline(code, loss=loss, iterations=4, trim=3)
+        assert rob.loss_name == loss and int(rob.loss) == index and rob.loss.dtype == jnp.int32
+        ref = numpy_irls(t, y, mask, 1e-4, tq, loss, 4, trim=3)
+        np.testing.assert_allclose(dec(rob, mask), ref, rtol=1e-7, atol=1e-9)
+    chex.clear_trace_counter()
+    # the index is accepted too, and dataclasses.replace re-validates the name
+    same = gcc.RobustSplineCode(code.alpha, code.beta, code.lam_enc, code.lam_dec, loss=1)
+    assert same.loss_name == "tukey" and float(same.tuning) == TUKEY
+    with pytest.raises(ValueError, match="loss"):
+        dataclasses.replace(same, loss="l2")
+    with pytest.raises(ValueError, match="loss"):
+        dataclasses.replace(same, loss=3)
 
 
 def test_zero_iterations_is_the_plain_spline_decoder():

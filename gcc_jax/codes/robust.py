@@ -32,14 +32,15 @@ from .._misc import (
     node_status,
 )
 from .._spline import fit_smoothing_spline_with_status
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, Real, Shaped
+from .._status import Status, combine, is_concrete
+from .._types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
 from ._base import AbstractCode, Decoded, Encoded
 from .spline import SplineCode
 
 __all__ = ["RobustSplineCode", "adversarial_lam_dec"]
 
 _LOSSES = ("huber", "tukey", "trim")
+_HUBER, _TUKEY, _TRIM = range(3)  # a code stores its loss as this index (an int32 array leaf)
 _TUNING = {"huber": 1.345, "tukey": 4.685, "trim": 0.0}
 _MAD = 1.482602218505602  # 1 / Φ⁻¹(3/4): the MAD of a standard normal sample is 1/_MAD
 
@@ -104,31 +105,40 @@ def _masked_median(r: Array, mask: Array) -> Array:
 
 
 def robust_weights(
-    residual: Float[Array, " n"], mask: Bool[Array, " n"], loss: str, tuning, trim: int, floor
+    residual: Float[Array, " n"],
+    mask: Bool[Array, " n"],
+    kind: Int[ArrayLike, ""],
+    tuning: Real[ArrayLike, ""],
+    trim: int,
+    floor,
 ) -> Float[Array, " n"]:
     """IRLS weights ``w_i = ψ(u_i)/u_i`` of the live workers from residual norms ``r_i``.
 
+    ``kind`` is the loss's index in ``("huber", "tukey", "trim")`` (data, not structure: the
+    three decoders share one compiled program; every rule is computed and ``kind`` selects
+    one, with harmless constants in the unselected ones so that their gradients stay finite).
     ``u_i = r_i / σ``, ``σ = max(1.4826 · median_live(r), floor)`` (MAD about 0: the residuals
     of a good fit are centred; ``floor`` = the code's ``min_scale`` or round-off). Huber:
     ``w = min(1, c/u)``; Tukey: ``w = (1 − (u/c)²)²`` for ``u < c`` else 0; trim: 1 for the
     ``max(n_live − trim, 2)`` smallest residuals, 0 for the rest.
     Dead workers get 0.
     """
-    if loss == "trim":
-        n_live = jnp.sum(mask)
-        order = jnp.argsort(jnp.where(mask, residual, jnp.inf))
-        rank = jnp.argsort(order)
-        keep = mask & (rank < jnp.maximum(n_live - trim, 2))
-        return keep.astype(residual.dtype)
+    kind = jnp.asarray(kind)
+    dtype = residual.dtype
+    n_live = jnp.sum(mask)
+    order = jnp.argsort(jnp.where(mask, residual, jnp.inf))
+    rank = jnp.argsort(order)
+    trimmed = (mask & (rank < jnp.maximum(n_live - trim, 2))).astype(dtype)
     sigma = jnp.maximum(_MAD * _masked_median(residual, mask), floor)
     u = residual / sigma
-    if loss == "huber":
-        big = u > tuning  # double where: no infinite gradient of c/u at u = 0
-        w = jnp.where(big, tuning / jnp.where(big, u, 1.0), 1.0)
-    else:  # tukey
-        z = jnp.minimum(u / tuning, 1.0)
-        w = (1.0 - z * z) ** 2
-    return jnp.where(mask, w, 0.0).astype(residual.dtype)
+    c_huber = jnp.where(kind == _HUBER, tuning, _TUNING["huber"]).astype(dtype)
+    big = u > c_huber  # double where: no infinite gradient of c/u at u = 0
+    huber = jnp.where(big, c_huber / jnp.where(big, u, 1.0), 1.0)
+    c_tukey = jnp.where(kind == _TUKEY, tuning, _TUNING["tukey"]).astype(dtype)
+    z = jnp.minimum(u / c_tukey, 1.0)
+    tukey = (1.0 - z * z) ** 2
+    w = jnp.where(kind == _HUBER, huber, tukey)
+    return jnp.where(kind == _TRIM, trimmed, jnp.where(mask, w, 0.0).astype(dtype))
 
 
 def _weighted_fit(beta, y_flat, lam, w, alpha, solver):
@@ -141,9 +151,7 @@ def _weighted_fit(beta, y_flat, lam, w, alpha, solver):
     return spline.values, spline(alpha)
 
 
-@functools.partial(
-    jax.jit, static_argnames=("loss", "iterations", "tuning", "trim", "min_scale", "solver")
-)
+@functools.partial(jax.jit, static_argnames=("iterations", "trim", "min_scale", "solver"))
 def robust_fit(
     beta: Array,
     y_flat: Array,
@@ -151,9 +159,9 @@ def robust_fit(
     mask: Array,
     alpha: Array,
     *,
-    loss: str,
+    kind: Int[ArrayLike, ""],
     iterations: int,
-    tuning: float,
+    tuning: Real[ArrayLike, ""],
     trim: int,
     min_scale: float = 0.0,
     solver: str = "kalman",
@@ -162,9 +170,11 @@ def robust_fit(
 
     Start from the ordinary (mask-weighted) smoothing spline; each step computes residual norms
     ``r_i = ‖y_i − s(β_i)‖ / √m`` at the live workers, reweights (:func:`robust_weights`) and
-    refits. ``"tukey"`` runs its first ``iterations // 2`` steps with Huber weights (a
-    redescending loss needs a robust start). Every step is a fixed-shape weighted fit, so the
-    whole decoder is one ``lax.fori_loop``: jit/vmap-able and differentiable.
+    refits. ``kind`` is the loss's index in ``("huber", "tukey", "trim")``, an array (the three
+    losses share one compiled program). Tukey runs its first ``iterations // 2`` steps with
+    Huber weights (a redescending loss needs a robust start). Every step is a fixed-shape
+    weighted fit, so the whole decoder is one ``lax.fori_loop``: jit/vmap-able and
+    differentiable.
     """
     dtype = y_flat.dtype
     m = y_flat.shape[1]
@@ -180,13 +190,15 @@ def robust_fit(
         pos = ss > 0  # sqrt's gradient at 0 is infinite: keep zeros out of it
         return jnp.where(pos, jnp.sqrt(jnp.where(pos, ss, 1.0)), 0.0)
 
+    kind = jnp.asarray(kind)
+    tuning = jnp.asarray(tuning, dtype)
+
     def step(i, w):
-        r = residuals(w)
-        if loss == "tukey":
-            huber = robust_weights(r, mask, "huber", _TUNING["huber"], trim, floor)
-            tukey = robust_weights(r, mask, "tukey", tuning, trim, floor)
-            return jnp.where(i < iterations // 2, huber, tukey)
-        return robust_weights(r, mask, loss, tuning, trim, floor)
+        # Tukey's first half: Huber weights with Huber's constant
+        start = (kind == _TUKEY) & (i < iterations // 2)
+        step_kind = jnp.where(start, _HUBER, kind)
+        step_tuning = jnp.where(start, jnp.asarray(_TUNING["huber"], dtype), tuning)
+        return robust_weights(residuals(w), mask, step_kind, step_tuning, trim, floor)
 
     w = lax.fori_loop(0, iterations, step, w0)
     _, at_alpha = _weighted_fit(beta, y_flat, lam, w, alpha, solver)
@@ -226,17 +238,22 @@ class RobustSplineCode(AbstractCode):
     The decoder is non-linear in ``y~`` (this is an :class:`~gcc_jax.AbstractCode`, not a linear
     code) but a fixed-count loop of fixed-shape fits: jit/vmap-able over masks, differentiable
     in ``y~`` and ``lam_dec`` (which is what the gradient attack of
-    :func:`gcc_jax.attack` uses against it). ``alpha``, ``beta``, ``lam_enc``, ``lam_dec`` are
-    array leaves; ``loss``, ``iterations``, ``tuning``, ``trim`` and ``solver`` are static.
+    :func:`gcc_jax.attack` uses against it). ``alpha``, ``beta``, ``lam_enc``, ``lam_dec``,
+    ``loss`` (stored as its index in ``("huber", "tukey", "trim")``, an int32 array; the name is
+    :attr:`loss_name`) and ``tuning`` are array leaves, so the three losses share every compiled
+    program (a decode, a gradient attack) at the same sizes; ``iterations``, ``trim``,
+    ``min_scale`` and ``solver`` are static.
 
     Attributes:
         alpha: ascending input nodes ``(K,)``.
         beta: ascending worker nodes ``(N,)``.
         lam_enc: encoder smoothing ``≥ 0``.
         lam_dec: decoder smoothing ``≥ 0``.
-        loss: ``"huber"``, ``"tukey"`` or ``"trim"``.
+        loss: ``"huber"``, ``"tukey"`` or ``"trim"`` (or its index 0, 1, 2); stored as the
+            index, an int32 array leaf.
         iterations: IRLS steps (fixed; ``0`` = the plain :class:`SplineCode` decoder).
-        tuning: the Huber/Tukey constant ``c`` (in units of σ; ``None``: 1.345 / 4.685).
+        tuning: the Huber/Tukey constant ``c`` (in units of σ; ``None``: 1.345 / 4.685; unused
+            by ``"trim"``); an array leaf.
         trim: workers dropped by ``"trim"`` (typically ``γ``).
         min_scale: a floor on the residual scale ``σ``, in output units (default 0: only a
             round-off floor). With noiseless workers the honest residuals are pure smoothing
@@ -262,9 +279,9 @@ class RobustSplineCode(AbstractCode):
     beta: Float[ArrayLike, " n"]
     lam_enc: Real[ArrayLike, ""]  # any real scalar; stored as an array leaf (__post_init__)
     lam_dec: Real[ArrayLike, ""]
-    loss: str = dataclasses.field(default="huber", metadata=dict(static=True))
+    loss: str | Int[ArrayLike, ""] = "huber"  # stored as its index, an int32 array leaf
     iterations: int = dataclasses.field(default=10, metadata=dict(static=True))
-    tuning: float | None = dataclasses.field(default=None, metadata=dict(static=True))
+    tuning: Real[ArrayLike, ""] | None = None  # stored as an array leaf
     trim: int = dataclasses.field(default=0, metadata=dict(static=True))
     min_scale: float = dataclasses.field(default=0.0, metadata=dict(static=True))
     solver: str = dataclasses.field(
@@ -272,16 +289,41 @@ class RobustSplineCode(AbstractCode):
     )
 
     def __post_init__(self):
-        if self.loss not in _LOSSES:
-            raise ValueError(f"`loss` must be one of {_LOSSES}; got {self.loss!r}")
+        dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
+        loss, name = self.loss, None
+        if isinstance(loss, str):
+            if loss not in _LOSSES:
+                raise ValueError(f"`loss` must be one of {_LOSSES}; got {loss!r}")
+            name, loss = loss, jnp.asarray(_LOSSES.index(loss), jnp.int32)
+        elif isinstance(loss, bool | np.bool_ | float):
+            raise TypeError(f"`loss` must be one of {_LOSSES}; got {loss!r}")
+        elif isinstance(loss, int | np.integer | np.ndarray | jax.Array):
+            loss = jnp.asarray(loss)
+            if loss.shape != () or not jnp.issubdtype(loss.dtype, jnp.integer):
+                raise TypeError(f"`loss` must be one of {_LOSSES} or its index; got {loss!r}")
+            loss = loss.astype(jnp.int32)
+            if is_concrete(loss):
+                if not 0 <= int(loss) < len(_LOSSES):
+                    raise ValueError(f"`loss` must be one of {_LOSSES}; got index {int(loss)}")
+                name = _LOSSES[int(loss)]
+        # (anything else: a placeholder of JAX's pytree machinery; left alone)
+        object.__setattr__(self, "loss", loss)
         object.__setattr__(self, "iterations", as_int(self.iterations, "iterations", 0))
         object.__setattr__(self, "trim", as_int(self.trim, "trim", 0))
-        tuning = _TUNING[self.loss] if self.tuning is None else self.tuning
-        if isinstance(tuning, bool) or not isinstance(tuning, int | float | np.floating):
+        tuning = self.tuning
+        if tuning is None:
+            if name is None:
+                raise TypeError("`tuning` must be given when `loss` is a traced index")
+            tuning = _TUNING[name]
+        if isinstance(tuning, bool | np.bool_ | str | bytes):
             raise TypeError(f"`tuning` must be a positive number; got {self.tuning!r}")
-        if self.loss != "trim" and not (np.isfinite(tuning) and tuning > 0):
-            raise ValueError(f"`tuning` must be finite and > 0; got {self.tuning!r}")
-        object.__setattr__(self, "tuning", float(tuning))
+        if isinstance(tuning, int | float | np.number):
+            value = float(tuning)
+            user = isinstance(self.loss, str)  # (not a pytree rebuild: JAX may pass any number)
+            if user and name != "trim" and not (np.isfinite(value) and value > 0):
+                raise ValueError(f"`tuning` must be finite and > 0; got {self.tuning!r}")
+            tuning = jnp.asarray(value, dtype)
+        object.__setattr__(self, "tuning", tuning)
         min_scale = float(self.min_scale)
         if not (np.isfinite(min_scale) and min_scale >= 0):
             raise ValueError(f"`min_scale` must be finite and >= 0; got {self.min_scale!r}")
@@ -289,7 +331,6 @@ class RobustSplineCode(AbstractCode):
         for name in ("lam_enc", "lam_dec"):
             value = getattr(self, name)
             if isinstance(value, int | float | np.number):
-                dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
                 object.__setattr__(self, name, as_lam(value, name, dtype))
         check_node_leaves(self, ("alpha", "beta"))
         if hasattr(self.beta, "shape") and self.trim > self.beta.shape[0] - 2:
@@ -354,6 +395,11 @@ class RobustSplineCode(AbstractCode):
             min_scale=min_scale,
             solver=code.solver,
         )
+
+    @property
+    def loss_name(self) -> str:
+        """``"huber"``, ``"tukey"`` or ``"trim"`` (outside ``jit``: :attr:`loss` is an index)."""
+        return _LOSSES[int(self.loss)]
 
     @property
     def spline(self) -> SplineCode:
@@ -421,7 +467,7 @@ class RobustSplineCode(AbstractCode):
             lam_ok,
             mask_ok,
             alpha,
-            loss=self.loss,
+            kind=self.loss,
             iterations=self.iterations,
             tuning=self.tuning,
             trim=self.trim,
@@ -443,7 +489,7 @@ class RobustSplineCode(AbstractCode):
             jnp.asarray(self.lam_dec, dtype),
             mask,
             self.alpha.astype(dtype),
-            loss=self.loss,
+            kind=self.loss,
             iterations=self.iterations,
             tuning=self.tuning,
             trim=self.trim,
