@@ -100,3 +100,40 @@ def test_ctrl_c_saves_the_finished_rows(monkeypatch, tmp_path, capsys):
     per = np.log([row["worst"] for row in res["rows"]])
     assert fit["slope"] == pytest.approx((per[1] - per[0]) / (n[1] - n[0]), abs=1e-9)
     assert (tmp_path / "adversarial.txt").read_text().startswith("INTERRUPTED")
+
+
+def test_lenet5_job_calibrates_on_held_out_training_images(monkeypatch):
+    """M and the constant c are calibrated on the model's held-out training images (purpose 1);
+    the scored jobs (purpose 0) are test images."""
+    import jax.numpy as jnp
+
+    from gcc_jax import training
+    from gcc_jax.data import load_digits
+    from gcc_jax.models import ModelApply
+
+    class _Scaled(training.TrainedModel):
+        def worker_fn(self, output="probs"):  # f(x) = (Σ x, ..., Σ x): cheap, known
+            return lambda x: jnp.full((10,), jnp.sum(x))
+
+    ds = load_digits()
+    stub = _Scaled(
+        ModelApply(None, "stub", (8, 8, 1), 10), {}, "lenet5", ds.name, 0.5, 0.5, (), (), 0,
+        True, None, 0.0, {"val_fraction": 0.1, "seed": 0},
+    )  # fmt: skip
+    monkeypatch.setattr(training, "train_classifier", lambda *a, **kw: stub)
+    job = adversarial._Job("lenet5", num_inputs=5, seed=3, lenet_epochs=1, progress=False)
+    # the documented rules, by NumPy: train_classifier's validation split, 64 calibration images
+    val = np.random.default_rng((0, 0x5EED)).permutation(ds.num_train)[: round(0.1 * 1437)]
+    flat_val = ds.x_train[val].reshape(len(val), -1)
+    calib = np.random.default_rng((3, 7)).choice(len(val), 64, replace=False)
+    np.testing.assert_allclose(job.bound, 1.25 * flat_val[calib].sum(1).max(), rtol=1e-6)
+    flat_test = ds.x_test.reshape(ds.num_test, -1)
+
+    def rows_in(x, table):
+        return (x.reshape(len(x), 1, -1) == table[None]).all(-1).any(-1)
+
+    for trial in range(2):
+        tune = job.inputs(3, trial, purpose=1).reshape(5, -1)
+        scored = job.inputs(3, trial, purpose=0).reshape(5, -1)
+        assert rows_in(tune, flat_val).all() and not rows_in(tune, flat_test).any()
+        assert rows_in(scored, flat_test).all()

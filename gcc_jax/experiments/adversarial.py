@@ -22,9 +22,11 @@ correction (:class:`gcc_jax.LagrangeECCode`).
 Functions: ``xsinx`` (``x·sin x``, ``x_k ~ U(−3, 3)``, ``M = 2``), ``cubic`` (``x³ − 3x``,
 ``x_k ~ U(−2, 2)``, ``M = 2``; degree 3 so LCC-EC applies) and ``lenet5`` (LeNet-5 logits on
 scikit-learn digits images, trained by :func:`gcc_jax.training.train_classifier` and cached;
-``M`` = 1.25 × the largest honest |logit| of a calibration batch) and ``zero`` (``f ≡ 0``,
-``M = 2``: no smoothing bias, so the loss is the adversaries' influence alone — the adversarial
-term of the paper's bound, whose exponent is exactly ``6/5 (a − 1)`` for ``λ_dec ∝ (γ/N)^{8/5}``).
+``M`` = 1.25 × the largest honest |logit| of a calibration batch; the calibration of ``M`` and
+of ``c`` uses the model's held-out *training* images, the scored jobs test images) and ``zero``
+(``f ≡ 0``, ``M = 2``: no smoothing bias, so the loss is the adversaries' influence alone — the
+adversarial term of the paper's bound, whose exponent is exactly ``6/5 (a − 1)`` for
+``λ_dec ∝ (γ/N)^{8/5}``).
 
 Loss: ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` (the GCC papers' squared error).
 """
@@ -184,18 +186,24 @@ class _Job:
         ds = load_dataset("digits")
         trained = train_classifier("lenet5", ds, epochs=lenet_epochs, seed=seed, progress=progress)
         self.f = trained.worker_fn(output="logits")
-        self._images = np.asarray(ds.x_test)
+        self._images = np.asarray(ds.x_test)  # scored jobs (purpose 0)
+        # M and the constant c are calibrated on held-out *training* images (the model's
+        # validation images), never on test images
+        self._tune_images = np.asarray(ds.x_train[trained.validation_indices(ds.num_train)])
         self.degree = None
-        calib = np.random.default_rng((seed, 7)).choice(len(self._images), 64, replace=False)
-        honest = np.asarray(jax.vmap(self.f)(jnp.asarray(self._images[calib])))
+        calib = np.random.default_rng((seed, 7)).choice(len(self._tune_images), 64, replace=False)
+        honest = np.asarray(jax.vmap(self.f)(jnp.asarray(self._tune_images[calib])))
         self.bound = float(1.25 * np.abs(honest).max())
         self.test_accuracy = float(trained.test_accuracy)
 
     def inputs(self, seed: int, trial: int, purpose: int) -> np.ndarray:
+        """``K`` inputs: test images for the scored jobs (``purpose=0``), held-out training
+        images for the calibration (``purpose ≥ 1``); uniform draws for the analytic jobs."""
         rng = np.random.default_rng((seed, trial, purpose))
         if self._images is None:
             return rng.uniform(-self._half, self._half, size=(self.k, 1))
-        return self._images[rng.choice(len(self._images), self.k, replace=False)]
+        images = self._images if purpose == 0 else self._tune_images
+        return images[rng.choice(len(images), self.k, replace=False)]
 
 
 def _make_decoder(
