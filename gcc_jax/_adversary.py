@@ -26,7 +26,7 @@ every adversary at the workers one estimate listens to most, pushing it one way)
 
 import dataclasses
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +38,7 @@ from ._evaluator import MaskEvaluator
 from ._misc import as_float_array, as_int, as_mask, as_masks, check_code, check_key
 from ._types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 from ._worst_case import search_worst_case
-from .codes import AbstractLinearCode
+from .codes import AbstractCode, AbstractLinearCode
 
 __all__ = [
     "Adversary",
@@ -243,7 +243,7 @@ def attack_outputs(code, yt, fx, adversaries, mask, adversary, key) -> Array:
 
 
 def attack(
-    code: Any,
+    code: AbstractCode,
     yt: Float[ArrayLike, "n *m"],
     fx: Float[ArrayLike, "k *m"],
     adversaries: Bool[ArrayLike, " n"],
@@ -285,7 +285,7 @@ def _attack_jit(code, yt, fx, adversaries, mask, rule, key):
 
 
 def attack_loss(
-    code: Any,
+    code: AbstractCode,
     yt: Float[ArrayLike, "n *m"],
     fx: Float[ArrayLike, "k *m"],
     adversaries: Bool[ArrayLike, " n"],
@@ -371,7 +371,7 @@ def _attack_evaluator(code, yt, fx, adversary, mask, key, chunk_size) -> MaskEva
 
 
 def attack_losses(
-    code: Any,
+    code: AbstractCode,
     yt: Float[ArrayLike, "n *m"],
     fx: Float[ArrayLike, "k *m"],
     adversaries: Bool[ArrayLike, "p n"],
@@ -422,7 +422,7 @@ def attack_losses(
 
 
 def worst_case_adversaries(
-    code: Any,
+    code: AbstractCode,
     yt: Float[ArrayLike, "n *m"],
     fx: Float[ArrayLike, "k *m"],
     adversary: Adversary,
@@ -518,14 +518,14 @@ def _targeted_candidates(surrogate, yt, fx, live, bound, gamma):
 
 
 def targeted_attack(
-    code: Any,
+    code: AbstractCode,
     yt: Float[ArrayLike, "n *m"],
     fx: Float[ArrayLike, "k *m"],
     bound: float,
     num_adversaries: int,
     *,
     mask: Bool[ArrayLike, " n"] | None = None,
-    surrogate: Any = None,
+    surrogate: AbstractLinearCode | None = None,
 ) -> AttackResult:
     """The strongest attack on one estimate of a linear decoder, at the workers it relies on.
 

@@ -94,7 +94,7 @@ def auto_chunk_size(num_workers: int, out_size: int) -> int:
 
 
 def batch_losses(
-    code: Any, yt: Array, fx: Array, masks: Bool[Array, "p n"]
+    code: AbstractCode, yt: Array, fx: Array, masks: Bool[Array, "p n"]
 ) -> tuple[Float[Array, " p"], Int[Array, " p"]]:
     """:func:`mask_losses` through the code's batched decoder (``decode_batch_with_status``).
 

@@ -5,6 +5,7 @@ import itertools
 
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import pytest
 
@@ -144,3 +145,43 @@ def test_targeted_attack_transfers_to_a_robust_decoder_and_checks_its_surrogate(
     small = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10)
     with pytest.raises(ValueError, match="`surrogate` must have the sizes"):
         gcc.targeted_attack(rob, yt, fx, 1.0, 2, surrogate=small)
+
+
+_PUBLIC = {  # every public adversary function, called with `code` and honest outputs (n = 12)
+    "attack": lambda c, yt, fx: gcc.attack(
+        c, yt, fx, np.eye(12, dtype=bool)[0], gcc.Adversary(1.0, "max"), key=KEY
+    ),
+    "attack_loss": lambda c, yt, fx: gcc.attack_loss(
+        c, yt, fx, np.eye(12, dtype=bool)[0], gcc.Adversary(1.0, "max"), key=KEY
+    ),
+    "attack_losses": lambda c, yt, fx: gcc.attack_losses(
+        c, yt, fx, np.eye(12, dtype=bool)[:2], gcc.Adversary(1.0, "max"), key=KEY
+    ),
+    "worst_case_adversaries": lambda c, yt, fx: gcc.worst_case_adversaries(
+        c, yt, fx, gcc.Adversary(1.0, "max"), 1
+    ),
+    "targeted_attack": lambda c, yt, fx: gcc.targeted_attack(c, yt, fx, 1.0, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(_PUBLIC))
+def test_code_is_annotated_abstract_code(name, request):
+    """`code` is annotated :class:`gcc_jax.AbstractCode` (checked at run time under ``make
+    test``'s jaxtyping hook); a real code passes the check."""
+    code, yt, fx = _job()
+    _PUBLIC[name](code, yt, fx)
+    with pytest.raises(TypeError) as info:
+        _PUBLIC[name](object(), yt, fx)
+    if request.config.getoption("jaxtyping_packages", None):
+        assert isinstance(info.value, jaxtyping.TypeCheckError)
+        assert "parameter 'code'" in str(info.value) and "AbstractCode" in str(info.value)
+    else:  # no runtime annotation checks: gcc_jax's own message
+        assert "`code` must be a gcc_jax code" in str(info.value)
+
+
+@pytest.mark.parametrize("name", list(_PUBLIC))
+@pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
+def test_a_non_code_gets_gcc_jax_own_message(name):
+    _, yt, fx = _job()
+    with pytest.raises(TypeError, match="`code` must be a gcc_jax code"):
+        _PUBLIC[name](object(), yt, fx)

@@ -520,6 +520,12 @@ def test_exact_and_approximate_codes_are_told_apart_by_the_contract():
     ):
         assert not code.is_exact, type(code).__name__
         assert default_wait_for(code) == code.num_workers  # wait for everyone
+
+
+@pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own message, not the annotation's
+def test_default_wait_for_rejects_a_non_code():
+    from gcc_jax.distributed import default_wait_for
+
     with pytest.raises(TypeError, match="`code` must be a gcc_jax code"):
         default_wait_for(object())
 

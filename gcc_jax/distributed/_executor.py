@@ -25,6 +25,7 @@ import numpy as np
 
 from .._misc import check_code
 from .._types import Bool, Float, Int
+from ..codes import AbstractCode
 
 __all__ = [
     "Executor",
@@ -145,7 +146,7 @@ class _CountRule:
 
 
 @jax.jit
-def code_available(code: Any, mask: Any) -> jax.Array:
+def code_available(code: AbstractCode, mask: Any) -> jax.Array:
     """``code.available(mask)``, jitted (one compilation per code structure)."""
     return code.available(mask)
 
@@ -157,7 +158,7 @@ class _EveryInputAvailable:
     LCC: its recovery threshold.
     """
 
-    def __init__(self, code: Any):
+    def __init__(self, code: AbstractCode):
         self.code = code
         self.num_inputs = int(code.num_inputs)
         self.num_workers = int(code.num_workers)
@@ -185,7 +186,7 @@ def as_rule(wait_for: WaitFor, num_workers: int) -> tuple[Callable[[np.ndarray],
     return _CountRule(int(wait_for)), int(wait_for)
 
 
-def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
+def default_wait_for(code: AbstractCode, stragglers: int | None = None) -> WaitFor:
     """The wait rule that matches a code (any :class:`gcc_jax.AbstractCode`).
 
     * ``stragglers=S`` given: wait for ``N − S`` valid results (GCC, BACC, LCC, ParM …).
@@ -219,7 +220,7 @@ def default_wait_for(code: Any, stragglers: int | None = None) -> WaitFor:
     return _EveryInputAvailable(code) if code.is_exact else n
 
 
-def systematic_workers(code: Any, input_shape: Sequence[int], dtype: Any) -> np.ndarray:
+def systematic_workers(code: AbstractCode, input_shape: Sequence[int], dtype: Any) -> np.ndarray:
     """For each worker, the input whose own result it computes (``-1``: a coded input).
 
     Worker ``n`` is a systematic copy of input ``k`` when its coded input *is* ``x_k``: found

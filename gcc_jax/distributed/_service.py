@@ -17,6 +17,7 @@ import numpy as np
 from .._misc import check_code
 from .._status import describe_status
 from .._types import ArrayLike, Float, Real
+from ..codes import AbstractCode
 from ._executor import (
     Executor,
     WaitFor,
@@ -218,7 +219,7 @@ class CodedInferenceService:
     def __init__(
         self,
         executor: Executor,
-        code: Any,
+        code: AbstractCode,
         *,
         wait_for: WaitFor | None = None,
         stragglers: int | None = None,

@@ -447,7 +447,9 @@ class GroupedParityCode(AbstractCode):
 # -- per-pattern metrics (through the one evaluator) -------------------------------------------
 
 
-def regime_metrics(code: Any, yt: Array, target: tuple[Array, Array], mask: Bool[Array, " n"]):
+def regime_metrics(
+    code: AbstractCode, yt: Array, target: tuple[Array, Array], mask: Bool[Array, " n"]
+):
     """RMSE, MSE and correct predictions of one pattern, and its status (a ``per_mask``).
 
     With ``ŷ = code.decode_with_status(yt, mask).value`` and ``target = (f(x), labels)``:
