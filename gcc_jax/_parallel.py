@@ -146,11 +146,12 @@ def solve_parallel(
     ``t``, ``w``, ``λ`` and ``y``; the maths is in the module docstring.
 
     Example:
-        >>> import jax.numpy as jnp
+        >>> import jax, jax.numpy as jnp
         >>> from scipy.interpolate import CubicSpline
         >>> t = jnp.linspace(0.0, 3.0, 9)
         >>> w = jnp.ones(9).at[4].set(0.0)  # node 4 is a straggler
-        >>> values, slopes = solve_parallel(t, w, jnp.asarray(0.0), jnp.sin(t)[:, None])
+        >>> solve = jax.jit(solve_parallel)  # one program (eagerly, each scan level is an op)
+        >>> values, slopes = solve(t, w, jnp.asarray(0.0), jnp.sin(t)[:, None])
         >>> live = w > 0
         >>> ref = CubicSpline(t[live], jnp.sin(t[live]), bc_type="natural")
         >>> bool(jnp.allclose(values[:, 0], ref(t)) and jnp.allclose(slopes[:, 0], ref(t, 1)))
