@@ -1189,8 +1189,9 @@ COMMAND = Command(
     "(rows: codes, columns: S) of RMSE, MSE, accuracy and RelAcc with 95% CIs and writes "
     "results.json (schema: gcc_jax.experiments.dnn), results.txt, results.png and cv.png "
     "into --out. Defaults: LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10. Run time on "
-    "2 CPU cores: defaults 42 s of CPU time (2:04 wall on a loaded machine, training "
-    "included; the trained model is cached for reruns); --toy about 19 s of CPU time. Explicit "
+    "2 CPU cores (the shared development machine): defaults 46 s of CPU time (72 s wall at "
+    "load 5-6, 0.8 GB, the trained model loaded from the cache; an earlier run that trained "
+    "it took 42 s of CPU time); --toy about 19 s of CPU time. Explicit "
     "flags win over --toy.",
     add_arguments=_add_arguments,
     config=_config,

@@ -284,7 +284,8 @@ COMMAND = Command(
     description="LeTCC App. D: polynomial worker functions (deg 3 with K=5, deg 15 with "
     "K=10), loss versus the number of stragglers S for GCC, BACC and LCC over random "
     "straggler sets. Writes poly.json, poly.txt and poly.png. Run time on 2 CPU cores: "
-    "defaults about 25 s, --toy about 8 s (CPU time).",
+    "defaults 18 s of CPU time (29 s wall at load 5 on the shared development machine, "
+    "0.5 GB); --toy about 8 s of CPU time.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_poly,

@@ -833,9 +833,8 @@ COMMAND = Command(
     "input draws: worst case at fixed S (local search), iid stragglers with probability p, and "
     "noisy workers (f + N(0, σ²)). Prints medians and means with bootstrap CIs, fitted log-log "
     "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png. "
-    "Run time on 2 CPU cores: defaults about 6 minutes (extrapolated: N = 320 and 640 of one "
-    "function and noise level took 62 s of CPU time, about 3/4 of that pair's cost, and there "
-    "are four such pairs); --toy about 15 s (CPU time).",
+    "Run time on the 2-core development machine, shared: defaults 272 s (4.5 min) of CPU time "
+    "(6 min 34 s wall at load 5-12, 1.7 GB peak); --toy about 15 s of CPU time.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_rates,
