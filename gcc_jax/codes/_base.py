@@ -366,6 +366,63 @@ class AbstractNodeCode(AbstractLinearCode):
         return jnp.broadcast_to(jnp.sum(mask) >= self.min_live, (self.num_inputs,))
 
 
+class AbstractErrorLocatingCode(AbstractCode):
+    """A code that locates up to ``A`` Byzantine workers and drops them before decoding.
+
+    Shared by ApproxIFER and LCC with error correction: the sizes come from the node leaves
+    ``alpha`` (``k``) and ``beta`` (``n``); an estimate is available once
+    :attr:`recovery_threshold` workers are live (below it the status says so, with at least
+    :attr:`min_live` = 1 live worker needed to decode at all); :meth:`locate` checks the outputs,
+    zeroes dead and non-finite entries and calls the subclass's ``_locate`` without gradients
+    (location is discrete). Subclasses declare ``alpha``, ``beta`` and ``num_adversaries``
+    fields and define ``recovery_threshold``, ``recovery_rule`` and
+    ``_locate(y_flat, mask, dtype)``.
+    """
+
+    @property
+    def num_inputs(self) -> int:
+        """``k``: the number of input nodes ``alpha``."""
+        return self.alpha.shape[0]
+
+    @property
+    def num_workers(self) -> int:
+        """``n``: the number of worker nodes ``beta``."""
+        return self.beta.shape[0]
+
+    @property
+    def min_live(self) -> int:
+        """At least one live worker (below :attr:`recovery_threshold` the status says so)."""
+        return 1
+
+    @property
+    @abc.abstractmethod
+    def recovery_threshold(self) -> int:
+        """Live workers needed to locate ``A`` adversaries and decode."""
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every estimate once :attr:`recovery_threshold` workers are live, none otherwise."""
+        mask = as_mask(mask, self.num_workers)
+        ok = jnp.sum(mask) >= self.recovery_threshold
+        return jnp.broadcast_to(ok, (self.num_inputs,))
+
+    def locate(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
+        """The live workers declared adversarial, dead ones never.
+
+        Boolean ``(n,)`` for codes that drop whole workers (ApproxIFER: the ``A`` with the most
+        votes over the output coordinates), ``(n, m)`` for codes that locate per output
+        coordinate ``m`` of the flattened outputs (LCC with error correction: ``A`` per column).
+        """
+        y, mask = check_outputs(y, mask, self.num_workers)
+        dtype = float_dtype(self.alpha, self.beta, y)
+        y_flat = y.reshape(self.num_workers, -1).astype(dtype)
+        y_flat = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
+        return self._locate(jax.lax.stop_gradient(y_flat), mask, dtype)
+
+    @abc.abstractmethod
+    def _locate(self, y_flat: Array, mask: Array, dtype) -> Array:
+        """The located workers for flattened, cleaned outputs ``(n, m)``."""
+
+
 def apply_rows(matrix: Array, x: Array) -> Array:
     """``matrix @ x`` over the leading axis of ``x`` of any trailing shape."""
     flat = x.reshape(x.shape[0], -1)

@@ -5,11 +5,10 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from .._misc import as_int, as_mask, check_node_leaves, check_outputs, float_dtype
-from .._nodes import chebyshev_nodes
+from .._misc import as_int, check_node_leaves, check_outputs, float_dtype
 from .._status import Status, combine
 from .._types import Array, ArrayLike, Bool, Float, Shaped
-from ._base import AbstractCode, Decoded, Encoded
+from ._base import AbstractErrorLocatingCode, AbstractNodeCode, Decoded, Encoded
 from .approxifer import chebyshev_basis
 from .lagrange import LagrangeCode
 
@@ -43,7 +42,7 @@ def locate_polynomial(
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class LagrangeECCode(AbstractCode):
+class LagrangeECCode(AbstractErrorLocatingCode):
     """Lagrange coded computing with error correction (LCC; Yu et al., AISTATS 2019).
 
     Encoder: LCC's (:class:`gcc_jax.LagrangeCode`). For a polynomial ``f`` of degree ``deg`` the
@@ -94,23 +93,13 @@ class LagrangeECCode(AbstractCode):
         cls, *, num_inputs: int, num_workers: int, degree: int, num_adversaries: int, dtype=None
     ) -> "LagrangeECCode":
         """Chebyshev-1 ``alpha`` (K) and Chebyshev-2 ``beta`` (N), ascending, as LCC."""
-        num_inputs = as_int(num_inputs, "num_inputs", 2)
-        num_workers = as_int(num_workers, "num_workers", 2)
-        dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
+        alpha, beta = AbstractNodeCode.chebyshev_nodes(num_inputs, num_workers, dtype)
         return cls(
-            alpha=chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
-            beta=chebyshev_nodes(num_workers, kind=2, dtype=dtype),
+            alpha=alpha,
+            beta=beta,
             degree=degree,
             num_adversaries=num_adversaries,
         )
-
-    @property
-    def num_inputs(self) -> int:
-        return self.alpha.shape[0]
-
-    @property
-    def num_workers(self) -> int:
-        return self.beta.shape[0]
 
     @property
     def lagrange(self) -> LagrangeCode:
@@ -122,32 +111,15 @@ class LagrangeECCode(AbstractCode):
         """``(K − 1)·deg + 2A + 1`` live workers."""
         return (self.num_inputs - 1) * self.degree + 2 * self.num_adversaries + 1
 
-    @property
-    def min_live(self) -> int:
-        """At least one live worker (below :attr:`recovery_threshold` the status says so)."""
-        return 1
-
     #: the formula of :attr:`recovery_threshold`, for error messages
     recovery_rule = "(K−1)·deg f + 2A + 1"
-
-    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        mask = as_mask(mask, self.num_workers)
-        ok = jnp.sum(mask) >= self.recovery_threshold
-        return jnp.broadcast_to(ok, (self.num_inputs,))
 
     def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:
         """LCC's encoder."""
         return self.lagrange.encode_with_status(x)
 
-    def locate(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
-        """Workers dropped per coordinate: boolean ``(n, m)`` (``A`` live ones per column)."""
-        y, mask = check_outputs(y, mask, self.num_workers)
-        dtype = float_dtype(self.alpha, self.beta, y)
-        y_flat = y.reshape(self.num_workers, -1).astype(dtype)
-        y_flat = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-        return self._locate(jax.lax.stop_gradient(y_flat), mask, dtype)
-
     def _locate(self, y_flat: Array, mask: Array, dtype) -> Array:
+        """Workers dropped per coordinate: boolean ``(n, m)`` (``A`` live ones per column)."""
         a = self.num_adversaries
         if a == 0:
             return jnp.zeros(y_flat.shape, bool)
