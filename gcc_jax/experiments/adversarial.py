@@ -771,9 +771,9 @@ COMMAND = Command(
     "and adversarial.png. Run time on 2 CPU cores: the defaults (a reduced run: N = 20 ... "
     "320 for x·sin(x), the table at N = 40, 5 jobs per cell) took 707 s of CPU time (20 min "
     "wall at load 7, 1.7 GB), most of it the gradient attack on the robust decoders at "
-    "searched positions; the full-size run (docs/cli.md) takes far longer; --toy about 30 s "
-    "of CPU time (46 s wall at load 5-6) and 0.9 GB. Ctrl-C saves the finished rows (exit "
-    "status 130).",
+    "searched positions; the full-size run (docs/cli.md) takes far longer; --toy 37 s wall "
+    "on the nearly idle machine (40 s of CPU time; 46 s wall at load 5-6) and 0.9 GB. Ctrl-C "
+    "saves the finished rows (exit status 130).",
     add_arguments=_add_arguments,
     config=_config,
     run=run_adversarial,
