@@ -61,6 +61,7 @@ from ..codes import (
 )
 from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, new_figure, save_result
+from ._plots import integer_ticks, log_ticks
 from .rates import fit_slope
 
 __all__ = [
@@ -634,6 +635,8 @@ def plot_adversarial(result: ExperimentResult):
     """Top row: log-log worst loss vs ``N`` per ``a``, with the paper's slope ``6/5 (a−1)``
     anchored at the smallest ``N`` (only the slope is theory), one panel per function. Bottom
     row: the decoder × adversary table as a heat map of ``log10`` loss, one panel per function."""
+    from matplotlib.ticker import NullFormatter
+
     cfg, res = result.config, result.results
     rows, table = res["rows"], res["table"]
     funcs = list(cfg["functions"])
@@ -667,6 +670,11 @@ def plot_adversarial(result: ExperimentResult):
                     n, loss[first] * (n / n[first]) ** (1.2 * (a - 1)), "--", color=f"C{j}",
                     alpha=0.6, label=f"N^(6/5(a−1)) = N^{1.2 * (a - 1):.2f}",
                 )  # fmt: skip
+        measured = sorted({int(r["N"]) for r in rows if r["function"] == name})
+        if measured:  # integer ticks at the measured N (every other one past 7), no 1.2×10¹
+            integer_ticks(ax, measured[:: 1 + (len(measured) > 7)])
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        log_ticks(ax)
         ax.set_xlabel("N (workers)")
         ax.set_ylabel("worst loss (1/K) Σ‖f^ − f‖²")
         ax.set_title(f"{name}: γ = ⌈N^a⌉ adversaries")
@@ -694,7 +702,7 @@ def plot_adversarial(result: ExperimentResult):
                 f"γ={cfg['table_adversaries']} (log10 loss)",
                 fontsize=8,
             )
-            fig.colorbar(im, ax=ax, fraction=0.03)
+            fig.colorbar(im, ax=ax, fraction=0.03).set_label("log10 loss", fontsize=8)
     fig.tight_layout()
     return fig
 
