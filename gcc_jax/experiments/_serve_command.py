@@ -56,11 +56,11 @@ COMMAND = Command(
     "p99.9-median gap, accuracy), the gap ratios against ParM's 3.5x claim and a "
     "plain-language summary; writes serve_bench.json, serve_bench.txt and serve_bench.png "
     "into --out. Bounded by --queries and --max-seconds. Run time: the defaults (10,000 "
-    "queries per scheme at 120 queries/s) took 9 min 42 s wall on the 2-core development "
-    "machine, shared (load 4-12; 82 s of stream per scheme, plus Ray start-up and the sweep; "
-    "models from the cache), 331 s of CPU time and 0.7 GB in the driver; under that load GCC "
-    "and BACC missed their 25 ms deadline with no result for about half of the queries. "
-    "--toy about 30 s of CPU time in the driver.",
+    "queries per scheme at 120 queries/s) took 9 min 8 s wall on the idle 2-core development "
+    "machine (751 s of CPU time with the Ray actors, 0.7 GB in the driver; models from the "
+    "cache), 9 min 42 s at load 4-12. It needs the whole machine: with other work running, "
+    "GCC and BACC miss their 25 ms deadline for many queries (29% and 22% even when idle, "
+    "about half at load 4-12, 99% with one core taken). --toy 30 s wall on the idle machine.",
     add_arguments=_add_arguments,
     config=_config,
     run=_run,

@@ -777,10 +777,11 @@ COMMAND = Command(
     "correction) against every adversary (largest value, sign flip, random, a bias on a block, "
     "and the gradient attack at the worst positions). Writes adversarial.json, adversarial.txt "
     "and adversarial.png. Run time on 2 CPU cores: the defaults (a reduced run: N = 20 ... "
-    "320 for x·sin(x), the table at N = 40, 5 jobs per cell) took 707 s of CPU time (20 min "
-    "wall at load 7, 1.7 GB), most of it the gradient attack on the robust decoders at "
-    "searched positions; the full-size run (docs/cli.md) takes far longer; --toy 37 s wall "
-    "on the nearly idle machine (40 s of CPU time; 46 s wall at load 5-6) and 0.9 GB. Ctrl-C "
+    "320 for x·sin(x), the table at N = 40, 5 jobs per cell) took 12-14 min of CPU time "
+    "(14 min 20 s wall with a core to itself, 20 min at load 7; 1.3-1.7 GB), most of it the "
+    "gradient attack on the robust decoders at searched positions; the full-size run "
+    "(docs/cli.md) takes far longer; --toy 37-40 s wall on the idle machine (40-42 s of CPU "
+    "time) and 0.9 GB. Ctrl-C "
     "saves the finished rows (exit status 130).",
     add_arguments=_add_arguments,
     config=_config,

@@ -833,8 +833,9 @@ COMMAND = Command(
     "input draws: worst case at fixed S (local search), iid stragglers with probability p, and "
     "noisy workers (f + N(0, σ²)). Prints medians and means with bootstrap CIs, fitted log-log "
     "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png. "
-    "Run time on the 2-core development machine, shared: defaults 272 s (4.5 min) of CPU time "
-    "(6 min 34 s wall at load 5-12, 1.7 GB peak); --toy about 15 s of CPU time.",
+    "Run time on the 2-core development machine: defaults 4.5-6 min of CPU time (6 min 6 s "
+    "wall with a core to itself, 6 min 34 s at load 5-12; 1.6-1.7 GB peak); --toy 17 s wall "
+    "on the idle machine.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_rates,

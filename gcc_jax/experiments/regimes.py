@@ -92,10 +92,12 @@ It was measured as three runs (``--workloads xsinx``, ``--workloads vector_map``
 ``--workloads lenet_logits,lenet_softmax``; the records are in ``bench/results/fidelity/`` and
 ``docs/results.md``; the random draws are keyed by the seed, the cell and the batch, not by
 the workload, so one default run computes the same cells — by construction, a single combined
-run was not timed): **1143 s in all** — the sum of the three runs'
+run was then not timed): **1143 s in all** — the sum of the three runs'
 ``timing_s`` totals, 255 s + 177 s + 711 s, on the shared 2-core development machine at low
 priority — of which 438 s trained the six LeNet-5 parity models; the LeNet-5 itself came from
-the checkpoint cache (a first run trains it too: 200–290 s). ``--toy`` runs in about a minute.
+the checkpoint cache (a first run trains it too: 200–290 s). One default run, with the LeNet-5
+and the parity models from the cache, later took 502 s of CPU time (9 min 37 s wall, 2.9 GB
+peak). ``--toy`` runs in about 21 s.
 :data:`FULL` lists the flags of a larger map (5 fractions, 5 × 20 patterns per cell, CV on 5
 batches, the worst case on 2 batches with a 4 × 64 × 10 search), which was not run to the end
 there (the synthetic half did 19 of 50 cells in 42 minutes at load ≈ 20).
@@ -1448,7 +1450,9 @@ COMMAND = Command(
     "in all, the sum of the timing_s totals of the three runs they are made of (x·sin(x) "
     "255 s, vector map 177 s, LeNet-5 logits+softmax 711 s with the LeNet-5 loaded from the "
     "cache and 438 s of parity-model training; a first run also trains the LeNet-5, about "
-    "200-290 s); --toy (4 cells of x·sin(x)) about 21 s of CPU time. gcc_jax.experiments."
+    "200-290 s); one default run with every model cached: 502 s of CPU time, 9 min 37 s "
+    "wall, 2.9 GB peak; --toy (4 cells of x·sin(x)) 21 s wall on the idle machine. "
+    "gcc_jax.experiments."
     "regimes.FULL lists the flags of a larger map (hours).",
     add_arguments=_add_arguments,
     config=_config,

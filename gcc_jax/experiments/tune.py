@@ -598,10 +598,10 @@ COMMAND = Command(
     "per-pattern GCV and CV choices of λ_dec, Adam-tuned λs and Adam-tuned λs and nodes "
     "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
     "patterns. Writes tune.json, tune.txt and tune.png into --out. Run time on 2 CPU cores: "
-    "the defaults took 26 min of CPU time (28 min 44 s wall at load 3-7 on the shared "
-    "development machine; 1.32 GB peak); --toy (x·sin(x) only; "
-    "--workloads adds others, each compiling every method anew) about 38 s of CPU time "
-    "and 0.7 GB.",
+    "the defaults took 26-29 min of CPU time (29 min 7 s wall with a core to itself, "
+    "28 min 44 s at load 3-7; 1.24-1.32 GB peak); --toy (x·sin(x) only; "
+    "--workloads adds others, each compiling every method anew) 41 s wall on the idle "
+    "machine (43 s of CPU time) and 0.7 GB.",
     add_arguments=_add_arguments,
     config=_config,
     run=run_tune,
