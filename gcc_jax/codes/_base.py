@@ -317,7 +317,22 @@ class AbstractLinearCode(AbstractCode):
         return Decoded(value.reshape((d.shape[0], *y.shape[1:])), status)
 
 
-class AbstractNodeCode(AbstractLinearCode):
+class NodeSizes:
+    """``num_inputs`` and ``num_workers`` read from the node leaves ``alpha`` (``k``) and
+    ``beta`` (``n``): shared by every code built on interpolation nodes."""
+
+    @property
+    def num_inputs(self) -> int:
+        """``k``: the number of input nodes ``alpha``."""
+        return self.alpha.shape[0]
+
+    @property
+    def num_workers(self) -> int:
+        """``n``: the number of worker nodes ``beta``."""
+        return self.beta.shape[0]
+
+
+class AbstractNodeCode(NodeSizes, AbstractLinearCode):
     """A linear code built on interpolation nodes: ``alpha`` (``k`` inputs), ``beta`` (``n``).
 
     Shared by the node-based codes (GCC's splines, BACC's Berrut interpolant, LCC's
@@ -330,16 +345,6 @@ class AbstractNodeCode(AbstractLinearCode):
     alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
     beta: Float[ArrayLike, " n"]
     min_live: int = 1
-
-    @property
-    def num_inputs(self) -> int:
-        """``k``: the number of input nodes ``alpha``."""
-        return self.alpha.shape[0]
-
-    @property
-    def num_workers(self) -> int:
-        """``n``: the number of worker nodes ``beta``."""
-        return self.beta.shape[0]
 
     def check_nodes(self) -> None:
         """Static checks on ``alpha``/``beta`` (value checks only on concrete arrays)."""
@@ -366,7 +371,7 @@ class AbstractNodeCode(AbstractLinearCode):
         return jnp.broadcast_to(jnp.sum(mask) >= self.min_live, (self.num_inputs,))
 
 
-class AbstractErrorLocatingCode(AbstractCode):
+class AbstractErrorLocatingCode(NodeSizes, AbstractCode):
     """A code that locates up to ``A`` Byzantine workers and drops them before decoding.
 
     Shared by ApproxIFER and LCC with error correction: the sizes come from the node leaves
@@ -378,16 +383,6 @@ class AbstractErrorLocatingCode(AbstractCode):
     fields and define ``recovery_threshold``, ``recovery_rule`` and
     ``_locate(y_flat, mask, dtype)``.
     """
-
-    @property
-    def num_inputs(self) -> int:
-        """``k``: the number of input nodes ``alpha``."""
-        return self.alpha.shape[0]
-
-    @property
-    def num_workers(self) -> int:
-        """``n``: the number of worker nodes ``beta``."""
-        return self.beta.shape[0]
 
     @property
     def min_live(self) -> int:

@@ -34,7 +34,7 @@ from .._misc import (
 from .._spline import fit_smoothing_spline_with_status
 from .._status import Status, combine, is_concrete
 from .._types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
-from ._base import AbstractCode, Decoded, Encoded
+from ._base import AbstractCode, Decoded, Encoded, NodeSizes
 from .spline import SplineCode
 
 __all__ = ["RobustSplineCode", "adversarial_lam_dec"]
@@ -211,7 +211,7 @@ def robust_fit(
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class RobustSplineCode(AbstractCode):
+class RobustSplineCode(NodeSizes, AbstractCode):
     """GCC with a robust (M-estimator) smoothing-spline decoder against Byzantine workers.
 
     Encoder: GCC's (``X~ = E X``, the smoothing spline through ``(alpha_k, x_k)`` with
@@ -405,14 +405,6 @@ class RobustSplineCode(AbstractCode):
     def spline(self) -> SplineCode:
         """The plain GCC code with the same nodes and λs (the paper's decoder)."""
         return SplineCode(self.alpha, self.beta, self.lam_enc, self.lam_dec, solver=self.solver)
-
-    @property
-    def num_inputs(self) -> int:
-        return self.alpha.shape[0]
-
-    @property
-    def num_workers(self) -> int:
-        return self.beta.shape[0]
 
     @property
     def min_live(self) -> int:
