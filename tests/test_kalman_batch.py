@@ -11,6 +11,10 @@ import gcc_jax as gcc
 from gcc_jax._evaluator import batch_losses, pattern_loss
 from gcc_jax._kalman_batch import smooth_at, smooth_batch_with_status, smooth_nodes
 
+# Jitted once per file: eagerly, every call compiles each operation and scan again, and a
+# compiled program per shape is what a test here costs (running is free).
+smooth_at_jit = jax.jit(smooth_at, static_argnames="block")
+
 
 def _reference(t, y, lam, mask, tq):
     """SciPy's fit on the survivors, extended linearly outside their hull (our convention)."""
@@ -36,7 +40,7 @@ def test_smooth_at_matches_scipy(n, lam):
     tq = np.concatenate([np.linspace(-1.3, 1.2, 9), t[2:4]])  # outside the hull, on nodes
     masks = rng.random((4, n)) > 0.3
     masks[:, :6] = True  # SciPy needs 5 points
-    got = np.asarray(smooth_at(jnp.asarray(t), jnp.asarray(masks.T, float), lam, y, tq))
+    got = np.asarray(smooth_at_jit(jnp.asarray(t), jnp.asarray(masks.T, float), lam, y, tq))
     for p in range(4):
         ref = _reference(t, y, lam, masks[p], tq)
         np.testing.assert_allclose(got[:, :, p], ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
@@ -48,15 +52,16 @@ def test_checkpointed_blocks_match_scipy(lam):
     n = 40
     rng = np.random.default_rng(7)
     t = np.sort(rng.uniform(-1, 1, n))
-    y = np.cos(2 * t)[:, None] + 0.1 * rng.standard_normal((n, 3))
+    # the shapes of test_smooth_at_matches_scipy at n = 40 (shared compiles)
+    y = np.cos(2 * t)[:, None] + 0.1 * rng.standard_normal((n, 2))
     tq = np.linspace(-1.1, 1.05, 11)
-    masks = rng.random((3, n)) > 0.3
+    masks = rng.random((4, n)) > 0.3
     masks[:, :6] = True
     args = (jnp.asarray(t), jnp.asarray(masks.T, float), lam, y, tq)
-    one = np.asarray(smooth_at(*args, block=10_000))
-    got = np.asarray(smooth_at(*args, block=5))
+    one = np.asarray(smooth_at_jit(*args, block=10_000))
+    got = np.asarray(smooth_at_jit(*args, block=5))
     np.testing.assert_allclose(got, one, rtol=1e-11, atol=1e-11 * np.abs(one).max())
-    for p in range(3):
+    for p in range(4):
         ref = _reference(t, y, lam, masks[p], tq)
         np.testing.assert_allclose(got[:, :, p], ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
     if lam > 0:
@@ -71,7 +76,7 @@ def test_smooth_nodes_slopes_match_scipy():
     y = np.cos(t)[:, None]
     mask = rng.random(30) > 0.2
     mask[[0, -1]] = True
-    values, slopes = smooth_nodes(jnp.asarray(t), jnp.asarray(mask), jnp.asarray(0.0), y)
+    values, slopes = jax.jit(smooth_nodes)(jnp.asarray(t), jnp.asarray(mask), 0.0, y)
     spl = CubicSpline(t[mask], y[mask], bc_type="natural")
     np.testing.assert_allclose(values, spl(t), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(slopes, spl.derivative()(t), rtol=1e-8, atol=1e-8)
@@ -106,7 +111,9 @@ def test_batch_status_and_straggler_garbage():
     ref = code.decode(jnp.where(masks[2][:, None], y_bad, 0.0), jnp.asarray(masks[2]))
     np.testing.assert_allclose(out.value[2], ref, rtol=1e-12)
     # a straggler's NaN never reaches the gradient
-    g = jax.grad(lambda yy: jnp.sum(code.decode_batch_with_status(yy, masks[2:3]).value))(y_bad)
+    g = jax.jit(jax.grad(lambda yy: jnp.sum(code.decode_batch_with_status(yy, masks[2:3]).value)))(
+        y_bad
+    )
     assert np.all(np.isfinite(g)) and np.all(g[~masks[2]] == 0)
 
 
@@ -225,13 +232,13 @@ def test_grads_y_lam_nodes():
     def f(y, lam, t):
         return smooth_batch_with_status(t, masks, lam, y, tq)[0]
 
-    # One jitted f for every check: y, λ and the nodes together to first order (fwd and rev);
-    # y and λ to second order forward-over-forward (reverse-over-reverse through the scans costs
-    # 21 s of compiling here; the reverse rule is checked at first order); the nodes at λ = 0
+    # One jitted f for every check: y, λ and the nodes together to first order in reverse mode
+    # and to second order forward-over-forward (which checks first-order forward mode too;
+    # reverse-over-reverse through the scans costs 21 s of compiling here); the nodes at λ = 0
     # (a λ step below 0 is NEGATIVE_LAM, so λ stays fixed there).
     lam = jnp.asarray(1e-3)
-    check_grads(f, (y, lam, t), order=1, modes=("fwd", "rev"), eps=1e-6)
-    check_grads(lambda yy, ll: f(yy, ll, t), (y, lam), order=2, modes=("fwd",), eps=1e-6)
+    check_grads(f, (y, lam, t), order=1, modes=("rev",), eps=1e-6)
+    check_grads(f, (y, lam, t), order=2, modes=("fwd",), eps=1e-6)
     check_grads(lambda yy, tt: f(yy, 0.0, tt), (y, t), order=1, modes=("rev",), eps=1e-5)
 
 
