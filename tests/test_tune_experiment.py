@@ -68,7 +68,8 @@ def test_held_out_losses_match_loops(toy):
             )
             if regime == "iid":
                 model = exp.StragglerModel.iid(w.p)
-                ms = np.asarray(model.sample(jax.random.split(k_test)[0], 16, num=64))
+                num = exp.TOY_EVAL["num_masks"]
+                ms = np.asarray(model.sample(jax.random.split(k_test)[0], 16, num=num))
                 ok = ms.sum(1) >= 2
                 per = [gcc.monte_carlo_loss(code, f, xj, ms[ok]) for xj in x_test]
                 assert row["loss"] == pytest.approx(np.mean(per), rel=1e-9)

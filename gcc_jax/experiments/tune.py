@@ -102,21 +102,24 @@ FULL = {
     "vector_map": Workload("vector_map", 10, 40, 4, 0.1, 64, 128),
     "lenet5": Workload("lenet5", 30, 60, 10, 0.1, 40, 12, jobs_per_step=8),
 }
+#: toy sizes share compiled evaluators between stages: as many held-out jobs as the tuning's
+#: validation split of the 10 training jobs (2), and 128 patterns wherever a stage draws random
+#: ones, the block the exhaustive worst case over C(16, 2) = 120 patterns decodes
 TOY = {
-    "xsinx": Workload("xsinx", 5, 16, 2, 0.15, 10, 3),
-    "vector_map": Workload("vector_map", 5, 16, 2, 0.15, 10, 3),
-    "lenet5": Workload("lenet5", 5, 16, 2, 0.15, 10, 3),
+    "xsinx": Workload("xsinx", 5, 16, 2, 0.15, 10, 2),
+    "vector_map": Workload("vector_map", 5, 16, 2, 0.15, 10, 2),
+    "lenet5": Workload("lenet5", 5, 16, 2, 0.15, 10, 2),
 }
 
 #: tuning settings of a full run and of a toy run
 FULL_TUNE = dict(steps=500, eval_every=10, patience=8, num_masks=32, val_masks=256)
-TOY_TUNE = dict(steps=8, eval_every=4, patience=2, num_masks=15, val_masks=64)
+TOY_TUNE = dict(steps=8, eval_every=4, patience=2, num_masks=15, val_masks=128)
 #: grid-CV grids (``None``: :func:`gcc_jax.tuning.grid_search`'s defaults)
 FULL_GRID = dict(lam_enc_grid=None, lam_dec_grid=None)
 TOY_GRID = dict(lam_enc_grid=(0.0, 1e-8, 1e-6, 1e-4), lam_dec_grid=(0.0, 1e-8, 1e-6, 1e-4, 1e-2))
 #: evaluation settings: random patterns per held-out evaluation; the light search of the rules
 FULL_EVAL = dict(num_masks=512, rule_search=dict(restarts=2, proposals=32, max_iters=5))
-TOY_EVAL = dict(num_masks=64, rule_search=dict(restarts=2, proposals=16, max_iters=2))
+TOY_EVAL = dict(num_masks=128, rule_search=dict(restarts=2, proposals=16, max_iters=2))
 
 
 METRICS = {
