@@ -43,8 +43,8 @@ def test_effective_dof_matches_scipy_hat_matrix(lam, solver):
 
 
 def test_effective_dof_limits():
-    t = gcc.equispaced_nodes(25)
-    mask = np.arange(25) % 4 != 1
+    t = gcc.equispaced_nodes(30)  # n = 30 as above: the compiled trace is shared
+    mask = np.arange(30) % 4 != 1
     assert float(gcc.effective_dof(t, 0.0, mask)) == pytest.approx(mask.sum(), abs=1e-8)
     assert float(gcc.effective_dof(t, 1e6, mask)) == pytest.approx(2.0, abs=1e-6)
     # more than one block of 256 columns (the blocked trace)
@@ -63,9 +63,9 @@ def test_lam_from_dof_inverts_the_scipy_trace(frac):
 
 def test_lam_from_dof_is_scale_free_under_stretching():
     """Stretching the nodes by c scales λ by c³ and leaves the degrees of freedom unchanged."""
-    t = gcc.chebyshev_nodes(20, kind=2)
-    lam1 = float(gcc.lam_from_dof(t, 12.0))
-    lam3 = float(gcc.lam_from_dof(3.0 * t, 12.0))
+    t = gcc.chebyshev_nodes(40, kind=2)  # n = 40 as above: the compiled search is shared
+    lam1 = float(gcc.lam_from_dof(t, 24.0))
+    lam3 = float(gcc.lam_from_dof(3.0 * t, 24.0))
     np.testing.assert_allclose(lam3, 27.0 * lam1, rtol=1e-7)
 
 
