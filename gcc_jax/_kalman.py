@@ -15,6 +15,7 @@ smoothed state at every node; the batched decoder uses the same recursion emitti
 query points.
 """
 
+import jax
 import jax.numpy as jnp
 
 from ._kalman_batch import smooth_nodes
@@ -35,6 +36,7 @@ def solve_kalman(t: Array, w: Array, lam: Array, y: Array) -> tuple[Array, Array
     return smooth_nodes(t, w, lam, y)
 
 
+@jax.jit  # one program per shape: an eager spline(tq) call would dispatch ~20 operations
 def evaluate(t: Array, g: Array, sigma: Array, tq: Array) -> Array:
     """Evaluate the cubic Hermite interpolant of values ``g`` and slopes ``σ`` at ``tq``.
 

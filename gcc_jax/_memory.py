@@ -6,9 +6,9 @@ pages that are not at the top of its heaps, so after a few dozen compilations th
 memory of a long experiment is mostly freed memory: measured on ``gcc-jax tune``'s x·sin(x)
 worst-case slice, 1.6 GB resident of which 0.48 GB remained after ``malloc_trim``.
 :func:`release_memory` before a large compilation and between an experiment's stages returns
-it, so the peak is the live data plus one compilation's temporaries. A full garbage collection
-is itself slow in such a process, so a call does nothing unless the resident size has grown
-since the last release (64 MB by default).
+it, so the peak is the live data plus one compilation's temporaries. Garbage collection is
+itself slow in such a process, so a call collects only the young generations, and does nothing
+unless the resident size has grown since the last release (64 MB by default).
 """
 
 import ctypes
@@ -50,13 +50,15 @@ _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def release_memory(min_growth_mb: float = 64.0) -> bool:
-    """Collect Python garbage and return the heap's free pages to the OS (glibc only).
+    """Collect young Python garbage and return the heap's free pages to the OS (glibc only).
 
-    A full garbage collection costs seconds in a process that has traced and compiled many
-    programs (measured: 1-4 s per call in ``gcc-jax tune --toy``, which called this 23 times
-    and got back 0-50 MB each time), so it runs only when the resident size has grown by
-    ``min_growth_mb`` since the last release (or on the first call, or where the resident size
-    is unknown). ``min_growth_mb=0`` always releases.
+    The collection covers generations 0 and 1 (what the last stage's tracing left behind): a
+    full collection costs seconds in a process that has traced and compiled many programs
+    (1-4 s per call in ``gcc-jax tune --toy``) and handed back no more memory (``tune --toy``:
+    peak resident 739 MB with full collections, 700 MB with young ones, 2026-12-02). Even so,
+    a release runs only when the resident size has grown by ``min_growth_mb`` since the last
+    one (or on the first call, or where the resident size is unknown). ``min_growth_mb=0``
+    always releases.
 
     Args:
         min_growth_mb: growth of the resident size (MB) since the last release below which
@@ -75,7 +77,7 @@ def release_memory(min_growth_mb: float = 64.0) -> bool:
     before, last = _resident_bytes(), _after_last_release[0]
     if before is not None and last is not None and before - last < min_growth_mb * 2**20:
         return False
-    gc.collect()
+    gc.collect(1)
     trim = _malloc_trim()
     released = bool(trim(0)) if trim is not None else False
     _after_last_release[0] = _resident_bytes()

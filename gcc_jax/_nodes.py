@@ -1,8 +1,11 @@
-"""Interpolation nodes on Ω = [−1, 1]: Chebyshev points of both kinds and equispaced points."""
+"""Interpolation nodes on Ω = [−1, 1]: Chebyshev points of both kinds and equispaced points.
 
-from __future__ import annotations
+The nodes are computed on the host in float64 (NumPy) and then cast: building a code compiles
+nothing, and float32 nodes are the correctly rounded float64 ones.
+"""
 
 import jax.numpy as jnp
+import numpy as np
 
 from ._misc import as_int
 from ._types import Array, Float
@@ -40,12 +43,15 @@ def chebyshev_nodes(n: int, kind: int = 1, *, dtype=None) -> Float[Array, " n"]:
     if kind not in (1, 2):
         raise ValueError(f"`kind` must be 1 or 2; got {kind!r}")
     n = _check_count(n, 1 if kind == 1 else 2)
-    dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
-    j = jnp.arange(n, dtype=dtype)
-    if kind == 1:
-        # sin((2j + 1 − n) π / (2n)) = −cos((2j + 1) π / (2n)): ascending, exactly symmetric.
-        return jnp.sin((2 * j + 1 - n) * jnp.pi / (2 * n)).astype(dtype)
-    return jnp.sin((2 * j + 1 - n) * jnp.pi / (2 * (n - 1))).astype(dtype)
+    j = np.arange(n, dtype=np.float64)
+    # sin((2j + 1 − n) π / (2n)) = −cos((2j + 1) π / (2n)): ascending, exactly symmetric.
+    denom = 2 * n if kind == 1 else 2 * (n - 1)
+    return _as_nodes_array(np.sin((2 * j + 1 - n) * np.pi / denom), dtype)
+
+
+def _as_nodes_array(t: np.ndarray, dtype) -> Float[Array, " n"]:
+    """Host nodes ``t`` (float64) as a JAX array of ``dtype`` (default: JAX's default float)."""
+    return jnp.asarray(t.astype(jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)))
 
 
 def equispaced_nodes(n: int, *, dtype=None) -> Float[Array, " n"]:
@@ -57,5 +63,4 @@ def equispaced_nodes(n: int, *, dtype=None) -> Float[Array, " n"]:
         [-1.0, -0.5, 0.0, 0.5, 1.0]
     """
     n = _check_count(n, 2)
-    dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
-    return jnp.linspace(-1.0, 1.0, n, dtype=dtype)
+    return _as_nodes_array(np.linspace(-1.0, 1.0, n), dtype)
