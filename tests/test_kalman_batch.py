@@ -14,6 +14,7 @@ from gcc_jax._kalman_batch import smooth_at, smooth_batch_with_status, smooth_no
 # Jitted once per file: eagerly, every call compiles each operation and scan again, and a
 # compiled program per shape is what a test here costs (running is free).
 smooth_at_jit = jax.jit(smooth_at, static_argnames="block")
+decode_batch = jax.jit(lambda code, y, masks: code.decode_batch_with_status(y, masks))
 
 
 def _reference(t, y, lam, mask, tq):
@@ -88,7 +89,7 @@ def test_decode_batch_equals_kernel_loop(lam):
     ref_code = gcc.SplineCode.chebyshev(num_inputs=5, num_workers=24, lam_dec=lam, solver="kernel")
     y = code.worker_outputs(lambda v: jnp.sin(2 * v), jnp.linspace(-1, 1, 5)[:, None] * jnp.ones(3))
     masks = gcc.sample_masks(jax.random.key(1), 24, num=12, stragglers=5)
-    out = code.decode_batch_with_status(y, masks)
+    out = decode_batch(code, y, masks)
     loop = np.stack([np.asarray(ref_code.decode(y, m)) for m in masks])
     assert out.value.shape == (12, 5, 3) and int(out.status.max()) == 0
     np.testing.assert_allclose(out.value, loop, rtol=1e-7, atol=1e-9)
@@ -102,7 +103,7 @@ def test_batch_status_and_straggler_garbage():
     y_bad = y.at[3].set(jnp.nan).at[5].set(1e300)  # garbage on stragglers only (row 2)
     masks[1, 3] = False
     masks[2, [3, 5]] = False
-    out = code.decode_batch_with_status(y_bad, masks)
+    out = decode_batch(code, y_bad, masks)
     assert int(out.status[0]) == gcc.Status.TOO_FEW_LIVE
     assert int(out.status[1]) == 0  # NaN on a straggler, 1e300 on a live worker: fine
     assert int(out.status[2]) == 0
@@ -214,7 +215,7 @@ def test_evaluator_fast_path_equals_vmap():
     yt, fx = code.worker_outputs(jnp.sin, x), jnp.sin(x)
     masks = gcc.sample_masks(jax.random.key(0), 20, num=37, stragglers=4)
     loss, status = gcc.evaluate_masks(code, yt, fx, masks, chunk_size=8)
-    ref, ref_status = jax.vmap(lambda m: pattern_loss(code, yt, fx, m))(masks)
+    ref, ref_status = jax.jit(jax.vmap(lambda m: pattern_loss(code, yt, fx, m)))(masks)
     np.testing.assert_allclose(loss, ref, rtol=1e-9, atol=1e-20)
     np.testing.assert_array_equal(status, ref_status)
     b_loss, _ = batch_losses(code, yt, fx, masks)
