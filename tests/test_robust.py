@@ -183,7 +183,7 @@ def test_transforms_jit_vmap_compile_once_grads():
             .decode_with_status(yy, masks[0])
             .value
         ),
-        (jnp.asarray(y), jnp.asarray(1e-4)),
+        (jnp.asarray(y), jnp.asarray(1e-4, code.lam_dec.dtype)),  # not weak: the eager decode's
         order=1,
         modes=("rev",),
         eps=1e-7,
