@@ -243,12 +243,13 @@ def test_gcv_flags_nonfinite_output_of_a_live_worker():
     mask[5] = False
     clean = tuning.gcv_lam_dec(code, y, mask)
     assert int(clean.status) == 0
+    gcv_jit = jax.jit(lambda y: tuning.gcv_lam_dec(code, y, mask))  # compiled once, not per loop
     for bad in (np.nan, np.inf):
         y_bad = y.copy()
         y_bad[3] = bad  # a live worker
         for choice in (
             tuning.gcv_lam_dec(code, y_bad, mask),
-            jax.jit(lambda y: tuning.gcv_lam_dec(code, y, mask))(y_bad),
+            gcv_jit(y_bad),
             tuning.cv_lam_dec(code, y_bad, mask),
         ):
             assert int(choice.status) & int(gcc.Status.NONFINITE_DATA)

@@ -132,48 +132,83 @@ def _cv(beta, solver, y_flat, mask, lam, folds):
 def _minimise(score_fn, grid: Array, refine: int) -> LamChoice:
     """Grid search in ``log λ``, then golden-section refinement between the grid neighbours.
 
-    The grid is a loop (``lax.map``), not a ``vmap``: under the callers' ``vmap`` over
-    patterns and jobs a vmapped grid would hold every λ's fits at once (grid × patterns × jobs
-    × folds spline fits; 6 GB for ``gcc-jax tune``'s CV rule), the loop holds one λ's.
+    Every score is computed by one loop over ``g + refine + 3`` evaluations (the grid, the two
+    golden-section starts, ``refine`` steps, the chosen λ), so ``score_fn`` appears once in the
+    compiled program: writing the phases as separate loops would trace and compile the fit five
+    times. It is a loop, not a ``vmap`` over the grid: under the callers' ``vmap`` over patterns
+    and jobs a vmapped grid would hold every λ's fits at once (grid × patterns × jobs × folds
+    spline fits; 6 GB for ``gcc-jax tune``'s CV rule), the loop holds one λ's.
     """
-    scores, statuses = lax.map(score_fn, grid)
-    key = jnp.where(jnp.isnan(scores), jnp.inf, scores)
-    i = jnp.argmin(key)
     g = grid.shape[0]
     if refine == 0 or g == 1:
+        scores, statuses = lax.map(score_fn, grid)
+        i = jnp.argmin(jnp.where(jnp.isnan(scores), jnp.inf, scores))
         # the grid point itself: its score and status are already known (recomputing them at
         # a per-job λ would redo one fit per job and pattern: the bulk of a rule's memory)
         return LamChoice(grid[i], scores[i], statuses[i])
     logs = jnp.log(grid)
-    lo = logs[jnp.maximum(i - 1, 0)]
-    hi = logs[jnp.minimum(i + 1, g - 1)]
+    inf = jnp.asarray(jnp.inf, grid.dtype)
 
-    def score_log(u):
-        s, _ = score_fn(jnp.exp(u))
-        return jnp.where(jnp.isnan(s), jnp.inf, s)
+    def bracket(scores):
+        """Grid minimiser ``i`` (NaN scores lose), its key, and the golden-section start."""
+        key = jnp.where(jnp.isnan(scores), jnp.inf, scores)
+        i = jnp.argmin(key)
+        lo, hi = logs[jnp.maximum(i - 1, 0)], logs[jnp.minimum(i + 1, g - 1)]
+        return i, key[i], lo, hi, hi - _INV_PHI * (hi - lo), lo + _INV_PHI * (hi - lo)
 
-    def body(_, state):
-        a, b, c, d, fc, fd = state
+    def golden(a, b, c, d, fc, fd):
+        """One golden-section step's new bracket and the point it evaluates next."""
         left = fc <= fd  # minimum in [a, d]
         a2 = jnp.where(left, a, c)
         b2 = jnp.where(left, d, b)
         c2 = jnp.where(left, b2 - _INV_PHI * (b2 - a2), d)
         d2 = jnp.where(left, c, a2 + _INV_PHI * (b2 - a2))
-        new = jnp.where(left, c2, d2)
-        f_new = score_log(new)
-        fc2 = jnp.where(left, f_new, fd)
-        fd2 = jnp.where(left, fc, f_new)
-        return a2, b2, c2, d2, fc2, fd2
+        return left, a2, b2, c2, d2, jnp.where(left, c2, d2)
 
-    c = hi - _INV_PHI * (hi - lo)
-    d = lo + _INV_PHI * (hi - lo)
-    state = (lo, hi, c, d, score_log(c), score_log(d))
-    a, b, c, d, fc, fd = lax.fori_loop(0, refine, body, state)
-    cand_log = jnp.where(fc <= fd, c, d)
-    better = jnp.minimum(fc, fd) < key[i]
-    best_log = jnp.where(better, cand_log, logs[i])
-    lam = jnp.exp(best_log)
-    score, status = score_fn(lam)
+    def chosen(scores, c, d, fc, fd):
+        """``log λ`` of the refined point if it beats the grid minimum, else of the grid's."""
+        i, key_i, *_ = bracket(scores)
+        return jnp.where(jnp.minimum(fc, fd) < key_i, jnp.where(fc <= fd, c, d), logs[i])
+
+    def body(k, state):
+        scores, statuses, a, b, c, d, fc, fd, lam, score, status = state
+        _, _, lo, hi, c0, d0 = bracket(scores)
+        left, a2, b2, c2, d2, new = golden(a, b, c, d, fc, fd)
+        # the log λ this evaluation needs: golden start c, start d, a step, the chosen λ
+        u = jnp.select(
+            [k == g, k == g + 1, k < g + 2 + refine], [c0, d0, new], chosen(scores, c, d, fc, fd)
+        )
+        lam_k = jnp.where(k < g, grid[jnp.minimum(k, g - 1)], jnp.exp(u))
+        s, st = score_fn(lam_k)
+        f = jnp.where(jnp.isnan(s), inf, s)
+        grid_phase, step = k < g, (k >= g + 2) & (k < g + 2 + refine)
+        scores = jnp.where(grid_phase, scores.at[jnp.minimum(k, g - 1)].set(s), scores)
+        statuses = jnp.where(grid_phase, statuses.at[jnp.minimum(k, g - 1)].set(st), statuses)
+        a = jnp.where(k == g, lo, jnp.where(step, a2, a))
+        b = jnp.where(k == g, hi, jnp.where(step, b2, b))
+        c = jnp.where(k == g, c0, jnp.where(step, c2, c))
+        d = jnp.where(k == g, d0, jnp.where(step, d2, d))
+        fc, fd = (
+            jnp.where(k == g, f, jnp.where(step, jnp.where(left, f, fd), fc)),
+            jnp.where(k == g + 1, f, jnp.where(step, jnp.where(left, fc, f), fd)),
+        )
+        return scores, statuses, a, b, c, d, fc, fd, lam_k, s, st
+
+    zero = jnp.zeros((), grid.dtype)
+    state = (
+        jnp.full((g,), jnp.nan, grid.dtype),
+        jnp.zeros((g,), jnp.int32),
+        zero,
+        zero,
+        zero,
+        zero,
+        inf,
+        inf,
+        zero,
+        zero,
+        jnp.zeros((), jnp.int32),
+    )
+    *_, lam, score, status = lax.fori_loop(0, g + refine + 3, body, state)
     return LamChoice(lam, score, status)
 
 
