@@ -279,8 +279,17 @@ def test_evaluate_random_matches_a_loop(code, jobs):
     )
     k_masks, _ = jax.random.split(jax.random.key(4))
     ms = np.asarray(model.sample(k_masks, N, num=64))
+    # 16 patterns per call: the loop reuses one compiled evaluator (16 masks, one job)
     per = np.stack(
-        [gcc.monte_carlo_loss(code, xsinx, xj, ms, return_status=True).loss for xj in jobs]
+        [
+            np.concatenate(
+                [
+                    gcc.monte_carlo_loss(code, xsinx, xj, ms[i : i + 16], return_status=True).loss
+                    for i in range(0, len(ms), 16)
+                ]
+            )
+            for xj in jobs
+        ]
     )
     live = ms.sum(1) >= 2
     ref = per.mean(0)[live]
@@ -372,7 +381,8 @@ def tune_data():
 def test_tune_improves_held_out_loss_and_keeps_frozen_groups(tune_data):
     code, xtr = tune_data
     model = StragglerModel.exact(3)
-    xval = jax.random.uniform(jax.random.key(22), (4, K, 1), minval=-2.5, maxval=2.5)
+    # 3 validation jobs, as many as `jobs`: validation reuses evaluate's compiled evaluator
+    xval = jax.random.uniform(jax.random.key(22), (3, K, 1), minval=-2.5, maxval=2.5)
     res = tuning.tune(
         code,
         xsinx,
@@ -394,8 +404,14 @@ def test_tune_improves_held_out_loss_and_keeps_frozen_groups(tune_data):
     assert np.all(np.diff(np.asarray(res.code.beta)) > 0) and res.code.beta[0] == -1.0
     # the returned code's validation loss, recomputed by a loop over the validation patterns
     k_val = jax.random.split(jax.random.key(0), 3)[1]
-    ms = model.sample(k_val, N, num=64)
-    ref = np.mean([gcc.monte_carlo_loss(res.code, xsinx, xj, ms).mean() for xj in xval])
+    ms = np.asarray(model.sample(k_val, N, num=64))
+    per = [
+        np.concatenate(
+            [gcc.monte_carlo_loss(res.code, xsinx, xj, ms[i : i + 16]) for i in (0, 16, 32, 48)]
+        )
+        for xj in xval
+    ]
+    ref = np.mean([p.mean() for p in per])
     assert res.best_val_loss == pytest.approx(ref, rel=1e-9)
     # λ only: the nodes do not move, and the compiled step of the first run is reused
     step = tuning._tune._make_step(xsinx, tuning.default_optimizer())
