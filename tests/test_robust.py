@@ -194,7 +194,8 @@ def test_transforms_jit_vmap_compile_once_grads():
 
 def test_status_and_errors():
     code, y, _, _ = _setup()
-    rob = gcc.RobustSplineCode.from_spline(code, loss="trim", trim=3)
+    # 6 iterations, trim 3: the IRLS test's static configuration (its compiled decoder serves)
+    rob = gcc.RobustSplineCode.from_spline(code, loss="trim", iterations=6, trim=3)
     few = np.zeros(30, bool)
     few[:4] = True  # 4 live < 2 + trim: keeps the 2 best-fitting
     assert int(rob.decode_with_status(y, few).status) == 0
