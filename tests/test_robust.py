@@ -153,7 +153,8 @@ def test_garbage_workers_are_rejected(loss):
 
 def test_transforms_jit_vmap_compile_once_grads():
     code, y, fx, _ = _setup()
-    rob = gcc.RobustSplineCode.from_spline(code, loss="huber", iterations=2)
+    # 6 iterations, trim 3: the IRLS test's static configuration (its compiled decoder serves)
+    rob = gcc.RobustSplineCode.from_spline(code, loss="huber", iterations=6, trim=3)
     masks = np.asarray(gcc.sample_masks(jax.random.key(0), 30, num=3, stragglers=3))
     eager = np.stack([np.asarray(rob.decode(y, m)) for m in masks])
     batched = jax.jit(jax.vmap(lambda c, m: c.decode_with_status(y, m).value, (None, 0)))(
@@ -170,7 +171,8 @@ def test_transforms_jit_vmap_compile_once_grads():
         c = gcc.RobustSplineCode.from_spline(
             gcc.SplineCode(code.alpha, code.beta, code.lam_enc, jnp.asarray(lam)),
             loss="huber",
-            iterations=2,
+            iterations=6,
+            trim=3,
         )
         dec(c, masks[i])
     chex.clear_trace_counter()
@@ -178,7 +180,7 @@ def test_transforms_jit_vmap_compile_once_grads():
     check_grads(
         lambda yy, lam: (
             gcc.RobustSplineCode(
-                code.alpha, code.beta, code.lam_enc, lam, loss="huber", iterations=2
+                code.alpha, code.beta, code.lam_enc, lam, loss="huber", iterations=6, trim=3
             )
             .decode_with_status(yy, masks[0])
             .value
