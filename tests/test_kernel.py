@@ -13,8 +13,6 @@ from scipy.interpolate import CubicSpline
 import gcc_jax as gcc
 
 ILL = int(gcc.Status.ILL_CONDITIONED)
-# one program per (n, k, dtype, solver); eagerly, every operation compiles for each
-smoother_matrix_with_status = jax.jit(gcc.smoother_matrix_with_status, static_argnames="solver")
 
 
 def _decoder(n, k, s, lam, solver, dtype=np.float64, seed=0):
@@ -23,7 +21,7 @@ def _decoder(n, k, s, lam, solver, dtype=np.float64, seed=0):
     rng = np.random.default_rng(seed)
     mask = np.ones(n, bool)
     mask[rng.choice(np.arange(1, n - 1), s, replace=False)] = False
-    h, status = smoother_matrix_with_status(
+    h, status = gcc.smoother_matrix_with_status(
         beta.astype(dtype), alpha.astype(dtype), np.asarray(lam, dtype), mask, solver=solver
     )
     return np.asarray(h, np.float64), int(status), beta, alpha, mask
