@@ -189,9 +189,20 @@ class MaskEvaluator:
         self.per_mask = per_mask
         self.progress = progress
         self.one_shape = bool(one_shape)
-        self._place_masks, place_rest = _placement(devices)
-        self.code, self.yt, self.fx = place_rest((code, yt, fx))
+        self._place_masks, self._place_rest = _placement(devices)
+        self._code, self.yt, self.fx = self._place_rest((code, yt, fx))
         self.count = 0
+
+    @property
+    def code(self) -> AbstractCode:
+        """The code decoded with; assign a code of the same structure (new λs, nodes) to reuse
+        the compiled blocks (it is placed on the evaluator's devices, as the first one was: an
+        unplaced code would compile the blocks again)."""
+        return self._code
+
+    @code.setter
+    def code(self, code: AbstractCode) -> None:
+        self._code = self._place_rest(code)
 
     def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
         """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""

@@ -64,6 +64,24 @@ def test_f_is_applied_once_and_compiles_once():
     assert gcc._evaluator._blocks._cache_size() == size_before
 
 
+def test_an_evaluator_given_new_lambdas_reuses_its_compiled_blocks():
+    """Assigning ``evaluator.code`` (same structure, new λs) neither recompiles nor goes stale."""
+    code, x = _setup(lam_dec=1e-6)
+    yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
+    masks = np.asarray(gcc.sample_masks(jax.random.key(4), 40, num=20, stragglers=5))
+    ev = gcc.MaskEvaluator(code, yt, fx)
+    ev(masks)
+    size_before = gcc._evaluator._blocks._cache_size()
+    smoother = gcc.SplineCode.chebyshev(num_inputs=6, num_workers=40, lam_dec=1e-2)
+    ev.code = smoother
+    loss, status = ev(masks)
+    assert gcc._evaluator._blocks._cache_size() == size_before
+    for mask, got, st in zip(masks, loss, status, strict=True):  # loop reference, new λ
+        dec = smoother.decode_with_status(yt, mask)
+        assert int(st) == int(dec.status) == 0
+        np.testing.assert_allclose(got, np.sum((dec.value - fx) ** 2) / fx.shape[0], rtol=1e-10)
+
+
 def test_status_and_errors_for_undecodable_patterns():
     code, x = _setup()
     masks = np.ones((4, 40), bool)
