@@ -211,6 +211,25 @@ def test_gcv_and_cv_scores_match_numpy(noisy, lam):
     assert float(cv) == pytest.approx(_cv_ref(np.asarray(code.beta), y, mask, lam, 4), rel=1e-6)
 
 
+@pytest.mark.parametrize("target", [3e-4, 2e-7])
+def test_lam_search_traces_its_score_once_and_refines_between_grid_points(target):
+    """Grid, golden-section starts, steps and final λ are one loop: the score is traced once."""
+    calls = []
+
+    def score(lam):  # (log λ − log target)², minimised off the grid
+        calls.append(1)
+        return (jnp.log(lam) - np.log(target)) ** 2, jnp.zeros((), jnp.int32)
+
+    grid = jnp.logspace(-12.0, 0.0, 13)
+    choice = jax.jit(lambda g: tuning._select._minimise(score, g, 12))(grid)
+    assert len(calls) == 1
+    # 12 golden-section steps shrink the bracket of 4 decades (log width 4.6) by 0.618^12
+    bracket = 2 * np.log(10.0) * 0.618**12
+    assert abs(np.log(float(choice.lam)) - np.log(target)) < bracket
+    assert float(choice.score) == pytest.approx((np.log(float(choice.lam)) - np.log(target)) ** 2)
+    assert int(choice.status) == 0
+
+
 def test_lam_choices_minimise_their_scores(noisy):
     code, y, mask = noisy
     fine = np.logspace(-9, -1, 161)
