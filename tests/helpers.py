@@ -184,10 +184,12 @@ ALL_CODES: list[CodeCase] = [
         flag=gcc.Status.TOO_MANY_ERASURES,
         tol_all_live=0.0,
     ),
+    # The two robust decoders have equal static fields (iterations, trim; Tukey ignores trim)
+    # and the loss is an array leaf, so they share every compiled program of the contract tests.
     CodeCase(
         name="robust-tukey",
         build=lambda: gcc.RobustSplineCode.chebyshev(
-            num_inputs=4, num_workers=10, lam_dec=1e-4, loss="tukey", iterations=4
+            num_inputs=4, num_workers=10, lam_dec=1e-4, loss="tukey", iterations=4, trim=1
         ),
         f=_smooth,
         x=_X,
@@ -199,7 +201,7 @@ ALL_CODES: list[CodeCase] = [
     CodeCase(
         name="robust-trim",
         build=lambda: gcc.RobustSplineCode.chebyshev(
-            num_inputs=4, num_workers=10, lam_dec=1e-4, loss="trim", iterations=2, trim=1
+            num_inputs=4, num_workers=10, lam_dec=1e-4, loss="trim", iterations=4, trim=1
         ),
         f=_smooth,
         x=_X,
