@@ -21,3 +21,19 @@ def without_jaxtyping():
         yield
     finally:
         jaxtyping.config.update("jaxtyping_disable", False)
+
+
+#: the one file of tests marked ``ray``: ``make test`` runs it alone, in its own process
+RAY_TESTS = "test_distributed_ray.py"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Refuse a test marked ``ray`` outside :data:`RAY_TESTS` (``make test`` would never run it)."""
+    stray = [item.nodeid for item in items if item.get_closest_marker("ray")]
+    stray = [nodeid for nodeid in stray if nodeid.split("::")[0].rsplit("/", 1)[-1] != RAY_TESTS]
+    if stray:
+        raise pytest.UsageError(
+            f"tests marked `ray` belong in tests/{RAY_TESTS}, which `make test` runs in its own "
+            f"process beside the rest; move {stray}"
+        )
