@@ -1,4 +1,7 @@
-"""`gcc-jax run` (the coded-inference main job) and `gcc-jax demo`: output equals the library's."""
+"""`gcc-jax run` (the coded-inference main job) and `gcc-jax demo`: output equals the library's.
+
+`gcc-jax run --toy` against `run_dnn` is in tests/test_dnn.py, on the model that module trains.
+"""
 
 import json
 import subprocess
@@ -79,34 +82,6 @@ def test_demo_bad_arguments_give_clear_errors(tmp_path):
         [sys.executable, "-m", "gcc_jax.cli", "demo", "-S", "a,b"], capture_output=True, text=True
     )
     assert proc.returncode == 2 and "comma-separated integers" in proc.stderr
-
-
-def test_run_writes_what_run_dnn_computes(tmp_path, capsys, monkeypatch):
-    from gcc_jax.experiments import format_dnn_table, run_dnn, toy_config
-    from gcc_jax.training import train_classifier
-
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("GCC_JAX_CACHE", str(cache))
-    argv = ["run", "--toy", "-S", "0,2", "--codes", "gcc,uncoded", "--cv-batches", "2"]
-    rc = main([*argv, "--no-worst-case", "--out", str(tmp_path / "out"), "--no-progress"])
-    assert rc == 0
-    out = capsys.readouterr().out
-    saved = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert saved["config"]["stragglers"] == [0, 2] and saved["config"]["num_cv_batches"] == 2
-    assert list(saved["results"]["results"]) == ["GCC", "uncoded"]
-    assert not saved["config"]["worst_case"]
-    for name in ("results.txt", "results.png", "cv.png"):
-        assert (tmp_path / "out" / name).stat().st_size > 0
-    # the same configuration through the library, on the model the CLI cached
-    trained = train_classifier("lenet5", "digits", epochs=1, cache_dir=cache, progress=False)
-    assert trained.from_cache
-    cfg = {**toy_config(), "stragglers": (0, 2), "num_cv_batches": 2}
-    ref = run_dnn(
-        **cfg, codes=("gcc", "uncoded"), worst_case=False, trained=trained, progress=False
-    )
-    assert saved["results"]["results"] == ref.results["results"]
-    assert saved["results"]["cv"] == ref.results["cv"]
-    assert format_dnn_table(ref) in out
 
 
 def test_run_bad_arguments_give_clear_errors(tmp_path, capsys):

@@ -21,9 +21,14 @@ from gcc_jax.training import train_classifier, tree_fingerprint
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("gcc-cache")
-    return train_classifier("lenet5", "digits", epochs=1, cache_dir=cache, progress=False)
+def cache_dir(tmp_path_factory):
+    """The module's model cache: `gcc-jax run --toy` below loads the model trained here."""
+    return tmp_path_factory.mktemp("gcc-cache")
+
+
+@pytest.fixture(scope="module")
+def trained(cache_dir):
+    return train_classifier("lenet5", "digits", epochs=1, cache_dir=cache_dir, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -410,3 +415,40 @@ def test_model_record_pins_the_trained_parameters(trained, toy_result):
     assert tree_fingerprint(treedef.unflatten(leaves)) != rec["params_fingerprint"]
     head = dnn.format_dnn_table(toy_result).splitlines()[0]
     assert f"after {rec['epochs']} epochs, seed 0, parameters {rec['params_fingerprint']}" in head
+
+
+def test_cli_run_writes_what_run_dnn_computes(
+    trained, cache_dir, toy, tmp_path, capsys, monkeypatch
+):
+    """`gcc-jax run --toy` (LeNet-5 from the module's cache) writes what `run_dnn` computes.
+
+    Here rather than in test_cli.py: the CLI loads the model this module trained (same cache
+    key), and its run reuses the programs the module's toy run compiled. Its codes are a subset
+    of the toy run's, at the toy run's S values: every metric must equal the toy run's.
+    """
+    from gcc_jax.cli import main
+
+    cfg, result = toy
+    monkeypatch.setenv("GCC_JAX_CACHE", str(cache_dir))
+    argv = ["run", "--toy", "-S", "0,3", "--codes", "gcc,uncoded", "--cv-batches", "2"]
+    rc = main([*argv, "--no-worst-case", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["config"]["stragglers"] == [0, 3] and saved["config"]["num_cv_batches"] == 2
+    assert list(saved["results"]["results"]) == ["GCC", "uncoded"]
+    assert not saved["config"]["worst_case"]
+    for name in ("results.txt", "results.png", "cv.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    # the CLI ran the model cached by this module's training (its parameters' fingerprint) ...
+    model = saved["results"]["model"]
+    assert model["from_cache"] and model["params_fingerprint"] == tree_fingerprint(trained.params)
+    # ... and computed what the module's toy run (`run_dnn`, the same configuration) computed
+    for name, rows in saved["results"]["results"].items():
+        assert len(rows) == len(result["results"][name]) == len(cfg["stragglers"])
+        for row, ref in zip(rows, result["results"][name], strict=True):
+            assert row["worst_case"] is None and ref["worst_case"] is not None
+            assert {**row, "worst_case": ref["worst_case"]} == ref
+    assert saved["results"]["cv"] == result["cv"]
+    for name in ("GCC", "uncoded"):
+        assert f"{result['results'][name][-1]['rmse']['mean']:.4f}" in out

@@ -1,5 +1,6 @@
 """The rates and polynomial experiments at toy sizes: structure, outputs and a few invariants."""
 
+import inspect
 import json
 
 import numpy as np
@@ -42,7 +43,7 @@ def test_slopes_and_bootstrap_match_loops():
 
 @pytest.fixture(scope="module")
 def toy_rates():
-    return rates.run_rates(**rates.TOY | dict(functions=("xsinx",)), progress=False)
+    return rates.run_rates(**RATES_TOY, progress=False)
 
 
 def test_run_rates_toy(toy_rates, tmp_path):
@@ -107,8 +108,17 @@ def test_noisy_workers_match_a_direct_loop(toy_rates):
     np.testing.assert_allclose(row["per_draw"][d], np.mean(losses), rtol=1e-9)
 
 
-def test_run_poly_toy(tmp_path):
-    r = poly.run_poly(settings=((3, 5, 20),), stragglers=(0, 7, 9), num_trials=3, progress=False)
+POLY_TOY = dict(settings=((3, 5, 20),), stragglers=(0, 7, 9), num_trials=3)
+RATES_TOY = rates.TOY | dict(functions=("xsinx",))
+
+
+@pytest.fixture(scope="module")
+def toy_poly():
+    return poly.run_poly(**POLY_TOY, progress=False)
+
+
+def test_run_poly_toy(toy_poly, tmp_path):
+    r = toy_poly
     rows = r.results["rows"]
     lcc = {row["S"]: row for row in rows if row["code"] == "LCC"}
     assert lcc[7]["exact"] and not lcc[9]["exact"]
@@ -122,15 +132,46 @@ def test_run_poly_toy(tmp_path):
     assert paths["plot"].stat().st_size > 1000
 
 
-def test_cli_rates_and_poly_toy(tmp_path, capsys):
+def _with_defaults(run, config: dict) -> dict:
+    """``config`` completed with ``run``'s own defaults: the keywords a call really runs with."""
+    params = inspect.signature(run).parameters.values()
+    full = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    return full | config
+
+
+def test_cli_rates_and_poly_toy(toy_rates, toy_poly, tmp_path, capsys, monkeypatch):
+    """`gcc-jax rates --toy` / `poly --toy` run exactly the module fixtures' computations.
+
+    The CLI's part is the flags → keywords mapping (checked here against the fixtures' keywords,
+    defaults included), the printed summary and the files; the computations are the fixtures'
+    (checked above), so the command's run returns them instead of computing them again.
+    """
+    from gcc_jax import cli
     from gcc_jax.cli import main
 
+    fixtures = {
+        "rates": (rates.run_rates, RATES_TOY, toy_rates),
+        "poly": (poly.run_poly, POLY_TOY, toy_poly),
+    }
+    seen = []
+
+    def run(command, config, args):
+        run_fn, expected, result = fixtures[command.name]
+        assert command.run is run_fn
+        assert _with_defaults(run_fn, {**config, "seed": args.seed}) == _with_defaults(
+            run_fn, expected
+        )
+        seen.append(command.name)
+        return result
+
+    monkeypatch.setattr(cli, "_run_command", run)
     args = ["--toy", "--functions", "xsinx", "--no-progress", "--out", str(tmp_path)]
     assert main(["rates", *args]) == 0
     assert "fitted log-log slopes" in capsys.readouterr().out
     assert (tmp_path / "rates.png").exists() and (tmp_path / "rates.json").exists()
     assert main(["poly", "--toy", "--no-progress", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "poly.json").exists()
+    assert seen == ["rates", "poly"]
     with pytest.raises(SystemExit) as exit_info:  # rejected before any compute
         main(["rates", "--toy", "--functions", "nope", "--out", str(tmp_path)])
     assert exit_info.value.code == 2
