@@ -71,7 +71,7 @@ def test_exact_at_a_node_no_nan_finite_grads():
         c = gcc.BerrutCode(alpha=alpha, beta=beta)
         return jnp.sum(c.decode_with_status(y, mask).value ** 2)
 
-    grads = jax.grad(loss, argnums=(0, 1, 2))(y, code.beta, code.alpha)
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(y, code.beta, code.alpha)  # one program
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in grads)
     # The encoder also hits a node (beta_2 = alpha_1) exactly.
     x = jnp.array([[1.0], [2.0], [3.0]])
@@ -125,4 +125,6 @@ def test_check_grads_wrt_data_and_nodes():
 
     # Shift the nodes off each other so the interpolant is smooth in them.
     alpha = code.alpha * 0.97
-    check_grads(jax.jit(pipeline), (x, alpha, code.beta), order=2, modes=("fwd", "rev"))
+    # both modes, second order in forward mode (rev-over-rev compiles as much again)
+    check_grads(jax.jit(pipeline), (x, alpha, code.beta), order=1, modes=("rev",))
+    check_grads(jax.jit(pipeline), (x, alpha, code.beta), order=2, modes=("fwd",))
