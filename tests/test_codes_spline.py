@@ -51,7 +51,7 @@ def test_encode_is_spline_through_inputs_at_workers(solver):
 def test_decode_is_natural_spline_through_live_workers(solver):
     code = _code(solver=solver)
     a, b = np.asarray(code.alpha), np.asarray(code.beta)
-    y = np.random.default_rng(1).normal(size=(30, 4))
+    y = np.random.default_rng(1).normal(size=(30, 3))  # (30, 3) in every decode: one compile
     mask = np.ones(30, bool)
     mask[[3, 4, 17]] = False
     if solver == "kernel":
@@ -141,15 +141,15 @@ def test_bad_input():
         gcc.SplineCode.chebyshev(num_inputs=3, num_workers=10, solver="nope")
     code = _code()
     with pytest.raises(gcc.GCCValueError, match="SplineCode needs at least 2 live"):
-        code.decode(np.zeros((30, 2)), np.eye(30, dtype=bool)[4])
+        code.decode(np.zeros((30, 3)), np.eye(30, dtype=bool)[4])
     # under jit: status, not an exception
-    out = jax.jit(code.decode_with_status)(jnp.zeros((30, 2)), jnp.eye(30, dtype=bool)[4])
+    out = jax.jit(code.decode_with_status)(jnp.zeros((30, 3)), jnp.eye(30, dtype=bool)[4])
     assert int(out.status) & int(gcc.Status.TOO_FEW_LIVE) and np.all(np.isnan(out.value))
 
 
 def test_float32_code():
     code32 = gcc.SplineCode.chebyshev(num_inputs=6, num_workers=30, dtype=jnp.float32)
-    x = np.random.default_rng(5).normal(size=(6, 2)).astype(np.float32)
+    x = np.random.default_rng(5).normal(size=(6, 3)).astype(np.float32)
     y32 = code32.decode(code32.encode(x), np.ones(30, bool))
     y64 = _code().decode(_code().encode(x.astype(np.float64)), np.ones(30, bool))
     assert y32.dtype == np.float32
