@@ -97,13 +97,13 @@ def test_step_is_pure_and_descends(digits):
 def test_fit_is_deterministic_by_seed(digits):
     apply, params = make_model("lenet5", input_shape=(8, 8, 1), num_classes=10, key=0)
     kw = dict(optimizer=optax.adam(1e-3), epochs=1, batch_size=64, progress=False)
-    x, y = digits.x_train[:512], digits.y_train[:512]
+    x, y = digits.x_train[:256], digits.y_train[:256]  # 4 steps: LeNet-5's run time dominates
     a = fit(apply, params, x, y, seed=1, **kw)
     b = fit(apply, params, x, y, seed=1, **kw)
     c = fit(apply, params, x, y, seed=2, **kw)
     assert tree_equal(a.params, b.params) and a.train_losses == b.train_losses
     assert not tree_equal(a.params, c.params)
-    assert a.num_steps == 512 // 64 and a.val_accuracies == ()
+    assert a.num_steps == 256 // 64 and a.val_accuracies == ()
 
 
 def test_accuracy_matches_numpy_with_ragged_last_chunk(digits):
