@@ -70,6 +70,8 @@ def _flat(tree, prefix=""):
 def test_bad_layouts_raise():
     with pytest.raises(ValueError, match="widths"):
         make_model("repvgg", input_shape=(8, 8, 1), num_classes=2, widths=(4,), depths=(1, 1))
-    _, params = make_model("repvgg", input_shape=(8, 8, 1), num_classes=2)
+    # 3 blocks (the second layout above: its initialisation is compiled already)
+    kw = dict(input_shape=(9, 9, 2), num_classes=5, depths=(2, 1), widths=(4, 4), key=3)
+    _, params = make_model("repvgg", **kw)
     with pytest.raises(ValueError, match="depths"):
-        reparameterize_repvgg(params, input_channels=1, depths=(1, 1))
+        reparameterize_repvgg(params, input_channels=2, depths=(1, 1))
