@@ -237,9 +237,10 @@ def test_negative_lam_enc_is_flagged_under_jit():
 
 
 def test_gcv_flags_nonfinite_output_of_a_live_worker():
-    code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=20)
-    y = np.sin(3 * np.asarray(code.beta)) + 0.1 * np.random.default_rng(1).normal(size=20)
-    mask = np.ones(20, bool)
+    code = _spline()  # the file's one size, and cv_lam_dec's folds and refine as in the test
+    # above: the λ selections compile once for the file
+    y = np.sin(3 * np.asarray(code.beta)) + 0.1 * np.random.default_rng(1).normal(size=7)
+    mask = np.ones(7, bool)
     mask[5] = False
     clean = tuning.gcv_lam_dec(code, y, mask)
     assert int(clean.status) == 0
@@ -250,7 +251,7 @@ def test_gcv_flags_nonfinite_output_of_a_live_worker():
         for choice in (
             tuning.gcv_lam_dec(code, y_bad, mask),
             gcv_jit(y_bad),
-            tuning.cv_lam_dec(code, y_bad, mask),
+            tuning.cv_lam_dec(code, y_bad, mask, folds=3, refine=2),
         ):
             assert int(choice.status) & int(gcc.Status.NONFINITE_DATA)
         score = tuning.gcv_score(code, y_bad, mask, 1e-4)
