@@ -68,7 +68,8 @@ def test_an_evaluator_given_new_lambdas_reuses_its_compiled_blocks():
     """Assigning ``evaluator.code`` (same structure, new λs) neither recompiles nor goes stale."""
     code, x = _setup(lam_dec=1e-6)
     yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
-    masks = np.asarray(gcc.sample_masks(jax.random.key(4), 40, num=20, stragglers=5))
+    # 16 masks: the block shape of test_matches_python_loop_for_any_chunking[64] (one compile)
+    masks = np.asarray(gcc.sample_masks(jax.random.key(4), 40, num=16, stragglers=5))
     ev = gcc.MaskEvaluator(code, yt, fx)
     ev(masks)
     size_before = gcc._evaluator._blocks._cache_size()
