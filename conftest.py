@@ -10,10 +10,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("GCC_JAX_TOY", "1")
 
 
-def _classic_cpu_emitters():
-    # gcc-jax's own XLA setting (gcc_jax/_xla_flags.py): compiling with XLA's classic CPU emitters
-    # takes about half the time and memory on our graphs. The file is loaded by path, since
-    # gcc_jax itself must be imported after jaxtyping's import hook is in place.
+def _xla_flags():
+    # gcc_jax/_xla_flags.py: XLA's classic CPU emitters (the command line's setting: about half
+    # the compile time and memory on our graphs) and one code-generation thread per compilation
+    # (the suite keeps every core busy with compilations; splitting each one adds ~15% CPU). The
+    # file is loaded by path, since gcc_jax itself must be imported after jaxtyping's import
+    # hook is in place.
     import importlib.util
     import pathlib
 
@@ -21,10 +23,10 @@ def _classic_cpu_emitters():
     spec = importlib.util.spec_from_file_location("_gcc_jax_test_xla_flags", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.use_classic_cpu_emitters()
+    module.add_xla_flags(module.FLAG, module.SERIAL_CODEGEN)
 
 
-_classic_cpu_emitters()
+_xla_flags()
 
 import jax  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""XLA compiler settings of the ``gcc-jax`` command line (set before JAX starts its backend).
+"""XLA compiler settings of the ``gcc-jax`` command line and the test suite (set before JAX starts).
 
 XLA's CPU backend generates each fusion's code with its MLIR fusion emitters by default. On
 this library's graphs (decoders differentiated through the encoder and the worker function,
@@ -9,25 +9,63 @@ step took 15.4 s of CPU time and 0.75 GB of temporaries with them, 6.6 s and 0.1
 memory, its results equal to 2e-11 (rounding). The experiments are compilation-bound, so the
 command line turns them off (``--xla_cpu_use_fusion_emitters=false``).
 
-An unknown flag in ``XLA_FLAGS`` aborts the process, so the flag is added only for the jaxlib
-versions it was measured with, and never when ``XLA_FLAGS`` already mentions it (the user's
-choice wins).
+The test suite (``conftest.py``) adds :data:`SERIAL_CODEGEN` as well. An unknown flag in
+``XLA_FLAGS`` aborts the process, so flags are added only for the jaxlib versions they were
+measured with, and never when ``XLA_FLAGS`` already mentions them (the user's choice wins).
 """
 
 import os
 
-__all__ = ["FLAG", "TESTED_JAXLIB", "use_classic_cpu_emitters"]
+__all__ = ["FLAG", "SERIAL_CODEGEN", "TESTED_JAXLIB", "add_xla_flags", "use_classic_cpu_emitters"]
 
 FLAG = "--xla_cpu_use_fusion_emitters=false"
-#: jaxlib versions (major, minor) the flag was measured with
+#: one LLVM code-generation thread per compilation (the test suite's setting, not the command
+#: line's): on a machine whose cores are already busy with other compilations, splitting each
+#: module for parallel code generation only adds work (about 15% of ``make test``'s CPU time,
+#: measured with jaxlib 0.10.2 on 2 cores); on an idle many-core machine it shortens a compile.
+SERIAL_CODEGEN = "--xla_cpu_parallel_codegen_split_count=1"
+#: jaxlib versions (major, minor) the flags were measured with
 TESTED_JAXLIB = ((0, 10),)
+
+
+def _tested_jaxlib() -> bool:
+    import jaxlib
+
+    try:
+        major, minor = (int(v) for v in jaxlib.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) in TESTED_JAXLIB
+
+
+def add_xla_flags(*flags: str, environ=os.environ) -> tuple[str, ...]:
+    """Append ``flags`` (``--name=value``) to ``XLA_FLAGS``, each unless the user set that name.
+
+    Nothing is added for a jaxlib outside :data:`TESTED_JAXLIB` (an unknown flag aborts the
+    process). Call before the first JAX computation (XLA reads ``XLA_FLAGS`` once, when its
+    backend starts); later calls change nothing in this process.
+
+    Returns:
+        The flags added.
+
+    Example:
+        >>> env = {"XLA_FLAGS": "--xla_cpu_parallel_codegen_split_count=4"}
+        >>> add_xla_flags(SERIAL_CODEGEN, environ=env)  # the user's setting wins
+        ()
+        >>> env["XLA_FLAGS"]
+        '--xla_cpu_parallel_codegen_split_count=4'
+    """
+    if not _tested_jaxlib():
+        return ()
+    current = environ.get("XLA_FLAGS", "")
+    added = tuple(f for f in flags if f.split("=", 1)[0].lstrip("-") not in current)
+    if added:
+        environ["XLA_FLAGS"] = " ".join([current, *added]).strip()
+    return added
 
 
 def use_classic_cpu_emitters(environ=os.environ) -> bool:
     """Add :data:`FLAG` to ``XLA_FLAGS`` unless the user set it or jaxlib is untested.
-
-    Call before the first JAX computation (XLA reads ``XLA_FLAGS`` once, when its backend
-    starts); later calls change nothing in this process.
 
     Returns:
         True when the flag was added.
@@ -37,16 +75,4 @@ def use_classic_cpu_emitters(environ=os.environ) -> bool:
         >>> use_classic_cpu_emitters(env), env["XLA_FLAGS"]  # the user's setting wins
         (False, '--xla_cpu_use_fusion_emitters=true')
     """
-    import jaxlib
-
-    current = environ.get("XLA_FLAGS", "")
-    if "xla_cpu_use_fusion_emitters" in current:
-        return False
-    try:
-        major, minor = (int(v) for v in jaxlib.__version__.split(".")[:2])
-    except ValueError:
-        return False
-    if (major, minor) not in TESTED_JAXLIB:
-        return False
-    environ["XLA_FLAGS"] = f"{current} {FLAG}".strip()
-    return True
+    return bool(add_xla_flags(FLAG, environ=environ))

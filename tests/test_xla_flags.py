@@ -64,3 +64,23 @@ def test_toy_runs_compile_with_most_optimizations_off(monkeypatch, tmp_path, cap
     assert not serve.fast_toy_compile and all(
         c.fast_toy_compile for c in COMMANDS if c.name != "serve-bench"
     )
+
+
+def test_add_xla_flags_keeps_the_users_setting_of_each_flag(monkeypatch):
+    monkeypatch.setattr(jaxlib, "__version__", "0.10.2")
+    env = {"XLA_FLAGS": "--xla_cpu_parallel_codegen_split_count=8"}
+    added = _xla_flags.add_xla_flags(_xla_flags.FLAG, _xla_flags.SERIAL_CODEGEN, environ=env)
+    assert added == (_xla_flags.FLAG,)
+    assert env["XLA_FLAGS"].split() == ["--xla_cpu_parallel_codegen_split_count=8", _xla_flags.FLAG]
+    assert _xla_flags.add_xla_flags(_xla_flags.FLAG, environ=env) == ()  # idempotent
+    monkeypatch.setattr(jaxlib, "__version__", "0.11.0")
+    assert _xla_flags.add_xla_flags(_xla_flags.SERIAL_CODEGEN, environ={}) == ()
+
+
+def test_the_suite_runs_with_its_xla_flags():
+    """conftest.py set both flags before JAX started (the user's XLA_FLAGS would win)."""
+    import os
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    assert "xla_cpu_use_fusion_emitters" in flags
+    assert "xla_cpu_parallel_codegen_split_count" in flags
