@@ -29,8 +29,9 @@ def test_exact_recovery_at_and_above_threshold(degree, k, n):
         return jnp.stack([jnp.polyval(coef, v[0]), v[1] ** degree - v[0] * v[1] ** (degree - 1)])
 
     x = jnp.asarray(rng.uniform(-1.0, 1.0, size=(k, 2)))
-    yt = jax.vmap(f)(code.encode(x))
-    fx = jax.vmap(f)(x)
+    apply = jax.jit(jax.vmap(f))  # one program per shape, not one dispatch per operation
+    yt = apply(code.encode(x))
+    fx = apply(x)
     dec = jax.jit(jax.vmap(lambda m: code.decode_with_status(yt, m)))
     masks = jnp.stack([random_mask(rng, n, live) for live in (r, r, r + 1, n)])
     out = dec(masks)
