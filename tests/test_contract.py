@@ -18,7 +18,9 @@ import gcc_jax as gcc
 NONFINITE = [np.nan, np.inf, -np.inf]
 
 
-@pytest.fixture(params=ALL_CODES, ids=lambda c: c.name)
+# Module scope: pytest then runs every test of one code before the next code, so under
+# pytest-xdist a code's tests (and its compiled programs) mostly stay on one worker.
+@pytest.fixture(params=ALL_CODES, ids=lambda c: c.name, scope="module")
 def case(request) -> CodeCase:
     return request.param
 
