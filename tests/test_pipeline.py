@@ -44,8 +44,10 @@ def test_f_is_applied_once_and_compiles_once():
         calls.append(1)  # runs at trace time only
         return f(v)
 
-    masks = gcc.sample_masks(jax.random.key(1), 40, num=50, stragglers=3)
-    gcc.monte_carlo_loss(code, counted, x, masks, chunk_size=16)
+    # chunks of 7 and 9 to 14 masks: two chunks per call, in the block shape of
+    # test_matches_python_loop_for_any_chunking[7] (compiled once for the file)
+    masks = gcc.sample_masks(jax.random.key(1), 40, num=13, stragglers=3)
+    gcc.monte_carlo_loss(code, counted, x, masks, chunk_size=7)
     first = len(calls)
     assert first <= 2  # one trace for the N coded inputs, one for the K true inputs
     # new masks and new lambdas: neither f nor the decoder is traced again
@@ -53,13 +55,13 @@ def test_f_is_applied_once_and_compiles_once():
         gcc.SplineCode.chebyshev(num_inputs=6, num_workers=40, lam_dec=1e-3, lam_enc=1e-4),
         counted,
         x,
-        gcc.sample_masks(jax.random.key(2), 40, num=50, p=0.2),
-        chunk_size=16,
+        gcc.sample_masks(jax.random.key(2), 40, num=13, p=0.2),
+        chunk_size=7,
     )
     assert len(calls) - first <= 1  # vmap(f)(x) outside jit re-traces f once, never per mask
     size_before = gcc._evaluator._blocks._cache_size()
     gcc.monte_carlo_loss(
-        code, f, x, gcc.sample_masks(jax.random.key(3), 40, num=33, stragglers=9), chunk_size=16
+        code, f, x, gcc.sample_masks(jax.random.key(3), 40, num=9, stragglers=9), chunk_size=7
     )
     assert gcc._evaluator._blocks._cache_size() == size_before
 
