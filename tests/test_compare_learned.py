@@ -51,7 +51,8 @@ def setup(toy):
     assert tm.from_cache
     ev = exp.eval_indices(ds.x_test.shape[0], cfg["eval_images"], cfg["seed"])
     x = ds.x_test[ev]  # float32: the experiment's workers run the model in its precision
-    logits = np.asarray(jax.vmap(lambda v: tm.apply(tm.params, v))(jnp.asarray(x)))
+    # one compiled forward pass (eagerly, every layer's operations would compile one by one)
+    logits = np.asarray(jax.jit(jax.vmap(lambda v: tm.apply(tm.params, v)))(jnp.asarray(x)))
     return ds, tm, x, ds.y_test[ev], logits
 
 
