@@ -2,16 +2,11 @@
 
 import itertools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import gcc_jax as gcc
-
-# `locate` runs eagerly (one dispatch, and one compile at a new shape, per operation): one jitted
-# program per code and shape instead (the code is an argument, its static fields key the cache).
-_locate = jax.jit(lambda code, y, mask: code.locate(y, mask))
 
 
 def numpy_rational_locator(z, y, degree):
@@ -57,7 +52,7 @@ def test_approxifer_matches_numpy_reference(seed):
         votes[live[np.argsort(q)[:a]]] += 1
     located = np.zeros(n, bool)
     located[np.argsort(-votes, kind="stable")[:a]] = True
-    np.testing.assert_array_equal(np.asarray(_locate(code, y, mask)), located)
+    np.testing.assert_array_equal(np.asarray(code.locate(y, mask)), located)
     np.testing.assert_array_equal(np.flatnonzero(located), np.sort(bad))
     keep = mask & ~located
     ref = berrut_loop(beta[keep], y[keep], np.asarray(code.alpha))
@@ -92,7 +87,7 @@ def test_approxifer_brute_force_locator_tiny():
                 compute_uv=False,
             )[-1],
         )
-        got = np.flatnonzero(np.asarray(_locate(code, y, np.ones(n, bool))))
+        got = np.flatnonzero(np.asarray(code.locate(y, np.ones(n, bool))))
         assert list(got) == list(best) == [bad], trial
 
 
@@ -149,7 +144,7 @@ def test_lagrange_ec_exact_and_matches_brute_force(seed):
         ref = brute_force_polynomial_decode(beta[live], y[live, j], (k - 1) * deg, a, alpha)
         np.testing.assert_allclose(got[:, j], ref, rtol=1e-8, atol=1e-8)
     # the liars are the workers dropped in every coordinate
-    assert np.all(np.asarray(_locate(code, y, mask))[bad])
+    assert np.all(np.asarray(code.locate(y, mask))[bad])
 
 
 def test_lagrange_ec_without_adversaries_is_lcc_and_status():
@@ -178,4 +173,4 @@ def test_float32_decodes():
     y = code.worker_outputs(jnp.sin, x).at[5].set(4.0)
     out = code.decode(y, jnp.ones(16, bool))
     assert out.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(out)))
-    assert bool(_locate(code, y, jnp.ones(16, bool))[5])
+    assert bool(code.locate(y, jnp.ones(16, bool))[5])

@@ -69,6 +69,7 @@ _COMPILED_METHODS = (
     "decode_batch_with_status",
     "encoder_matrix_with_status",
     "decoder_matrix_with_status",
+    "locate",
 )
 
 
