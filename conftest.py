@@ -35,6 +35,9 @@ jax.config.update("jax_enable_x64", True)
 # (JAX's switch for it) cuts the suite's compile time by about a quarter. It changes code
 # generation only; XLA's HLO passes, and so the arithmetic the tests check, are the same.
 jax.config.update("jax_disable_most_optimizations", True)
+# Source locations are attached to every lowered operation, with up to 100 Python frames each
+# (pytest's frames included): the suite never reads them, and building them costs ~2% of its CPU.
+jax.config.update("jax_traceback_in_locations_limit", 0)
 
 
 def pytest_unconfigure(config):
