@@ -17,6 +17,7 @@ from gcc_jax.cli import build_parser
 from gcc_jax.experiments import COMMANDS, ExperimentResult, load_result, save_result
 from gcc_jax.experiments._command import merge_config
 from gcc_jax.experiments._io import git_commit, json_clean
+from gcc_jax.experiments.rates import TOY
 
 
 def _result():
@@ -118,6 +119,7 @@ def test_toy_defaults_then_explicit_flags():
     args = build_parser().parse_args(["rates", "--toy", "-N", "8,16", "--restarts", "5"])
     cfg = rates.config(args, True)
     assert cfg["workers"] == (8, 16) and cfg["num_inputs"] == 4  # explicit N, toy K
-    assert cfg["search"] == dict(restarts=5, proposals=16, max_iters=3)
+    assert cfg["search"] == dict(TOY["search"], restarts=5)  # the flag given, the rest toy
+    assert TOY["search"]["restarts"] != 5
     full = rates.config(build_parser().parse_args(["rates"]), False)
     assert full["workers"] == (20, 40, 80, 160, 320, 640) and full["search"]["restarts"] == 8
