@@ -16,7 +16,14 @@ measured with, and never when ``XLA_FLAGS`` already mentions them (the user's ch
 
 import os
 
-__all__ = ["FLAG", "SERIAL_CODEGEN", "TESTED_JAXLIB", "add_xla_flags", "use_classic_cpu_emitters"]
+__all__ = [
+    "FLAG",
+    "SERIAL_CODEGEN",
+    "TESTED_JAXLIB",
+    "add_xla_flags",
+    "jaxlib_is_tested",
+    "use_classic_cpu_emitters",
+]
 
 FLAG = "--xla_cpu_use_fusion_emitters=false"
 #: one LLVM code-generation thread per compilation (the test suite's setting, not the command
@@ -28,7 +35,8 @@ SERIAL_CODEGEN = "--xla_cpu_parallel_codegen_split_count=1"
 TESTED_JAXLIB = ((0, 10),)
 
 
-def _tested_jaxlib() -> bool:
+def jaxlib_is_tested() -> bool:
+    """Whether the installed jaxlib is one of :data:`TESTED_JAXLIB`."""
     import jaxlib
 
     try:
@@ -55,7 +63,7 @@ def add_xla_flags(*flags: str, environ=os.environ) -> tuple[str, ...]:
         >>> env["XLA_FLAGS"]
         '--xla_cpu_parallel_codegen_split_count=4'
     """
-    if not _tested_jaxlib():
+    if not jaxlib_is_tested():
         return ()
     current = environ.get("XLA_FLAGS", "")
     added = tuple(f for f in flags if f.split("=", 1)[0].lstrip("-") not in current)

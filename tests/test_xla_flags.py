@@ -78,9 +78,11 @@ def test_add_xla_flags_keeps_the_users_setting_of_each_flag(monkeypatch):
 
 
 def test_the_suite_runs_with_its_xla_flags():
-    """conftest.py set both flags before JAX started (the user's XLA_FLAGS would win)."""
+    """conftest.py set both flags before JAX started (for an untested jaxlib it adds none:
+    test_untested_jaxlib_leaves_xla_flags_alone)."""
     import os
 
     flags = os.environ.get("XLA_FLAGS", "")
-    assert "xla_cpu_use_fusion_emitters" in flags
-    assert "xla_cpu_parallel_codegen_split_count" in flags
+    if _xla_flags.jaxlib_is_tested():
+        for flag in (_xla_flags.FLAG, _xla_flags.SERIAL_CODEGEN):  # ours, or the user's setting
+            assert flag.split("=", 1)[0].lstrip("-") in flags, flag
