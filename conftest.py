@@ -48,7 +48,8 @@ def pytest_unconfigure(config):
     before it reports. By the time this hook runs, the worker has sent every result and its
     exit status to the controller, so skipping the teardown loses nothing.
     """
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    # only a worker has `workerinput`: PYTEST_XDIST_WORKER is inherited by any pytest a test runs
+    if hasattr(config, "workerinput"):
         import atexit
         import sys
 
