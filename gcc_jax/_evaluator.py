@@ -5,7 +5,7 @@ tuning's held-out evaluation, the experiments — is decoded here. Worker output
 targets ``fx`` are computed once (by :meth:`AbstractCode.worker_outputs`); the masks are cut into
 blocks of ``groups × chunk`` rows, each block is one compiled call (``lax.map`` over ``groups``
 of a ``vmap`` over ``chunk`` masks, so the working set stays one chunk), the last block is padded
-with all-live masks (one compiled shape), and blocks can be sharded over devices on their chunk
+with copies of its first mask (one compiled shape), and blocks can be sharded over devices on their chunk
 axis. Per-pattern statuses always come back alongside the values.
 """
 
@@ -101,7 +101,11 @@ def batch_losses(
     The same values as ``vmap(pattern_loss)``; a code with a batch-native decoder (``SplineCode``)
     decodes the whole chunk in one pass.
     """
-    dec = code.decode_batch_with_status(yt, masks)
+    return _losses(code.decode_batch_with_status(yt, masks), fx)
+
+
+def _losses(dec, fx: Array) -> tuple[Array, Array]:
+    """Per-pattern loss and status from a batch of decodes (NaN where the status is not OK)."""
     ok = dec.status == 0
     err = jnp.where(ok.reshape((-1,) + (1,) * (dec.value.ndim - 1)), dec.value - fx[None], 0)
     loss = jnp.sum(err.reshape(err.shape[0], -1) ** 2, axis=1) / fx.shape[0]
@@ -112,10 +116,12 @@ def batch_losses(
 def _blocks(per_mask, code, yt, fx, masks):
     """``per_mask`` over masks ``(g, chunk, n)``: ``lax.map`` over ``g``, ``vmap`` over chunks.
 
-    The default loss goes through the code's batched decoder instead of ``vmap(per_mask)``.
+    The default loss goes through the code's batched decoder instead of ``vmap(per_mask)``,
+    prepared once per block (:meth:`AbstractCode.batch_decoder`) from its first chunk.
     """
     if per_mask is pattern_loss:
-        return jax.lax.map(lambda chunk: batch_losses(code, yt, fx, chunk), masks)
+        decode = code.batch_decoder(yt, masks[0])
+        return jax.lax.map(lambda chunk: _losses(decode(chunk), fx), masks)
     return jax.lax.map(jax.vmap(lambda mask: per_mask(code, yt, fx, mask)), masks)
 
 
@@ -226,8 +232,9 @@ class MaskEvaluator:
         for start in starts:
             block = np.asarray(masks[start : start + step])
             size = block.shape[0]
-            if size < step:  # pad with all-live rows: keeps one compiled shape
-                block = np.concatenate([block, np.ones((step - size, n), bool)], axis=0)
+            if size < step:  # pad (keeps one compiled shape) with copies of the first row, so
+                # the padded chunk has the same number of stragglers as the others
+                block = np.concatenate([block, np.repeat(block[:1], step - size, axis=0)], axis=0)
             res = _blocks(
                 self.per_mask,
                 self.code,

@@ -61,6 +61,7 @@ is ``lax.scan``: jittable and differentiable w.r.t. ``y``, ``λ``, ``t`` and ``t
 """
 
 import math
+from typing import NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
@@ -389,6 +390,50 @@ def smooth_nodes(
     return values, slopes
 
 
+class Sanitised(NamedTuple):
+    """A batch problem with every value problem flagged and replaced by a harmless stand-in."""
+
+    status: Int[Array, " p"]  # per-mask flags known before solving
+    t: Float[Array, " n"]  # nodes (equispaced stand-ins if the nodes are bad)
+    lam: Float[Array, ""]  # λ (1 if λ is bad)
+    masks: Bool[Array, "p n"]  # masks (all live where the status is not OK)
+    y: Float[Array, "n r"]  # outputs (0 in rows with a NaN/Inf)
+
+
+def sanitise(t: Array, masks: Array, lam: Array, y: Array) -> Sanitised:
+    """Flags ``TOO_FEW_LIVE``, ``NONFINITE_DATA``, ``BAD_NODES``, ``NEGATIVE_LAM`` per mask and
+    replaces what they flag, so that no NaN/Inf (a straggler's included) reaches the arithmetic
+    or the gradient."""
+    dtype = t.dtype
+    n = t.shape[0]
+    finite_rows = jnp.all(jnp.isfinite(y), axis=1)
+    node_bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
+    lam_bad = ~(lam >= 0) | ~jnp.isfinite(lam)
+    global_status = combine((node_bad, Status.BAD_NODES), (lam_bad, Status.NEGATIVE_LAM))
+    status = (
+        combine(
+            (jnp.sum(masks, axis=1) < 2, Status.TOO_FEW_LIVE),
+            (jnp.any(masks & ~finite_rows[None, :], axis=1), Status.NONFINITE_DATA),
+        )
+        | global_status
+    )
+    return Sanitised(
+        status=status,
+        t=jnp.where(global_status != 0, jnp.linspace(0.0, 1.0, n, dtype=dtype), t),
+        lam=jnp.where(global_status != 0, jnp.ones_like(lam), lam),
+        masks=jnp.where((status != 0)[:, None], True, masks),
+        y=jnp.where(finite_rows[:, None], y, 0.0),
+    )
+
+
+def finish(values: Float[Array, "p q r"], status: Int[Array, " p"]) -> tuple[Array, Array]:
+    """Adds ``NONFINITE_RESULT`` and puts NaN where the status is not OK."""
+    bad = status != 0
+    finite = jnp.all(jnp.isfinite(values), axis=(1, 2))
+    status = status | combine((~finite & ~bad, Status.NONFINITE_RESULT))
+    return jnp.where((status == 0)[:, None, None], values, jnp.nan), status
+
+
 def smooth_batch_with_status(
     t: Float[Array, " n"],
     masks: Bool[Array, "p n"],
@@ -403,26 +448,7 @@ def smooth_batch_with_status(
     and a straggler's ``y`` (even NaN/Inf) never reaches the arithmetic or the gradient.
     """
     dtype = t.dtype
-    n = t.shape[0]
     lam, y, tq = jnp.asarray(lam, dtype), jnp.asarray(y, dtype), jnp.asarray(tq, dtype)
-    finite_rows = jnp.all(jnp.isfinite(y), axis=1)
-    node_bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
-    lam_bad = ~(lam >= 0) | ~jnp.isfinite(lam)
-    global_status = combine((node_bad, Status.BAD_NODES), (lam_bad, Status.NEGATIVE_LAM))
-    status = (
-        combine(
-            (jnp.sum(masks, axis=1) < 2, Status.TOO_FEW_LIVE),
-            (jnp.any(masks & ~finite_rows[None, :], axis=1), Status.NONFINITE_DATA),
-        )
-        | global_status
-    )
-    bad = status != 0
-    t_ok = jnp.where(global_status != 0, jnp.linspace(0.0, 1.0, n, dtype=dtype), t)
-    lam_ok = jnp.where(global_status != 0, jnp.ones_like(lam), lam)
-    masks_ok = jnp.where(bad[:, None], True, masks)
-    y_ok = jnp.where(finite_rows[:, None], y, 0.0)
-    values = smooth_at(t_ok, masks_ok.T.astype(dtype), lam_ok, y_ok, tq)  # (q, r, p)
-    values = jnp.moveaxis(values, -1, 0)
-    finite = jnp.all(jnp.isfinite(values), axis=(1, 2))
-    status = status | combine((~finite & ~bad, Status.NONFINITE_RESULT))
-    return jnp.where((status == 0)[:, None, None], values, jnp.nan), status
+    s = sanitise(t, masks, lam, y)
+    values = smooth_at(s.t, s.masks.T.astype(dtype), s.lam, s.y, tq)  # (q, r, p)
+    return finish(jnp.moveaxis(values, -1, 0), s.status)

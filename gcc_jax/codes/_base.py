@@ -225,6 +225,30 @@ class AbstractCode(abc.ABC):
         masks = as_mask_rows(masks, self.num_workers)
         return jax.vmap(lambda mask: self.decode_with_status(y, mask))(masks)
 
+    def batch_decoder(
+        self, y: Shaped[ArrayLike, "n *m"], like: Bool[ArrayLike, "p n"]
+    ) -> Callable[[Bool[ArrayLike, "p n"]], Decoded]:
+        """``masks -> decode_batch_with_status(y, masks)`` for many chunks over the same ``y``.
+
+        A code may do once here what every chunk of masks shares (``SplineCode``: the full fit
+        that each mask's fit is a rank-S downdate of, see :mod:`gcc_jax._downdate`); ``like``
+        is a chunk of the shape to come (its first valid mask may guide that work). The values
+        do not depend on ``like``. The default does nothing ahead. :class:`gcc_jax.MaskEvaluator`
+        calls it once per block of chunks, inside its compiled call.
+
+        Example:
+            >>> import jax, jax.numpy as jnp, gcc_jax as gcc
+            >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
+            >>> y = code.worker_outputs(jnp.sin, jnp.linspace(-1.0, 1.0, 3)[:, None])
+            >>> masks = gcc.sample_masks(jax.random.key(0), 8, num=10, stragglers=2)
+            >>> decode = code.batch_decoder(y, masks[:5])
+            >>> out = decode(masks[5:])
+            >>> bool(jnp.allclose(out.value, code.decode_batch_with_status(y, masks[5:]).value))
+            True
+        """
+        del like
+        return functools.partial(self.decode_batch_with_status, y)
+
     def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
         """Estimates ``(k, *m)`` of ``f(x_k)`` from worker outputs ``y`` ``(n, *m)``.
 

@@ -1,13 +1,15 @@
 """GCC: the smoothing-spline code (encoder and decoder are cubic smoothing splines)."""
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._kalman_batch import smooth_batch_with_status
+from .._downdate import batch_decoder
 from .._misc import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
 from .._spline import (
     as_solver,
@@ -159,9 +161,12 @@ class SplineCode(AbstractNodeCode):
     ) -> Decoded:
         """:meth:`decode_with_status` for every row of ``masks``, batch-native.
 
-        The masks are the vectorised axis of one forward/backward smoother pass
-        (:mod:`gcc_jax._kalman_batch`) that returns the spline only at ``alpha``: values
-        ``(p, k, *m)`` and statuses ``(p,)`` equal to the per-mask decode (same flags; NaN where
+        ``self.batch_decoder(y, masks)(masks)``: for at least 32 masks that all have the same
+        number S ≤ 32 of stragglers and 64 ≤ N ≤ 1024, each mask's fit is a rank-S downdate of
+        one full fit (:mod:`gcc_jax._downdate`: an S × S solve per mask); otherwise the masks
+        are the vectorised axis of one forward/backward smoother pass
+        (:mod:`gcc_jax._kalman_batch`) that returns the spline only at ``alpha``. Values
+        ``(p, k, *m)`` and statuses ``(p,)`` equal the per-mask decode's (same flags; NaN where
         not OK); ``solver="auto"`` takes this path too. Falls back to ``vmap(decode_with_status)``
         for the kernel and parallel solvers and for more columns than workers (the
         decoder-matrix path).
@@ -178,15 +183,38 @@ class SplineCode(AbstractNodeCode):
         """
         n = self.num_workers
         y = check_outputs(y, jnp.ones((n,), bool), n)[0]
-        masks = as_mask_rows(masks, n)
         if self.solver in ("kernel", "parallel") or math.prod(y.shape[1:]) > n:
             return super().decode_batch_with_status(y, masks)
+        return self.batch_decoder(y, masks)(masks)
+
+    def batch_decoder(
+        self, y: Shaped[ArrayLike, "n ..."], like: Bool[ArrayLike, "p n"]
+    ) -> Callable[[Bool[ArrayLike, "p n"]], Decoded]:
+        """``masks -> decode_batch_with_status(y, masks)``, the shared full fit computed once.
+
+        See :meth:`gcc_jax.AbstractCode.batch_decoder`: when ``like`` (a chunk of the shape to
+        come) passes the static gates of :mod:`gcc_jax._downdate`, the fit with every worker
+        live, for its first valid mask's number of stragglers, is computed here once; each chunk
+        is then downdated from it when its masks fit it, and smoothed by the Kalman pass when
+        they do not (the same values to rounding).
+        """
+        n = self.num_workers
+        y = check_outputs(y, jnp.ones((n,), bool), n)[0]
+        if self.solver in ("kernel", "parallel") or math.prod(y.shape[1:]) > n:
+            return functools.partial(AbstractNodeCode.decode_batch_with_status, self, y)
         dtype = float_dtype(self.beta, y)
-        values, status = smooth_batch_with_status(
+        decode = batch_decoder(
             self.beta.astype(dtype),
-            masks,
             self.lam_dec.astype(dtype),
             y.reshape(n, -1).astype(dtype),
             self.alpha.astype(dtype),
+            as_mask_rows(like, n),
         )
-        return Decoded(values.reshape((masks.shape[0], self.num_inputs, *y.shape[1:])), status)
+
+        def run(masks: Bool[ArrayLike, "p n"]) -> Decoded:
+            masks = as_mask_rows(masks, n)
+            values, status = decode(masks)
+            shape = (masks.shape[0], self.num_inputs, *y.shape[1:])
+            return Decoded(values.reshape(shape), status)
+
+        return run

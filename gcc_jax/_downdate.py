@@ -1,0 +1,224 @@
+"""Many masks over one set of outputs: each mask's smoothing spline as a rank-S downdate of one fit.
+
+Same objective and convention as :mod:`gcc_jax._kalman_batch` (DESIGN §1). In Monte Carlo one set
+of worker outputs ``y`` is decoded under many masks, typically all with the same number ``S`` of
+stragglers. Then every mask's fit has the same ``λ' = (n − S) λ``, and each is a rank-``S`` change
+of one fit that gives every worker weight 1. With ``Ω`` the roughness matrix of the nodes
+(``gᵀ Ω g = ∫ s''²`` for the natural cubic spline through the values ``g``) and ``c = λ'``, that
+fit has node values ``B y``, ``B = (I + cΩ)⁻¹``, and values ``G y`` at the query points. A mask
+with dead set ``d`` removes ``S`` unit weights, ``A = I + cΩ − U_d U_dᵀ``; the Woodbury identity
+and ``I − B = c P``, ``P = (I + cΩ)⁻¹ Ω``, give
+
+    ``ŝ(tq) = G y − G[:, d] (P_dd)⁻¹ (P y)_d``
+
+— the stragglers' ``y_d`` drop out exactly, and ``P_dd`` is positive definite whenever at least
+two workers are live. Per mask that is one ``S × S`` solve and a ``K × S`` product, after one
+precomputation of ``G``, ``P``, ``G y`` and ``P y`` per call (``O(n³)``), instead of a pass over
+all ``n`` nodes: at ``N = 100, S = 10`` about 3x fewer operations than applying a precomputed
+``K × N`` decoder matrix.
+
+``P`` (any positive multiple of it gives the same ``ŝ``) is formed in whichever of two forms is
+accurate for the given ``c``:
+
+* ``P = Q (R + c QᵀQ)⁻¹ Qᵀ``, with Reinsch's band matrices (``Ω = Q R⁻¹ Qᵀ``; a Cholesky solve):
+  exact as ``c → 0`` (``P → Ω``: interpolation, λ = 0 included), ill-conditioned for large ``c``;
+* ``c P = I − B``, with ``B`` from the Kalman pass (:func:`gcc_jax._kalman_batch.smooth_nodes`)
+  of the identity: accurate for large ``c``, but it cancels as ``c → 0``.
+
+The first is used when ``c ≤ h̄³`` (``h̄`` the mean node spacing, time normalised to [−1, 1]),
+the second otherwise; ``tests/test_downdate.py`` holds the result against the Kalman pass over
+λ = 0 … 1e10 in both precisions.
+
+When it applies (checked per chunk of masks; otherwise the chunk goes through the Kalman pass,
+the same values to rounding): every mask whose status is OK has the base's ``S`` stragglers,
+``S ≤ 32``, and in every output column at most ``S`` workers exceed 1/16 of the column's
+largest ``|y|`` (a straggler's huge output would otherwise dominate the shared ``P y`` and its
+exact cancellation would cost digits). It is only built for ``64 ≤ n ≤ 1024`` workers and chunks
+of at least 32 masks (below, the O(n) pass is cheap and the extra compilation does not pay).
+The per-mask solves are sized by the smallest of ``SIZES`` that holds ``S`` (the number of
+stragglers is a value, not a shape: a new ``S`` never recompiles); unused slots are identity.
+"""
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ._kalman_batch import (
+    Sanitised,
+    finish,
+    sanitise,
+    smooth_at,
+    smooth_batch_with_status,
+    smooth_nodes,
+)
+from ._types import Array, Bool, Float, Int
+
+__all__ = ["SIZES", "batch_decoder", "prepare", "downdate", "reinsch_p"]
+
+SIZES = (0, 4, 8, 12, 16, 24, 32)  # static solve sizes; S up to 32 stragglers
+MIN_WORKERS, MAX_WORKERS = 64, 1024
+MIN_MASKS = 32
+SPREAD = 1e3  # at most S workers may exceed (largest |y| of the column) / SPREAD
+RCOND = 1e-5  # smallest accepted ratio of the smallest to the largest pivot of P_dd
+
+
+class Base(NamedTuple):
+    """The shared full fit for masks with ``dead`` stragglers (see the module docstring)."""
+
+    g: Float[Array, "q n1"]  # G, with a zero column for unused solve slots
+    p: Float[Array, "n n"]  # P (scaled to max diagonal 1)
+    gy: Float[Array, "q r"]  # G y (y divided by scale)
+    py: Float[Array, "n1 r"]  # P y, with a zero row for unused slots
+    scale: Float[Array, " r"]  # per-column data scale
+    dead: Int[Array, ""]  # S
+    ok: Bool[Array, ""]  # S ≤ max(SIZES), live ≥ 2, spread and finiteness checks passed
+
+
+def reinsch_p(tau: Float[Array, " n"], c: Float[Array, ""]) -> Float[Array, "n n"]:
+    """``Q (R + c QᵀQ)⁻¹ Qᵀ = (I + cΩ)⁻¹ Ω`` for strictly increasing nodes ``tau`` (``n ≥ 3``).
+
+    ``Q`` (``n × (n−2)``) holds the second divided differences, ``R`` (``(n−2)²``, tridiagonal)
+    the integrals of products of hat functions, so that ``Ω = Q R⁻¹ Qᵀ`` (Green & Silverman
+    1994, §2.1). ``R + c QᵀQ`` is symmetric positive definite for every ``c ≥ 0``.
+    """
+    n = tau.shape[0]
+    h = jnp.diff(tau)
+    j = jnp.arange(n - 2)
+    inv0, inv1 = 1.0 / h[:-1], 1.0 / h[1:]
+    q = jnp.zeros((n, n - 2), tau.dtype)
+    q = q.at[j, j].set(inv0).at[j + 1, j].set(-inv0 - inv1).at[j + 2, j].set(inv1)
+    off = h[1:-1] / 6.0
+    r = jnp.diag((h[:-1] + h[1:]) / 3.0) + jnp.diag(off, 1) + jnp.diag(off, -1)
+    chol = jnp.linalg.cholesky(r + c * (q.T @ q))
+    return q @ jax.scipy.linalg.cho_solve((chol, True), q.T)
+
+
+def prepare(
+    t: Float[Array, " n"],
+    lam: Float[Array, ""],
+    y: Float[Array, "n r"],
+    tq: Float[Array, " q"],
+    dead: Int[Array, ""],
+) -> Base:
+    """The base for masks with ``dead`` stragglers (sanitised ``t``, ``lam``, finite ``y``)."""
+    dtype = t.dtype
+    n = t.shape[0]
+    eye = jnp.eye(n, dtype=dtype)
+    ones = jnp.ones((n,), dtype)
+    live = (n - dead).astype(dtype)
+    lam_fit = lam * live / n  # the Kalman passes use λ' = (Σw) λ = n · lam_fit
+    g = smooth_at(t, ones[:, None], lam_fit, eye, tq)[:, :, 0]  # (q, n)
+    b = smooth_nodes(t, ones, lam_fit, eye)[0]  # (n, n)
+    half = (t[-1] - t[0]) / 2.0
+    tau = (t - (t[-1] + t[0]) / 2.0) / half
+    c = lam * live / half**3
+    small_c = c * ((n - 1) / 2.0) ** 3 <= 1.0  # c ≤ h̄³
+    p = jnp.where(small_c, reinsch_p(tau, c), eye - b)
+    p = p / jnp.max(jnp.diagonal(p))
+    mag = jnp.sort(jnp.abs(y), axis=0)  # (n, r) ascending per column
+    top = mag[-1]
+    kth = lax.dynamic_index_in_dim(mag, jnp.clip(n - 1 - dead, 0, n - 1), 0, keepdims=False)
+    scale = jnp.where(top > 0, top, 1.0)
+    ys = y / scale
+    gy, py = g @ ys, p @ ys
+    ok = (
+        (dead >= 0)
+        & (dead <= SIZES[-1])
+        & (dead <= n - 2)
+        & jnp.all(kth * SPREAD >= top)
+        & jnp.all(jnp.isfinite(p))
+        & jnp.all(jnp.isfinite(g))
+    )
+    zero_col = jnp.zeros((g.shape[0], 1), dtype)
+    zero_row = jnp.zeros((1, y.shape[1]), dtype)
+    return Base(
+        g=jnp.concatenate([g, zero_col], axis=1),
+        p=p,
+        gy=gy,
+        py=jnp.concatenate([py, zero_row], axis=0),
+        scale=scale,
+        dead=dead,
+        ok=ok,
+    )
+
+
+def downdate(
+    base: Base, masks: Bool[Array, "p n"], size: int
+) -> tuple[Float[Array, "p q r"], Bool[Array, " p"]]:
+    """``G y − G[:, d] (P_dd)⁻¹ (P y)_d`` for masks with at most ``size`` stragglers (static),
+    and whether each ``P_dd`` is well enough conditioned (its pivots within ``RCOND``)."""
+    num, n = masks.shape
+    if size == 0:
+        return jnp.broadcast_to(base.gy * base.scale, (num, *base.gy.shape)), jnp.ones(num, bool)
+    dead = jax.vmap(lambda m: jnp.nonzero(~m, size=size, fill_value=n)[0])(masks)  # (p, size)
+    unused = dead == n
+    idx = jnp.where(unused, 0, dead)
+    a = base.p[idx[:, :, None], idx[:, None, :]]  # (p, size, size)
+    eye = jnp.eye(size, dtype=a.dtype)
+    a = jnp.where(unused[:, :, None] | unused[:, None, :], eye, a)
+    lu, _, perm = lax.linalg.lu(a)  # partial pivoting, batched over the masks
+    rhs = jnp.take_along_axis(base.py[dead], perm[:, :, None], axis=1)  # (p, size, r)
+    z = lax.linalg.triangular_solve(lu, rhs, left_side=True, lower=True, unit_diagonal=True)
+    z = lax.linalg.triangular_solve(lu, z, left_side=True, lower=False)  # 0 in unused slots
+    corr = jnp.einsum("psq,psr->pqr", base.g.T[dead], z)
+    u = jnp.abs(jnp.diagonal(lu, axis1=1, axis2=2))
+    good = jnp.min(u, axis=1) >= RCOND * jnp.max(u, axis=1)
+    return (base.gy[None] - corr) * base.scale, good
+
+
+def _kalman(s: Sanitised, tq: Array) -> Array:
+    values = smooth_at(s.t, s.masks.T.astype(s.t.dtype), s.lam, s.y, tq)  # (q, r, p)
+    return jnp.moveaxis(values, -1, 0)
+
+
+def _first_ok_dead(s: Sanitised) -> Int[Array, ""]:
+    """Stragglers in the first mask whose status is OK (0 if none)."""
+    first = jnp.argmax(s.status == 0)
+    return jnp.sum(~s.masks[first]).astype(jnp.int32)
+
+
+def batch_decoder(
+    t: Float[Array, " n"],
+    lam: Float[Array, ""],
+    y: Float[Array, "n r"],
+    tq: Float[Array, " q"],
+    like: Bool[Array, "p n"],
+):
+    """A function ``masks -> (values (p, q, r), status (p,))`` over fixed ``t``, ``λ``, ``y``.
+
+    Equal (to rounding) to :func:`gcc_jax._kalman_batch.smooth_batch_with_status` for every
+    chunk of masks. ``like`` is a chunk of the shape to come: when ``n`` and its size pass the
+    static gates, the base for its first valid mask's number of stragglers is computed here,
+    once, and every chunk whose masks fit it (module docstring) is downdated from it; any other
+    chunk takes the Kalman pass.
+    """
+    num, n = like.shape
+    float64 = jnp.finfo(t.dtype).bits == 64
+    if not (float64 and MIN_WORKERS <= n <= MAX_WORKERS and num >= MIN_MASKS):
+        return lambda masks: smooth_batch_with_status(t, masks, lam, y, tq)
+    s0 = sanitise(t, like, lam, y)
+    base = prepare(s0.t, s0.lam, s0.y, tq, _first_ok_dead(s0))
+    branches = [functools.partial(downdate, size=size) for size in SIZES]
+
+    def decode(masks):
+        s = sanitise(t, masks, lam, y)
+        bad = s.status != 0
+        dead = jnp.sum(~s.masks, axis=1)
+        fast = base.ok & jnp.all((dead == base.dead) | bad)
+        fill = jnp.arange(n)[None, :] >= base.dead  # any mask with the base's S stragglers
+        masks_fast = jnp.where(bad[:, None], fill, s.masks)
+        size_index = jnp.searchsorted(jnp.asarray(SIZES), base.dead)
+        size_index = jnp.minimum(size_index, len(SIZES) - 1)
+        values, good = lax.cond(
+            fast,
+            lambda: lax.switch(size_index, branches, base, masks_fast),
+            lambda: (jnp.zeros((masks.shape[0], *base.gy.shape), t.dtype), jnp.zeros_like(bad)),
+        )
+        fast = fast & jnp.all(good | bad)
+        values = lax.cond(fast, lambda: values, lambda: _kalman(s, tq))
+        return finish(values, s.status)
+
+    return decode
