@@ -56,7 +56,7 @@ from ._kalman_batch import (
 )
 from ._types import Array, Bool, Float, Int
 
-__all__ = ["SIZES", "batch_decoder", "prepare", "downdate", "reinsch_p"]
+__all__ = ["SIZES", "batch_decoder", "downdate", "downdate_chunk", "prepare", "reinsch_p"]
 
 SIZES = (0, 4, 8, 12, 16, 24, 32)  # static solve sizes; S up to 32 stragglers
 MIN_WORKERS, MAX_WORKERS = 64, 1024
@@ -201,24 +201,33 @@ def batch_decoder(
         return lambda masks: smooth_batch_with_status(t, masks, lam, y, tq)
     s0 = sanitise(t, like, lam, y)
     base = prepare(s0.t, s0.lam, s0.y, tq, _first_ok_dead(s0))
-    branches = [functools.partial(downdate, size=size) for size in SIZES]
 
     def decode(masks):
         s = sanitise(t, masks, lam, y)
-        bad = s.status != 0
-        dead = jnp.sum(~s.masks, axis=1)
-        fast = base.ok & jnp.all((dead == base.dead) | bad)
-        fill = jnp.arange(n)[None, :] >= base.dead  # any mask with the base's S stragglers
-        masks_fast = jnp.where(bad[:, None], fill, s.masks)
-        size_index = jnp.searchsorted(jnp.asarray(SIZES), base.dead)
-        size_index = jnp.minimum(size_index, len(SIZES) - 1)
-        values, good = lax.cond(
-            fast,
-            lambda: lax.switch(size_index, branches, base, masks_fast),
-            lambda: (jnp.zeros((masks.shape[0], *base.gy.shape), t.dtype), jnp.zeros_like(bad)),
-        )
-        fast = fast & jnp.all(good | bad)
+        values, fast = downdate_chunk(base, s)
         values = lax.cond(fast, lambda: values, lambda: _kalman(s, tq))
         return finish(values, s.status)
 
     return decode
+
+
+def downdate_chunk(base: Base, s: Sanitised) -> tuple[Float[Array, "p q r"], Bool[Array, ""]]:
+    """The downdated values of a sanitised chunk and whether they stand (else: Kalman pass).
+
+    They stand when the base is usable, every mask whose status is OK has the base's number of
+    stragglers, and every such mask's ``P_dd`` passed the pivot check.
+    """
+    n = s.masks.shape[1]
+    bad = s.status != 0
+    dead = jnp.sum(~s.masks, axis=1)
+    fits = base.ok & jnp.all((dead == base.dead) | bad)
+    fill = jnp.arange(n)[None, :] >= base.dead  # any mask with the base's S stragglers
+    masks = jnp.where(bad[:, None], fill, s.masks)
+    size_index = jnp.minimum(jnp.searchsorted(jnp.asarray(SIZES), base.dead), len(SIZES) - 1)
+    branches = [functools.partial(downdate, size=size) for size in SIZES]
+    values, good = lax.cond(
+        fits,
+        lambda: lax.switch(size_index, branches, base, masks),
+        lambda: (jnp.zeros((masks.shape[0], *base.gy.shape), base.gy.dtype), jnp.zeros_like(bad)),
+    )
+    return values, fits & jnp.all(good | bad)

@@ -4,9 +4,9 @@ Every batch of masks in gcc_jax — :func:`gcc_jax.monte_carlo_loss`, the worst-
 tuning's held-out evaluation, the experiments — is decoded here. Worker outputs ``yt`` and
 targets ``fx`` are computed once (by :meth:`AbstractCode.worker_outputs`); the masks are cut into
 blocks of ``groups × chunk`` rows, each block is one compiled call (``lax.map`` over ``groups``
-of a ``vmap`` over ``chunk`` masks, so the working set stays one chunk), the last block is padded
-with copies of its first mask (one compiled shape), and blocks can be sharded over devices on their chunk
-axis. Per-pattern statuses always come back alongside the values.
+of a ``vmap`` over ``chunk`` masks, so the working set stays one chunk), the last block is
+padded with copies of its first mask (one compiled shape), and blocks can be sharded over
+devices on their chunk axis. Per-pattern statuses always come back alongside the values.
 """
 
 import functools

@@ -1,0 +1,213 @@
+"""The rank-S downdate decoder (gcc_jax._downdate) against independent references.
+
+References: the Kalman pass (``smooth_batch_with_status``, itself held against SciPy in
+tests/test_kalman_batch.py), SciPy's ``make_smoothing_spline`` on the survivors, and a roughness
+matrix built from SciPy's natural ``CubicSpline`` (``∫ s_i'' s_j''``, exact for piecewise-linear
+second derivatives). Each equality test also asserts that the downdate path was the one taken.
+"""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+from scipy.interpolate import CubicSpline, make_smoothing_spline
+
+import gcc_jax as gcc
+from gcc_jax import _downdate as dd
+from gcc_jax._kalman_batch import sanitise, smooth_batch_with_status
+
+N, K, P = 64, 8, 32  # workers, query points, masks per chunk (the smallest gated-in sizes)
+
+
+def _problem(n=N, seed=0):
+    code = gcc.SplineCode.chebyshev(num_inputs=K, num_workers=n)
+    rng = np.random.default_rng(seed)
+    t = np.asarray(code.beta)
+    y = np.stack([np.sin(3 * t) + 0.1 * rng.standard_normal(n), 1e3 * np.cos(t)], axis=1)
+    return jnp.asarray(t), jnp.asarray(code.alpha), jnp.asarray(y)
+
+
+def _masks(key, stragglers, n=N, num=P):
+    return gcc.sample_masks(jax.random.key(key), n, num=num, stragglers=stragglers)
+
+
+@jax.jit
+def _decode(t, lam, y, tq, masks):
+    return dd.batch_decoder(t, lam, y, tq, masks)(masks)
+
+
+@jax.jit
+def _kalman(t, lam, y, tq, masks):
+    return smooth_batch_with_status(t, masks, lam, y, tq)
+
+
+@jax.jit
+def _taken(t, lam, y, tq, masks):
+    """Whether the decoder takes the downdate for this chunk (its own first row as the base)."""
+    s = sanitise(t, masks, lam, y)
+    base = dd.prepare(s.t, s.lam, s.y, tq, jnp.sum(~s.masks[jnp.argmax(s.status == 0)]))
+    return dd.downdate_chunk(base, s)[1]
+
+
+def _rel(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return np.max(np.abs(a - b)) / np.max(np.abs(b))
+
+
+@pytest.mark.parametrize("lam", [0.0, 1e-10, 1e-6, 1e-2, 1e10])
+@pytest.mark.parametrize("stragglers", [0, 3, 10, 20])
+def test_equals_kalman_pass(stragglers, lam):
+    t, tq, y = _problem()
+    masks = _masks(stragglers, stragglers)
+    lam = jnp.asarray(lam)
+    assert bool(_taken(t, lam, y, tq, masks))
+    got, status = _decode(t, lam, y, tq, masks)
+    ref, ref_status = _kalman(t, lam, y, tq, masks)
+    np.testing.assert_array_equal(status, ref_status)
+    assert int(status.max()) == 0
+    assert _rel(got, ref) < 1e-11
+
+
+def _roughness(t):
+    """Ω with gᵀΩg = ∫ s''² for SciPy's natural cubic spline s through g (exact Gram matrix)."""
+    n = t.size
+    m = CubicSpline(t, np.eye(n), bc_type="natural").derivative(2)(t)  # (n nodes, n columns)
+    h = np.diff(t)[:, None, None]
+    a, b = m[:-1, :, None], m[1:, :, None]  # s_i'' is linear on each interval
+    c, d = m[:-1, None, :], m[1:, None, :]
+    return np.sum(h / 3 * (a * c + b * d) + h / 6 * (a * d + b * c), axis=0)
+
+
+@pytest.mark.parametrize("c", [0.0, 1e-4, 1.0])
+def test_reinsch_p_matches_scipy_roughness(c):
+    t = np.sort(np.random.default_rng(1).uniform(-1, 1, 12))
+    omega = _roughness(t)
+    ref = np.linalg.solve(np.eye(t.size) + c * omega, omega)
+    got = dd.reinsch_p(jnp.asarray(t), jnp.asarray(c))
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.max(np.abs(ref)))
+
+
+@pytest.mark.parametrize("lam", [1e-6, 1e-2])
+def test_matches_scipy_on_the_survivors(lam):
+    t, tq, y = _problem()
+    rng = np.random.default_rng(7)
+    masks = np.ones((P, N), bool)
+    for p in range(P):  # 6 stragglers, never the end nodes (SciPy then needs no extrapolation)
+        masks[p, 1 + rng.choice(N - 2, 6, replace=False)] = False
+    masks = jnp.asarray(masks)
+    assert bool(_taken(t, jnp.asarray(lam), y, tq, masks))
+    got, _ = _decode(t, jnp.asarray(lam), y, tq, masks)
+    tn, yn, tqn = np.asarray(t), np.asarray(y), np.asarray(tq)
+    for p in range(0, P, 7):
+        live = np.asarray(masks[p])
+        spl = make_smoothing_spline(tn[live], yn[live], lam=live.sum() * lam, axis=0)
+        np.testing.assert_allclose(got[p], spl(tqn), rtol=1e-8, atol=1e-8 * np.abs(yn).max())
+
+
+def test_fallbacks_equal_kalman_pass():
+    """Chunks the downdate does not fit take the Kalman pass; the values are the same."""
+    t, tq, y = _problem()
+    lam = jnp.asarray(1e-6)
+    mixed = gcc.sample_masks(jax.random.key(3), N, num=P, p=0.1)  # different straggler counts
+    block = np.ones((P, N), bool)
+    for p in range(P):
+        block[p, p : p + 24] = False  # contiguous gaps of 24 at λ = 0: ill-conditioned P_dd
+    many = _masks(4, 40)  # more stragglers than the largest solve size
+    huge = y.at[5].set(1e15)  # a worker whose output dwarfs the others (dead in some masks)
+    cases = [
+        (mixed, lam, y),
+        (jnp.asarray(block), jnp.asarray(0.0), y),
+        (many, lam, y),
+        (_masks(5, 4), lam, huge),
+    ]
+    for masks, lam_c, yc in cases:
+        assert not bool(_taken(t, lam_c, yc, tq, masks))
+        got, status = _decode(t, lam_c, yc, tq, masks)
+        ref, ref_status = _kalman(t, lam_c, yc, tq, masks)
+        np.testing.assert_array_equal(status, ref_status)
+        assert _rel(got, ref) < 1e-11
+
+
+def test_statuses_and_stragglers_garbage():
+    """A dead worker's NaN is exact to drop; a live one's flags that mask only; too few live
+    workers flag theirs; the rest of the chunk stays on the downdate and equals the Kalman pass."""
+    t, tq, y = _problem()
+    lam = jnp.asarray(1e-6)
+    rng = np.random.default_rng(6)
+    masks = np.ones((P, N), bool)
+    masks[:, 0] = False  # worker 0 dead in every mask but one ...
+    for p in range(P):
+        masks[p, 1 + rng.choice(N - 1, 4, replace=False)] = False
+    masks[1] = np.arange(N) != 3
+    masks[1, 10:14] = False  # ... and live here (5 dead)
+    masks[2] = False
+    masks[2, [7, 9]] = False  # no live worker
+    y_nan = y.at[0].set(jnp.nan)
+    masks = jnp.asarray(masks)
+    assert bool(_taken(t, lam, y_nan, tq, masks))
+    got, status = _decode(t, lam, y_nan, tq, masks)
+    ref, ref_status = _kalman(t, lam, y_nan, tq, masks)
+    np.testing.assert_array_equal(status, ref_status)
+    assert int(status[1]) == gcc.Status.NONFINITE_DATA
+    assert int(status[2]) == gcc.Status.TOO_FEW_LIVE
+    ok = np.asarray(status) == 0
+    assert ok.sum() == P - 2 and np.all(np.isnan(np.asarray(got)[~ok]))
+    assert _rel(np.asarray(got)[ok], np.asarray(ref)[ok]) < 1e-11
+
+
+def test_float32_takes_the_kalman_pass():
+    """float32 is gated out (the downdate's cancellation costs digits float32 lacks)."""
+    t, tq, y = (a.astype(jnp.float32) for a in _problem())
+    masks = _masks(8, 5)
+    got, _ = _decode(t, jnp.float32(1e-6), y, tq, masks)
+    ref, _ = _kalman(t, jnp.float32(1e-6), y, tq, masks)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_gradients():
+    """Reverse mode through the downdate w.r.t. y, λ and nodes: numerically, and equal to the
+    Kalman pass's gradients."""
+    t, tq, y = _problem()
+    masks = _masks(9, 6)
+    lam = jnp.asarray(1e-4)
+    w = jnp.asarray(np.random.default_rng(2).standard_normal((P, K, 2)))
+
+    def loss(fn):
+        return lambda t, lam, y: jnp.sum(w * fn(t, lam, y, tq, masks)[0])
+
+    fast, slow = loss(_decode), loss(_kalman)
+    assert bool(_taken(t, lam, y, tq, masks))
+    check_grads(fast, (t, lam, y), order=1, modes=("rev",), eps=1e-6, atol=1e-5, rtol=1e-5)
+    for a, b in zip(jax.grad(fast, (0, 1, 2))(t, lam, y), jax.grad(slow, (0, 1, 2))(t, lam, y)):
+        assert _rel(a, b) < 1e-8
+
+
+def test_compiles_once_across_masks_lam_nodes():
+    """A new number of stragglers, λ or nodes is a value, not a shape: no new trace."""
+    t, tq, y = _problem()
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def decode(t, lam, masks):
+        return dd.batch_decoder(t, lam, y, tq, masks)(masks)[0]
+
+    for stragglers, lam, shift in [(3, 1e-6, 0.0), (10, 0.0, 0.5), (17, 1e-2, -1.0)]:
+        masks = _masks(stragglers + 20, stragglers)
+        got = decode(t + shift, jnp.asarray(lam), masks)
+        ref, _ = _kalman(t + shift, jnp.asarray(lam), y, tq, masks)
+        assert _rel(got, ref) < 1e-11
+
+
+def test_monte_carlo_through_the_evaluator():
+    """monte_carlo_loss (blocks, padding with copies of the first mask) equals the per-mask
+    decode loop, on masks the downdate takes."""
+    code = gcc.SplineCode.chebyshev(num_inputs=K, num_workers=N, lam_dec=1e-6)
+    x = jnp.linspace(-1.0, 1.0, K)[:, None]
+    masks = _masks(10, 6, num=40)  # one chunk of 64 with 24 padded rows
+    losses = gcc.monte_carlo_loss(code, jnp.sin, x, masks)
+    yt, fx = code.worker_outputs(jnp.sin, x), jnp.sin(x)
+    loop = [float(jnp.mean(jnp.sum((code.decode(yt, m) - fx) ** 2, -1))) for m in masks[:8]]
+    np.testing.assert_allclose(losses[:8], loop, rtol=1e-9)
+    assert bool(_taken(code.beta, code.lam_dec, yt, code.alpha, masks))
