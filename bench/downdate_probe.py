@@ -1,23 +1,18 @@
-"""Probe (not yet a library path): the spline decoder as a rank-S downdate of one full fit.
+"""The downdate decoder with a static number of stragglers, against the library's general one.
 
-Issue 12 asks for >= 300x the SciPy peer at N = 100 and <= 3x the matmul floor; the
-batch-native Kalman smoother reaches about 65x and 10x (bench/README.md). This script measures
-a different algorithm for the Monte Carlo setting, where one set of worker outputs ``y`` is
-decoded under many masks.
-
-With all weights 1 the smoothing spline's node values are ``B y``, ``B = (I + c Ω)^{-1}``
-(``Ω`` the roughness penalty of the nodes, ``c = Σw · λ``, see ``fit_smoothing_spline``), and
-its values at the K evaluation points are ``G y``. A mask with dead set ``d`` (``|d| = S``)
-zeroes their weights, ``A_m = I + c Ω − U Uᵀ`` (``U`` the dead columns of ``I``), so by the
-Woodbury identity the decoded values are
+The library decodes many masks over one set of outputs as rank-S downdates of one full fit
+(``gcc_jax/_downdate.py``; ``SplineCode.decode_batch_with_status`` and the mask evaluator take it
+in float64 for 64 ≤ N ≤ 1024, S ≤ 32). There the number of stragglers is a value, not a shape:
+each chunk's solves are padded to the next of a few fixed sizes (S = 10 → 12), a chunk whose
+masks do not fit falls back to the Kalman pass, and statuses and a pivot check come with it.
+This script measures what that generality costs, against the bare formula with S static (one
+compile per straggler count, no checks, no fallback):
 
     ``Gy + G[:, d] (z − y_d)``,  ``z = (I_S − B_dd)^{-1} ((B y)_d − B_dd y_d)``
 
-— an ``S × S`` solve and a ``K × S`` product per mask after one ``O(N²)`` precomputation
-(``c`` uses ``Σw = N − S``, so one ``B`` serves every mask with S stragglers). It needs
-``λ > 0`` (at ``λ = 0``, ``I − B_dd`` is singular) and finite outputs from every worker used in
-``Gy``. Printed: its agreement with ``SplineCode.decode_batch_with_status`` and its masks/s
-against the library decoder, the SciPy peer and the matmul floor, in one run.
+— an ``S × S`` solve and a ``K × S`` product per mask (``c`` uses ``Σw = N − S``, so one ``B``
+serves every mask with S stragglers). Printed: its agreement with the library and masks/s of
+both against the SciPy peer and the matmul floor, in one run, at N = 100.
 
 Usage: python bench/downdate_probe.py [--masks 4096] [--peer-masks 100] [--lam 1e-6]
 """
@@ -71,14 +66,16 @@ def main() -> None:
 
         return jax.vmap(one)(masks)
 
-    # the library's batch decoder in the mask evaluator's chunks (gcc.auto_chunk_size masks)
+    # the library's batch decoder as the mask evaluator runs it: prepared once
+    # (code.batch_decoder), then one call per chunk of gcc.auto_chunk_size masks
     chunk = min(gcc.auto_chunk_size(n, m), num)
     assert num % chunk == 0, "--masks must be a multiple of the chunk size"
 
     @jax.jit
     def library(masks):
         blocks = masks.reshape(num // chunk, chunk, n)
-        out = jax.lax.map(lambda b: code.decode_batch_with_status(y, b).value, blocks)
+        decode = code.batch_decoder(y, blocks[0])
+        out = jax.lax.map(lambda b: decode(b).value, blocks)
         return out.reshape(num, *out.shape[2:])
 
     ref = np.asarray(library(masks))
