@@ -231,7 +231,13 @@ def test_service_on_ray_answers_every_query_through_faults(pool):
             assert 4 not in group[0].workers_answered
         mask = np.zeros(N, bool)
         mask[list(group[0].workers_answered)] = True
-        assert mask.sum() >= N - s
+        missing = set(range(N)) - set(group[0].workers_answered)
+        assert missing <= set(issues), (b, missing, issues)  # every absence is accounted for
+        # at most s absent, unless one ran past the time-out: on a starved machine (a crashed
+        # actor restarting, test workers compiling) a healthy worker can, and the service then
+        # rightly decodes from those that answered
+        late = any(issues[w].startswith("late") for w in missing)
+        assert mask.sum() >= N - s or (late and mask.sum() >= code.min_live), (b, issues)
         x = np.stack([queries[a.query_id] for a in group])
         ref = np.asarray(code.decode(reference(np.asarray(code.encode(x))), mask))
         for a in group:
