@@ -64,6 +64,7 @@ from ._kalman_batch import (
     sanitise,
     smooth_at,
     smooth_batch_with_status,
+    smooth_masks,
     smooth_nodes,
 )
 from ._types import Array, Bool, Float, Int
@@ -184,11 +185,6 @@ def downdate(
     return (base.gy[None] - corr) * base.scale, good
 
 
-def _kalman(s: Sanitised, tq: Array) -> Array:
-    values = smooth_at(s.t, s.masks.T.astype(s.t.dtype), s.lam, s.y, tq)  # (q, r, p)
-    return jnp.moveaxis(values, -1, 0)
-
-
 def _first_ok_dead(s: Sanitised) -> Int[Array, ""]:
     """Stragglers in the first mask whose status is OK (0 if none)."""
     first = jnp.argmax(s.status == 0)
@@ -215,12 +211,20 @@ def batch_decoder(
     if not (float64 and MIN_WORKERS <= n <= MAX_WORKERS and num >= MIN_MASKS):
         return lambda masks: smooth_batch_with_status(t, masks, lam, y, tq)
     s0 = sanitise(t, like, lam, y)
-    base = prepare(s0.t, s0.lam, s0.y, tq, _first_ok_dead(s0))
+    dead = _first_ok_dead(s0)
+    # the base (O(n³)) only when the downdate can apply: ``like``'s masks share a number of
+    # stragglers the solves can hold (else, e.g. S = n/10 at n = 1000, it would cost more than
+    # the Kalman pass of a whole block)
+    same = jnp.all((jnp.sum(~s0.masks, axis=1) == dead) | (s0.status != 0))
+    usable = same & (dead <= SIZES[-1]) & (dead <= n - 2)
+    shapes = jax.eval_shape(prepare, s0.t, s0.lam, s0.y, tq, dead)
+    unused = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)  # ok = False
+    base = lax.cond(usable, lambda: prepare(s0.t, s0.lam, s0.y, tq, dead), lambda: unused)
 
     def decode(masks):
         s = sanitise(t, masks, lam, y)
         values, fast = downdate_chunk(base, s)
-        values = lax.cond(fast, lambda: values, lambda: _kalman(s, tq))
+        values = lax.cond(fast, lambda: values, lambda: smooth_masks(s, tq))
         return finish(values, s.status)
 
     return decode
