@@ -466,7 +466,7 @@ def in_sequence(s: Sanitised, fn):
     A performance device for XLA's CPU backend, measured, not derived: in the mask evaluator
     (a ``lax.map`` over chunks) the batch pass ran 1.5–1.6x faster in wall time and used 2.5x
     less CPU time when its scans sat in a conditional's branch (N = 10³ … 10⁵, float64, 256
-    masks, 2-core CPU: 182 → 126, 177 → 116, 207 → 130 ns per mask and node), with the same
+    masks, 2-core CPU: 182 → 126–139, 177 → 116–119, 207 → 130 ns per mask and node), with the same
     values to the bit. Turning off ``--xla_cpu_enable_concurrency_optimized_scheduler`` gave
     part of it (144 ns at N = 10⁴): the gain is in how the ~30 small kernels per step are
     scheduled on the thread pool. The predicate (``status ≥ 0``) is data, so XLA cannot fold
