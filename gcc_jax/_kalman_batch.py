@@ -81,7 +81,11 @@ def _grid(tt: Array) -> tuple[Array, Array, Array, Array]:
     dtype = tt.dtype
     h = jnp.diff(tt)
     floor = jnp.asarray(1e-12, dtype)
-    rho = jnp.maximum(jnp.maximum(jnp.concatenate([h[:1], h]), jnp.concatenate([h, h[-1:]])), floor)
+    # ρ_i = max(h_{i−1}, h_i); at the two ends the missing neighbour is the next step inward, so
+    # that a query point on (or next to) the first or last node does not make ρ there tiny:
+    # the normalisation by ρ³ then lost up to 9 digits (8e-7 reproducing a line in float64)
+    first, last = (h[1:2], h[-2:-1]) if h.shape[0] > 1 else (h, h)
+    rho = jnp.maximum(jnp.maximum(jnp.concatenate([first, h]), jnp.concatenate([h, last])), floor)
     # a power of two (in [max h, 2 max h)): the ratios ρ_{i+1}/ρ_i and the divisions by ρ are
     # then exact, so no rounding of the grid compounds along the recursion (float32)
     rho = lax.stop_gradient(jnp.ldexp(jnp.ones_like(rho), jnp.frexp(rho)[1]))

@@ -32,6 +32,25 @@ def _reference(t, y, lam, mask, tq):
     return out
 
 
+@pytest.mark.parametrize("lam", [0.0, 1e-4])
+@pytest.mark.parametrize("where", ["first", "last", "every other", "just after"])
+def test_query_points_on_or_next_to_nodes(where, lam):
+    """Query points on the nodes (the first and the last included) or 1e-9 after them: the
+    slope unit ρ at the ends once became tiny there (8e-7 error reproducing a line)."""
+    n = 20
+    t = np.linspace(-1.0, 1.0, n)
+    tq = {
+        "first": t[[0, 5]],
+        "last": t[[7, -1]],
+        "every other": t[::2],
+        "just after": t[::2] + 1e-9,
+    }[where]
+    y = np.stack([np.sin(3 * t), t], axis=1)
+    got = smooth_at_jit(jnp.asarray(t), jnp.ones((n, 1)), lam, jnp.asarray(y), jnp.asarray(tq))
+    ref = _reference(t, y, lam, np.ones(n, bool), tq)
+    np.testing.assert_allclose(got[:, :, 0], ref, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("lam", [0.0, 1e-6, 1e-2, 10.0])
 @pytest.mark.parametrize("n", [9, 40])
 def test_smooth_at_matches_scipy(n, lam):
