@@ -38,12 +38,12 @@ difference):
 
 | nodes | λ = 0 | 1e-10 | 1e-6 | 1e-2 | 1 | 1e10 | 1e30 |
 | --- | --- | --- | --- | --- | --- | --- | --- |
-| 10³ Chebyshev | 8.0e-8 | 1.1e-7 | 8.7e-8 | 1.4e-6 | 2.8e-7 | 2.7e-7 | 2.7e-7 |
-| 10⁴ Chebyshev | 2.1e-7 | 6.5e-8 | 7.6e-8 | 5.4e-6 | 2.8e-6 | 5.4e-7 | 5.1e-7 |
-| 10⁵ equispaced | 1.2e-7 | 6.9e-8 | 2.4e-7 | 5.8e-5 | 1.5e-5 | 6.8e-7 | 6.8e-7 |
-| 10⁵ Chebyshev (float32-distinct) | 1.3e-7 | 8.8e-8 | 9.2e-7 | 6.6e-5 | 7.8e-6 | 3.8e-7 | 3.8e-7 |
+| 10³ Chebyshev | 9.6e-8 | 9.6e-8 | 8.6e-8 | 1.7e-6 | 2.5e-7 | 4.1e-7 | 4.1e-7 |
+| 10⁴ Chebyshev | 1.0e-7 | 4.9e-8 | 9.3e-8 | 5.5e-6 | 2.8e-6 | 5.1e-7 | 5.1e-7 |
+| 10⁵ equispaced | 1.3e-7 | 7.7e-8 | 2.4e-7 | 5.8e-5 | 1.5e-5 | 6.8e-7 | 6.8e-7 |
+| 10⁵ Chebyshev (float32-distinct) | 1.2e-7 | 8.9e-8 | 1.0e-6 | 6.5e-5 | 8.2e-6 | 3.9e-7 | 3.9e-7 |
 
-so at most 6.6e-5 (< 1e-4) for ``n`` up to 10⁵ and any λ ≥ 0; nothing overflows or is flagged
+so at most 6.5e-5 (< 1e-4) for ``n`` up to 10⁵ and any λ ≥ 0; nothing overflows or is flagged
 (float64 also holds ``|y|`` ~ 1e300 and λ up to 1e300). At ``n`` = 10⁵ the Chebyshev nodes are
 not all distinct in float32 (spacing below ulp near ±1), hence the distinct subset.
 
