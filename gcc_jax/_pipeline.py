@@ -91,11 +91,13 @@ def monte_carlo_loss(
     """Per-pattern loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` over a batch of straggler masks.
 
     Encodes ``x`` once, applies ``f`` (one input → one output, vmapped) once to the ``N`` coded
-    inputs and once to the ``K`` true inputs, then decodes all ``M`` masks batched with
-    ``jax.vmap`` in chunks of ``chunk_size`` masks, up to 64 chunks per compiled call (the last
-    call is padded with all-live masks), so memory is bounded for any ``M`` (O(chunk · N · m) for
-    the Kalman decoder, O(chunk · N²) for the kernel one) and there is one compilation per
-    shape: new masks, new λs or new nodes reuse it.
+    inputs and once to the ``K`` true inputs, then decodes all ``M`` masks in chunks of
+    ``chunk_size`` masks through :class:`gcc_jax.MaskEvaluator` (the code's batched decoder, up
+    to 64 chunks per compiled call, the last call padded with copies of its first mask), so
+    memory is bounded for any ``M`` (O(chunk · N · m) for the Kalman decoder, O(chunk · N²) for
+    the kernel one) and there is one compilation per shape: new masks, new λs or new nodes reuse
+    it. A ``SplineCode`` in float64 with 64 ≤ N ≤ 1024 and masks of one straggler count S ≤ 32
+    decodes each mask as a rank-S downdate of one full fit (``gcc_jax/_downdate.py``).
 
     Args:
         code: any :class:`gcc_jax.AbstractCode`.
