@@ -469,13 +469,13 @@ def in_sequence(s: Sanitised, fn):
 
     A performance device for XLA's CPU backend, measured, not derived
     (``bench/conditional_pass.py``: the same ``monte_carlo_loss`` with this and with a direct
-    call, each in its own process, float64, S = N/10, 2-core CPU): at N = 10⁴ (256 masks) 116 against 172 ns per mask and node
-    (1.48x wall, 2.4x less CPU), at N = 10⁵ (128 masks) 129 against 205 (1.60x, 2.6x); at
-    N = 10³ no gain (0.96–0.98x). Mean losses equal, or 1 ulp apart (N = 10⁵). Turning off
-    ``--xla_cpu_enable_concurrency_optimized_scheduler`` gave part of it (144 ns at N = 10⁴):
-    the gain is in how the ~30 small kernels per step are scheduled on the thread pool. The
-    predicate (``status ≥ 0``) is data, so XLA cannot fold the conditional away; the other
-    branch (zeros) is never taken.
+    call, each in its own process, float64, S = N/10, 2-core CPU): at N = 10⁴ (256 masks) 116
+    against 172 ns per mask and node (1.48x wall, 2.4x less CPU), at N = 10⁵ (128 masks) 129
+    against 205 (1.60x, 2.6x); at N = 10³ no gain (0.96–0.98x). Mean losses equal, or 1 ulp
+    apart (N = 10⁵). Turning off ``--xla_cpu_enable_concurrency_optimized_scheduler`` gave part
+    of it (144 ns at N = 10⁴): the gain is in how the ~30 small kernels per step are scheduled
+    on the thread pool. The predicate (``status ≥ 0``) is data, so XLA cannot fold the
+    conditional away; the other branch (zeros) is never taken.
     """
     shape = jax.eval_shape(fn)
     return lax.cond(jnp.all(s.status >= 0), fn, lambda: jnp.zeros(shape.shape, shape.dtype))
