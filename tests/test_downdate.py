@@ -88,6 +88,52 @@ def test_reinsch_p_matches_scipy_roughness(c):
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.max(np.abs(ref)))
 
 
+@pytest.mark.parametrize("size", [4, 12, 24])  # straight-line sweeps and the loop (> UNROLL)
+def test_sweep_inverse_matches_numpy(size):
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal((6, size, size))
+    a = x @ np.swapaxes(x, 1, 2) + 0.1 * np.eye(size)  # SPD, condition numbers up to ~1e4
+    inv, pivots = jax.jit(dd.sweep_inverse)(jnp.asarray(np.moveaxis(a, 0, -1)))
+    ref = np.linalg.inv(a)
+    got = np.moveaxis(np.asarray(inv), -1, 0)
+    scale = np.max(np.abs(ref), axis=(1, 2), keepdims=True)
+    assert np.max(np.abs(got - ref) / scale) < 1e-11
+    # the pivots are the Schur complements: ratios of leading principal minors
+    minors = np.stack([np.linalg.det(a[:, :k, :k]) for k in range(1, size + 1)], axis=1)
+    ratios = minors / np.concatenate([np.ones((6, 1)), minors[:, :-1]], axis=1)
+    np.testing.assert_allclose(np.asarray(pivots).T, ratios, rtol=1e-8)
+    indefinite = jnp.asarray(np.diag(np.r_[1.0, -1.0, np.ones(size - 2)])[:, :, None])
+    assert float(jnp.min(dd.sweep_inverse(indefinite)[1])) < 0
+
+
+def test_dead_workers_match_a_loop():
+    masks = np.array(gcc.sample_masks(jax.random.key(9), N, num=P, p=0.15))  # 0 … ~20 dead
+    masks[0] = True
+    got = np.asarray(jax.jit(dd.dead_workers, static_argnums=1)(jnp.asarray(masks), 12))
+    for p in range(P):
+        ref = np.flatnonzero(~masks[p])[:12]
+        np.testing.assert_array_equal(got[:, p], np.r_[ref, np.full(12 - ref.size, N)])
+
+
+def test_condition_check_is_numpys_condition_number():
+    """A mask passes exactly when κ∞(P_dd) ≤ 1/RCOND (numpy's cond); contiguous gaps can fail."""
+    n = 100
+    t, tq, y = _problem(n)
+    masks = np.array(_masks(11, 10, n=n))
+    for p in range(0, P, 2):  # contiguous gaps at λ = 0: the ill-conditioned case
+        masks[p] = True
+        masks[p, 3 * p : 3 * p + 10] = False
+    masks = jnp.asarray(masks)
+    s = sanitise(t, masks, jnp.asarray(0.0), y)
+    base = dd.prepare(s.t, s.lam, s.y, tq, jnp.asarray(10))
+    good = np.asarray(jax.jit(dd.downdate, static_argnums=2)(base, masks, 12)[1])
+    pmat, dead = np.asarray(base.p), (~np.asarray(masks)).nonzero()[1].reshape(P, 10)
+    kappa = np.array([np.linalg.cond(pmat[np.ix_(d, d)], np.inf) for d in dead])
+    clear = np.abs(np.log(kappa * dd.RCOND)) > 0.01
+    np.testing.assert_array_equal(good[clear], (kappa <= 1 / dd.RCOND)[clear])
+    assert np.all(good[1::2]) and not np.all(good[::2])
+
+
 @pytest.mark.parametrize("lam", [1e-6, 1e-2])
 def test_matches_scipy_on_the_survivors(lam):
     t, tq, y = _problem()
