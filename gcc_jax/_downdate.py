@@ -33,9 +33,10 @@ the same values to rounding):
 
 * float64 only, ``64 ≤ n ≤ 1024`` workers and chunks of at least 32 masks (static gates: below
   them the O(n) pass is cheap and the extra compilation does not pay). In float32 the downdate
-  loses digits the scale-free Kalman pass keeps (measured 1e-5 … 1e-4 relative error at small λ
-  with 10–16 random stragglers of 100, up to O(1) for contiguous blocks), so float32 stays there.
-* every mask whose status is OK has the base's ``S ≤ 32`` stragglers;
+  loses digits the scale-free Kalman pass keeps (measured: up to 3.7e-5 relative error at
+  λ ≤ 1e-12 with 10–16 random stragglers of 100, 0.3 for contiguous blocks), so float32 stays
+  there.
+* every mask whose status is OK has the base's ``S ≤ 24`` stragglers;
 * in every output column at most ``S`` workers exceed ``1/SPREAD`` of the column's largest
   ``|y|`` (a straggler's huge output would otherwise dominate the shared ``P y``, and its exact
   cancellation would cost digits);
@@ -43,10 +44,10 @@ the same values to rounding):
   (:func:`downdate`). Contiguous blocks of stragglers at small λ make ``P_dd`` ill-conditioned
   (a discrete fourth difference); those chunks fall back.
 
-Measured against the Kalman pass in float64 (N = 64 … 1024, random and contiguous masks, S ≤ 32,
-λ = 0 … 1e4, ``|y|`` up to 1e6, contiguous blocks and pairs of adjacent stragglers included):
-at most 6.6e-12 relative on the masks that pass (contiguous blocks of 32 stragglers at λ = 0,
-N = 1024), at most 1.5e-12 for random masks (25 of 100 at λ = 0). The per-mask solves are sized
+Measured against the Kalman pass in float64 (N = 64 … 1024, S = 8 … 24, λ = 0 … 1e4, ``|y|`` up
+to 1e6; random masks, contiguous blocks and pairs of adjacent stragglers): at most 1.8e-12
+relative on the masks that pass (contiguous blocks of 24 stragglers at λ = 1e-12, N = 256), at
+most 1.5e-12 for random masks (24 of 100 at λ = 0). The per-mask solves are sized
 by the smallest of ``SIZES`` that holds ``S`` (the number of stragglers is a value, not a shape:
 a new ``S`` never recompiles); unused slots are identity. Speed (``bench/monte_carlo.py``, N = 100,
 K = 20, m = 10, S = 10, 2-core CPU): see ``bench/README.md``.
@@ -81,7 +82,9 @@ __all__ = [
     "sweep_inverse",
 ]
 
-SIZES = (0, 4, 8, 12, 16, 24, 32)  # static solve sizes; S up to 32 stragglers
+# static solve sizes, S up to 24 stragglers: each size is a branch compiled into every program
+# that uses the downdate (~50-100 MB of compile memory each), so there are few
+SIZES = (0, 12, 24)
 MIN_WORKERS, MAX_WORKERS = 64, 1024
 MIN_MASKS = 32
 SPREAD = 1e3  # at most S workers may exceed (largest |y| of the column) / SPREAD
@@ -205,12 +208,14 @@ def sweep_inverse(a: Float[Array, "s s p"]) -> tuple[Float[Array, "s s p"], Floa
     """
 
     def sweep(a, k):
-        row = a[k]
-        inv = 1.0 / row[k]
+        row = lax.dynamic_index_in_dim(a, k, 0, keepdims=False)
+        pivot = lax.dynamic_index_in_dim(row, k, 0, keepdims=False)
+        inv = 1.0 / pivot
         scaled = row * inv
         a = a - row[:, None] * scaled[None]
-        scaled = scaled.at[k].set(-inv)
-        return a.at[k].set(scaled).at[:, k].set(scaled), row[k]
+        scaled = lax.dynamic_update_index_in_dim(scaled, -inv, k, 0)
+        a = lax.dynamic_update_index_in_dim(a, scaled, k, 0)
+        return lax.dynamic_update_index_in_dim(a, scaled, k, 1), pivot
 
     size = a.shape[0]
     if size <= UNROLL:  # static indices: 1.1x faster at size 12
@@ -223,7 +228,7 @@ def sweep_inverse(a: Float[Array, "s s p"]) -> tuple[Float[Array, "s s p"], Floa
     def body(k, carry):  # larger sizes: a loop compiles in a fraction of the time
         a, pivots = carry
         a, pivot = sweep(a, k)
-        return a, pivots.at[k].set(pivot)
+        return a, lax.dynamic_update_index_in_dim(pivots, pivot, k, 0)
 
     a, pivots = lax.fori_loop(0, size, body, (a, jnp.zeros((size, *a.shape[2:]), a.dtype)))
     return -a, pivots
