@@ -125,7 +125,7 @@ def test_condition_check_is_numpys_condition_number():
         masks[p, 3 * p : 3 * p + 10] = False
     masks = jnp.asarray(masks)
     s = sanitise(t, masks, jnp.asarray(0.0), y)
-    base = dd.prepare(s.t, s.lam, s.y, tq, jnp.asarray(10))
+    base = jax.jit(dd.prepare)(s.t, s.lam, s.y, tq, jnp.asarray(10))
     good = np.asarray(jax.jit(dd.downdate, static_argnums=2)(base, masks, 12)[1])
     pmat, dead = np.asarray(base.p), (~np.asarray(masks)).nonzero()[1].reshape(P, 10)
     kappa = np.array([np.linalg.cond(pmat[np.ix_(d, d)], np.inf) for d in dead])
