@@ -162,8 +162,8 @@ class SplineCode(AbstractNodeCode):
         """:meth:`decode_with_status` for every row of ``masks``, batch-native.
 
         ``self.batch_decoder(y, masks)(masks)``: for at least 32 masks that all have the same
-        number S ≤ 32 of stragglers and 64 ≤ N ≤ 1024, each mask's fit is a rank-S downdate of
-        one full fit (:mod:`gcc_jax._downdate`: an S × S solve per mask); otherwise the masks
+        number S ≤ 24 of stragglers and 64 ≤ N ≤ 1024, each mask's fit is a rank-S downdate of
+        one full fit (:mod:`gcc_jax._downdate`: an S × S inverse per mask); otherwise the masks
         are the vectorised axis of one forward/backward smoother pass
         (:mod:`gcc_jax._kalman_batch`) that returns the spline only at ``alpha``. Values
         ``(p, k, *m)`` and statuses ``(p,)`` equal the per-mask decode's (same flags; NaN where
