@@ -83,7 +83,7 @@ __all__ = [
 ]
 
 # static solve sizes, S up to 24 stragglers: each size is a branch compiled into every program
-# that uses the downdate (~50-100 MB of compile memory each), so there are few
+# that uses the downdate (25-150 MB more peak memory each, measured), so there are few
 SIZES = (0, 12, 24)
 MIN_WORKERS, MAX_WORKERS = 64, 1024
 MIN_MASKS = 32
