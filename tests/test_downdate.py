@@ -253,6 +253,19 @@ def test_gradients(lam):
         np.testing.assert_allclose(numeric, jnp.sum(got[i] * v), rtol=1e-5)
 
 
+def test_gradients_through_the_larger_solve_size():
+    """S = 16 takes the second solve size (a loop over the pivots): the same gradients as the
+    Kalman pass (the program of test_gradients, so no new compilation)."""
+    t, tq, y = _problem()
+    masks = _masks(10, 16)
+    lam = jnp.asarray(1e-4)
+    w = jnp.asarray(np.random.default_rng(4).standard_normal((P, K, 2)))
+    assert 12 < 16 <= dd.SIZES[-1] and bool(_taken(t, lam, y, tq, masks))
+    got, ref = _grads(t, lam, y, tq, masks, w)
+    for a, b in zip(got, ref, strict=True):
+        assert _rel(a, b) < 1e-7
+
+
 def test_compiles_once_across_masks_lam_nodes():
     """A new number of stragglers, λ or nodes is a value, not a shape: no new trace."""
     t, tq, y = _problem()
