@@ -31,11 +31,8 @@ the second otherwise (measured crossover: both forms agree with the Kalman pass 
 When it applies (checked per chunk of masks; otherwise the chunk goes through the Kalman pass,
 the same values to rounding):
 
-* float64 only, ``64 ≤ n ≤ 1024`` workers and chunks of at least 32 masks (static gates: below
-  them the O(n) pass is cheap and the extra compilation does not pay). In float32 the downdate
-  loses digits the scale-free Kalman pass keeps (measured against float64: 2.5e-4 relative
-  over N = 64 … 1024 even where ``κ∞(P_dd) ≤ 100``, since the float32 base ``P``, ``G`` loses
-  them; 0.3 for contiguous blocks), so float32 stays there.
+* ``64 ≤ n ≤ 1024`` workers and chunks of at least 32 masks (static gates: below them the O(n)
+  pass is cheap and the extra compilation does not pay);
 * every mask whose status is OK has the base's ``S ≤ 24`` stragglers;
 * in every output column at most ``S`` workers exceed ``1/SPREAD`` of the column's largest
   ``|y|`` (a straggler's huge output would otherwise dominate the shared ``P y``, and its exact
@@ -44,12 +41,24 @@ the same values to rounding):
   (:func:`downdate`). Contiguous blocks of stragglers at small λ make ``P_dd`` ill-conditioned
   (a discrete fourth difference); those chunks fall back.
 
+``SPREAD`` and ``RCOND`` depend on the precision: ``1e3`` and ``1e-6`` in float64; ``10`` and
+``1e-2`` (``κ∞ ≤ 100``) in float32, where the error grows like ``κ∞`` times float32's rounding
+(measured: ``κ∞ ≤ 1e3`` let errors up to 4.6e-5 through, on contiguous blocks at λ = 1e-8).
+
 Measured against the Kalman pass in float64 (N = 64 … 1024, S = 8 … 24, λ = 0 … 1e4, ``|y|`` up
 to 1e6; random masks, contiguous blocks and pairs of adjacent stragglers): at most 1.8e-12
 relative on the masks that pass (contiguous blocks of 24 stragglers at λ = 1e-12, N = 256), at
-most 1.5e-12 for random masks (24 of 100 at λ = 0). The per-mask solves are sized
-by the smallest of ``SIZES`` that holds ``S`` (the number of stragglers is a value, not a shape:
-a new ``S`` never recompiles); unused slots are identity. Speed (``bench/monte_carlo.py``, N = 100,
+most 1.5e-12 for random masks (24 of 100 at λ = 0). The float32 downdate against the float64
+Kalman pass on the same kind of grid (``bench/float32_downdate.py``): at most 5e-6 relative on
+the chunks that pass.
+
+At λ = 0 (interpolation) ``P = Ω`` spans the node spacing's range cubed, and ``κ∞(P_dd)`` grows
+with ``n`` even for scattered stragglers (random masks of 10: median 4e4 at N = 100, 5e5 at
+N = 256, 3e7 at N = 1024): float32 chunks at λ = 0 take the Kalman pass, and so do most float64
+chunks at N ≥ 256 (a chunk passes only if all its masks do). Any λ ≥ 1e-12 keeps ``κ∞`` small for
+scattered stragglers. The per-mask solves are sized by the smallest of ``SIZES`` that holds
+``S`` (the number of stragglers is a value, not a shape: a new ``S`` never recompiles); unused
+slots are identity. Speed (``bench/monte_carlo.py``, N = 100,
 K = 20, m = 10, S = 10, 2-core CPU): see ``bench/README.md``.
 """
 
@@ -87,9 +96,12 @@ __all__ = [
 SIZES = (0, 12, 24)
 MIN_WORKERS, MAX_WORKERS = 64, 1024
 MIN_MASKS = 32
-SPREAD = 1e3  # at most S workers may exceed (largest |y| of the column) / SPREAD
 UNROLL = 12  # solve sizes up to this are swept in straight-line code, larger ones in a loop
-RCOND = 1e-6  # smallest accepted reciprocal condition number 1/κ∞ of P_dd
+# per float width (bits): at most S workers may exceed (largest |y| of the column) / SPREAD, and
+# the smallest accepted reciprocal condition number 1/κ∞ of P_dd. float32 keeps about 7 digits,
+# so it accepts less cancellation and less amplification (module docstring, measured errors)
+SPREAD = {32: 1e1, 64: 1e3}
+RCOND = {32: 1e-2, 64: 1e-6}
 
 
 class Base(NamedTuple):
@@ -155,7 +167,7 @@ def prepare(
         (dead >= 0)
         & (dead <= SIZES[-1])
         & (dead <= n - 2)
-        & jnp.all(kth * SPREAD >= top)
+        & jnp.all(kth * SPREAD[jnp.finfo(dtype).bits] >= top)
         & jnp.all(jnp.isfinite(p))
         & jnp.all(jnp.isfinite(g))
     )
@@ -258,7 +270,8 @@ def downdate(
     norm = jnp.max(jnp.where(unused, 0.0, jnp.sum(jnp.abs(a), axis=1)), axis=0)  # used rows
     inv, pivots = sweep_inverse(a)
     norm_inv = jnp.max(jnp.where(unused, 0.0, jnp.sum(jnp.abs(inv), axis=1)), axis=0)
-    good = (norm * norm_inv * RCOND <= 1.0) & jnp.all(pivots > 0, axis=0)
+    rcond = RCOND[jnp.finfo(a.dtype).bits]
+    good = (norm * norm_inv * rcond <= 1.0) & jnp.all(pivots > 0, axis=0)
     rhs = base.py.T[:, dead]  # (r, size, p); zero in unused slots
     # two batched products (batch axis last); written as sums of broadcast products they run 1.8x
     # slower inside the conditional that selects this solve size
@@ -290,8 +303,7 @@ def batch_decoder(
     chunk takes the Kalman pass.
     """
     num, n = like.shape
-    float64 = jnp.finfo(t.dtype).bits == 64
-    if not (float64 and MIN_WORKERS <= n <= MAX_WORKERS and num >= MIN_MASKS):
+    if not (MIN_WORKERS <= n <= MAX_WORKERS and num >= MIN_MASKS):
         return lambda masks: smooth_batch_with_status(t, masks, lam, y, tq)
     s0 = sanitise(t, like, lam, y)
     dead = _first_ok_dead(s0)

@@ -96,7 +96,7 @@ def monte_carlo_loss(
     to 64 chunks per compiled call, the last call padded with copies of its first mask), so
     memory is bounded for any ``M`` (O(chunk · N · m) for the Kalman decoder, O(chunk · N²) for
     the kernel one) and there is one compilation per shape: new masks, new λs or new nodes reuse
-    it. A ``SplineCode`` in float64 with 64 ≤ N ≤ 1024 and masks of one straggler count S ≤ 24
+    it. A ``SplineCode`` with 64 ≤ N ≤ 1024 and masks of one straggler count S ≤ 24
     decodes each mask as a rank-S downdate of one full fit (``gcc_jax/_downdate.py``).
 
     Args:
