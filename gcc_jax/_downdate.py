@@ -49,7 +49,7 @@ Measured against the Kalman pass in float64 (N = 64 … 1024, S = 8 … 24, λ =
 to 1e6; random masks, contiguous blocks and pairs of adjacent stragglers): at most 1.8e-12
 relative on the masks that pass (contiguous blocks of 24 stragglers at λ = 1e-12, N = 256), at
 most 1.5e-12 for random masks (24 of 100 at λ = 0). The float32 downdate against the float64
-Kalman pass on the same kind of grid (``bench/float32_downdate.py``): at most 5e-6 relative on
+Kalman pass on the same kind of grid (``bench/float32_downdate.py``): at most 1.4e-5 relative on
 the chunks that pass.
 
 At λ = 0 (interpolation) ``P = Ω`` spans the node spacing's range cubed, and ``κ∞(P_dd)`` grows
