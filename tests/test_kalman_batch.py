@@ -204,7 +204,8 @@ def test_float32_decode_of_the_issue_example():
     np.testing.assert_allclose(out, 20.0, rtol=1e-5)
 
 
-def test_monte_carlo_float32_within_10_percent_of_float64():
+@pytest.mark.parametrize("lam", [0.0, 1e-6])  # float32: the Kalman pass / the downdate
+def test_monte_carlo_float32_within_10_percent_of_float64(lam):
     def smooth_map(x):  # the demo's worker function (gcc_jax.experiments.demo.smooth_map)
         return jnp.concatenate(
             [
@@ -219,7 +220,7 @@ def test_monte_carlo_float32_within_10_percent_of_float64():
     masks = gcc.sample_masks(jax.random.key(1), 100, num=64, stragglers=10)
     losses = {}
     for dt in (jnp.float64, jnp.float32):
-        code = gcc.SplineCode.chebyshev(num_inputs=20, num_workers=100, dtype=dt)
+        code = gcc.SplineCode.chebyshev(num_inputs=20, num_workers=100, lam_dec=lam, dtype=dt)
         losses[dt] = gcc.monte_carlo_loss(code, smooth_map, x.astype(dt), masks)
     mean64, mean32 = np.mean(losses[jnp.float64]), np.mean(losses[jnp.float32])
     assert abs(mean32 - mean64) <= 0.1 * mean64, (mean32, mean64)
