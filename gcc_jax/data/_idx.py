@@ -54,8 +54,18 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
             header.
 
     Example:
-        >>> read_idx("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").shape
-        (10000,)
+        A 2 × 3 uint8 file written here (the Fashion-MNIST files of Debian's
+        ``dataset-fashion-mnist`` read the same way: ``t10k-labels-idx1-ubyte.gz`` gives shape
+        ``(10000,)``):
+
+        >>> import gzip, os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "tiny-idx2-ubyte.gz")
+        >>> header = bytes([0, 0, 0x08, 2]) + (2).to_bytes(4, "big") + (3).to_bytes(4, "big")
+        >>> with gzip.open(path, "wb") as f:
+        ...     _ = f.write(header + bytes(range(6)))
+        >>> read_idx(path)
+        array([[0, 1, 2],
+               [3, 4, 5]], dtype=uint8)
     """
     name = os.fspath(path)
     raw = _read_bytes(path)
