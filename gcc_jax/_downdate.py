@@ -45,12 +45,11 @@ the same values to rounding):
 ``1e-2`` (``κ∞ ≤ 100``) in float32, where the error grows like ``κ∞`` times float32's rounding
 (measured: ``κ∞ ≤ 1e3`` let errors up to 4.6e-5 through, on contiguous blocks at λ = 1e-8).
 
-Measured against the Kalman pass in float64 (N = 64 … 1024, S = 8 … 24, λ = 0 … 1e4, ``|y|`` up
-to 1e6; random masks, contiguous blocks and pairs of adjacent stragglers): at most 1.8e-12
-relative on the masks that pass (contiguous blocks of 24 stragglers at λ = 1e-12, N = 256), at
-most 1.5e-12 for random masks (24 of 100 at λ = 0). The float32 downdate against the float64
-Kalman pass on the same kind of grid (``bench/float32_downdate.py``): at most 1.4e-5 relative on
-the chunks that pass.
+Measured against the float64 Kalman pass (``bench/downdate_error.py``: N = 64 … 1024,
+S ∈ {8, 10, 24}, λ = 0 … 1e4, outputs up to 1e6 with offsets, noise and five workers' outputs
+3 … 1000x the rest; random masks, one contiguous block, adjacent pairs; 2,016 chunks of 64
+masks): in float64 at most 1.7e-11 relative on the chunks that pass (a block of 24 stragglers
+at N = 64, λ = 1e-8, outputs ×50), at most 7.4e-13 for random masks; in float32 at most 1.4e-5.
 
 At λ = 0 (interpolation) ``P = Ω``, whose diagonal spans the node spacing's range cubed, and
 ``κ∞(P_dd)`` has a long tail that grows with ``n`` (128 random masks of 10 stragglers: median

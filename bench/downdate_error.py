@@ -1,8 +1,8 @@
-"""Float32 error of the rank-S downdate decoder, and how often its gates let it run.
+"""Error of the rank-S downdate decoder (float64 or float32), and how often its gates let it run.
 
 The many-mask decoder (``gcc_jax/_downdate.py``) decodes each chunk of masks as rank-S downdates
-of one fit when the chunk passes its gates, else by the Kalman pass. This measures the float32
-downdate against the float64 Kalman pass over a grid meant to break it:
+of one fit when the chunk passes its gates, else by the Kalman pass. This measures the downdate
+in the chosen precision against the float64 Kalman pass over a grid meant to break it:
 
 * N in {64, 100, 256, 1024} Chebyshev workers, S in {8, 10, 24} stragglers, λ from 0 to 1e4;
 * masks: uniformly random, one contiguous block of S stragglers, S/2 adjacent pairs;
@@ -11,9 +11,10 @@ downdate against the float64 Kalman pass over a grid meant to break it:
 
 Each case is one chunk of 64 masks. A chunk the gates send to the Kalman pass is counted as a
 fallback (its values are the Kalman pass's own); for the rest the table gives the largest
-``max |v32 − v64| / max |v64|`` over the chunk's masks.
+``max |v − v64| / max |v64|`` over the chunk's masks.
 
-Usage: python bench/float32_downdate.py [--workers 64,100,256,1024] [--out PATH]
+Usage: python bench/downdate_error.py [--dtype float32|float64] [--workers 64,100,256,1024]
+       [--out PATH]   (default results/downdate_error_<dtype>.json)
 """
 
 import argparse
@@ -74,11 +75,14 @@ def mask_sets(n, s, rng) -> dict[str, np.ndarray]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--workers", default="64,100,256,1024")
-    p.add_argument(
-        "--out", default=str(Path(__file__).parent / "results" / "float32_downdate.json")
-    )
+    p.add_argument("--out", default=None)
     args = p.parse_args()
+    dtype = jnp.dtype(args.dtype)
+    out_path = args.out or str(
+        Path(__file__).parent / "results" / f"downdate_error_{args.dtype}.json"
+    )
     reference = jax.jit(smooth_batch_with_status)
     rows = []
     for n in (int(w) for w in args.workers.split(",")):
@@ -90,8 +94,8 @@ def main() -> None:
             masks = mask_sets(n, s, rng)
             for lam, (yname, y), (mname, m) in itertools.product(LAMS, ys.items(), masks.items()):
                 ref = np.asarray(reference(t, jnp.asarray(m), lam, y, tq)[0])
-                f32 = (jnp.asarray(a, jnp.float32) for a in (t, lam, y, tq))
-                values, taken = downdate_or_none(*f32, jnp.asarray(m))
+                cast = (jnp.asarray(a, dtype) for a in (t, lam, y, tq))
+                values, taken = downdate_or_none(*cast, jnp.asarray(m))
                 err = None
                 if bool(taken):
                     diff = np.abs(np.asarray(values, np.float64) - ref)
@@ -126,10 +130,12 @@ def main() -> None:
         )
     print("by λ: " + ", ".join(f"{k}: {v['taken']}/{v['cases']}" for k, v in by_lam.items()))
     worst = max((r["rel_err"] for r in rows if r["rel_err"] is not None), default=0.0)
-    print(f"worst error on the downdate path {worst:.2e} (target 1e-4)")
+    print(f"worst error on the downdate path {worst:.2e} ({args.dtype})")
+    bits = dtype.itemsize * 8
     out = dict(
-        benchmark="float32_downdate",
-        gates=dict(rcond=dd.RCOND[32], spread=dd.SPREAD[32], sizes=list(dd.SIZES)),
+        benchmark="downdate_error",
+        dtype=args.dtype,
+        gates=dict(rcond=dd.RCOND[bits], spread=dd.SPREAD[bits], sizes=list(dd.SIZES)),
         chunk=CHUNK,
         worst=worst,
         summary=summary,
@@ -139,8 +145,8 @@ def main() -> None:
         load_avg_1_5_15_min=os.getloadavg(),
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
-    Path(args.out).write_text(json.dumps(out, indent=1))
-    print(f"wrote {args.out}")
+    Path(out_path).write_text(json.dumps(out, indent=1))
+    print(f"wrote {out_path}")
 
 
 if __name__ == "__main__":
