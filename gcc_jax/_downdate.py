@@ -37,32 +37,37 @@ the same values to rounding):
 * in every output column at most ``S`` workers exceed ``1/SPREAD`` of the column's largest
   ``|y|`` (a straggler's huge output would otherwise dominate the shared ``P y``, and its exact
   cancellation would cost digits);
-* every ``P_dd`` is well conditioned: ``κ∞(P_dd) ≤ 1/RCOND``, computed exactly from the inverse
-  (:func:`downdate`). Contiguous blocks of stragglers at small λ make ``P_dd`` ill-conditioned
-  (a discrete fourth difference); those chunks fall back.
+* every ``P_dd`` is well conditioned: ``κ∞(P̃_dd) ≤ 1/RCOND`` for its Jacobi scaling
+  ``P̃_dd = D^{-1/2} P_dd D^{-1/2}`` (``D = diag P``; unit diagonal), computed exactly from the
+  inverse (:func:`downdate`). Contiguous blocks of stragglers at small λ make ``P_dd``
+  ill-conditioned (a discrete fourth difference); those chunks fall back.
+
+The scaling is done once, in the base: the masks gather from ``P̃ = D^{-1/2} P D^{-1/2}``,
+``G D^{-1/2}`` and ``D^{-1/2} P y``, which give the same ``ŝ``. It matters at small λ: there
+``P → Ω``, whose diagonal spans the node spacing's range cubed, and the unscaled ``κ∞(P_dd)`` has
+a long tail that grows with ``n`` (128 random masks of 10 stragglers at λ = 0: largest 1.7e5 /
+8.1e5 / 5.2e7 at N = 100 / 256 / 1024) while the scaled one stays small (≤ 1.4e2 / 1.4e2 / 6.9),
+and the scaled one is what the error follows (measured in float64: error ≤ 11 ε κ̃). Gating on
+the unscaled ``κ∞`` sent 154 of the 252 float64 chunks at λ = 0 of ``bench/downdate_error.py``
+to the Kalman pass; the scaled gate sends 62.
 
 ``SPREAD`` and ``RCOND`` depend on the precision: ``1e3`` and ``1e-6`` in float64; ``10`` and
-``1e-2`` (``κ∞ ≤ 100``) in float32, where the error grows like ``κ∞`` times float32's rounding
-(measured: ``κ∞ ≤ 1e3`` let errors up to 4.6e-5 through, on contiguous blocks at λ = 1e-8).
+``1e-2`` (``κ̃ ≤ 100``) in float32, where the error grows like ``κ`` times float32's rounding (a
+development run with the unscaled ``κ∞ ≤ 1e3`` let 4.6e-5 through, on contiguous blocks at
+λ = 1e-8).
 
 Measured against the float64 Kalman pass (``bench/downdate_error.py``: N = 64 … 1024,
 S ∈ {8, 10, 24}, λ = 0 … 1e4, outputs up to 1e6 with offsets, noise and five workers' outputs
 3 … 1000x the rest; random masks, one contiguous block, adjacent pairs; 2,016 chunks of 64
-masks): in float64 at most 1.7e-11 relative on the chunks that pass (a block of 24 stragglers
-at N = 64, λ = 1e-8, outputs ×50), at most 7.4e-13 for random masks; in float32 at most 1.4e-5.
+masks): in float64 at most 2.9e-11 relative on the chunks that pass (a block of 24 stragglers at
+N = 64, λ = 1e-12, outputs ×50), 1.3e-12 for random masks; in float32 at most 3.0e-5, on
+noisy outputs at N = 1024, λ = 0, where the float32 Kalman pass is 3.0e-5 off too (float32's
+rounding of the nodes and outputs), and at most 9.4e-6 elsewhere.
 
-At λ = 0 (interpolation) ``P = Ω``, whose diagonal spans the node spacing's range cubed, and
-``κ∞(P_dd)`` has a long tail that grows with ``n`` (128 random masks of 10 stragglers: median
-4.5e3 / 2.1e3 / 1.1e3, largest 1.7e5 / 8.1e5 / 5.2e7 at N = 100 / 256 / 1024; λ = 1e-12 cuts
-the largest to 5.8e4 / 1.4e3 / 9.4): float32 chunks at λ = 0 take the Kalman pass, and so do
-float64 chunks at λ = 0 and N = 1024 (a chunk passes only if all its masks do). Most of that
-condition number is the diagonal's spread: the Jacobi-scaled ``κ∞`` stays ≤ 2e4 there and
-predicts the float64 error better (measured error ≤ 11 ε κ̃ against ≤ 1.3 ε κ∞), but in float32
-at λ = 0 the base's own error dominates (1.6e-5 at N = 1024 with ``κ̃ ≤ 7``), so the gate stays on
-the unscaled ``κ∞``. The per-mask solves are sized by the smallest of ``SIZES`` that holds
-``S`` (the number of stragglers is a value, not a shape: a new ``S`` never recompiles); unused
-slots are identity. Speed (``bench/monte_carlo.py``, N = 100,
-K = 20, m = 10, S = 10, 2-core CPU): see ``bench/README.md``.
+The per-mask solves are sized by the smallest of ``SIZES`` that holds ``S`` (the number of
+stragglers is a value, not a shape: a new ``S`` never recompiles); unused slots are identity.
+Speed (``bench/monte_carlo.py``, N = 100, K = 20, m = 10, S = 10, 2-core CPU): see
+``bench/README.md``.
 """
 
 import functools
@@ -110,10 +115,10 @@ RCOND = {32: 1e-2, 64: 1e-6}
 class Base(NamedTuple):
     """The shared full fit for masks with ``dead`` stragglers (see the module docstring)."""
 
-    g: Float[Array, "q n1"]  # G, with a zero column for unused solve slots
-    p: Float[Array, "n n"]  # P (scaled to max diagonal 1)
+    g: Float[Array, "q n1"]  # G D^{-1/2} (D = diag P), with a zero column for unused solve slots
+    p: Float[Array, "n n"]  # D^{-1/2} P D^{-1/2}: unit diagonal
     gy: Float[Array, "q r"]  # G y (y divided by scale)
-    py: Float[Array, "n1 r"]  # P y, with a zero row for unused slots
+    py: Float[Array, "n1 r"]  # D^{-1/2} P y, with a zero row for unused slots
     scale: Float[Array, " r"]  # per-column data scale
     dead: Int[Array, ""]  # S
     ok: Bool[Array, ""]  # S ≤ max(SIZES), live ≥ 2, spread and finiteness checks passed
@@ -159,26 +164,30 @@ def prepare(
     c = lam * live / half**3
     small_c = c * ((n - 1) / 2.0) ** 3 <= 1.0  # c ≤ h̄³
     p = jnp.where(small_c, reinsch_p(tau, c), eye - b)
-    p = p / jnp.max(jnp.diagonal(p))
+    # Jacobi scaling, once for every mask: with D = diag(P), P_dd⁻¹ = D_d^{-1/2} P̃_dd⁻¹ D_d^{-1/2}
+    # for P̃ = D^{-1/2} P D^{-1/2}, so the masks use P̃ and G D^{-1/2}, D^{-1/2} P y instead
+    diag = jnp.diagonal(p)
+    root = jnp.sqrt(jnp.where(diag > 0, diag, 1.0))
     mag = jnp.sort(jnp.abs(y), axis=0)  # (n, r) ascending per column
     top = mag[-1]
     kth = lax.dynamic_index_in_dim(mag, jnp.clip(n - 1 - dead, 0, n - 1), 0, keepdims=False)
     scale = jnp.where(top > 0, top, 1.0)
     ys = y / scale
-    gy, py = g @ ys, p @ ys
+    gy, py = g @ ys, (p @ ys) / root[:, None]
     ok = (
         (dead >= 0)
         & (dead <= SIZES[-1])
         & (dead <= n - 2)
         & jnp.all(kth * SPREAD[jnp.finfo(dtype).bits] >= top)
+        & jnp.all(diag > 0)
         & jnp.all(jnp.isfinite(p))
         & jnp.all(jnp.isfinite(g))
     )
     zero_col = jnp.zeros((g.shape[0], 1), dtype)
     zero_row = jnp.zeros((1, y.shape[1]), dtype)
     return Base(
-        g=jnp.concatenate([g, zero_col], axis=1),
-        p=p,
+        g=jnp.concatenate([g / root[None, :], zero_col], axis=1),
+        p=p / (root[:, None] * root[None, :]),
         gy=gy,
         py=jnp.concatenate([py, zero_row], axis=0),
         scale=scale,
@@ -255,11 +264,13 @@ def downdate(
     """``G y − G[:, d] (P_dd)⁻¹ (P y)_d`` for masks with at most ``size`` stragglers (static),
     and whether each ``P_dd`` is well enough conditioned for it.
 
-    ``P_dd`` is inverted outright (:func:`sweep_inverse`), which gives its condition number
-    ``κ∞ = ‖P_dd‖∞ ‖P_dd⁻¹‖∞`` exactly: a mask passes when ``κ∞ ≤ 1/RCOND`` and every pivot is
-    positive. Unused slots (fewer than ``size`` stragglers) are identity rows and columns with a
-    zero right-hand side, so they contribute nothing (and are left out of the norms). The masks are
-    the last (vector) axis of every intermediate array.
+    The base holds the Jacobi-scaled ``P̃`` (unit diagonal) with ``G`` and ``P y`` scaled to
+    match, so the masks invert ``P̃_dd``, outright (:func:`sweep_inverse`), which gives its
+    condition number ``κ∞ = ‖P̃_dd‖∞ ‖P̃_dd⁻¹‖∞`` exactly: a mask passes when
+    ``κ∞ ≤ 1/RCOND`` and every pivot is positive. Unused slots (fewer than ``size`` stragglers)
+    are identity rows and columns with a zero right-hand side, so they contribute nothing (and
+    are left out of the norms). The masks are the last (vector) axis of every intermediate
+    array.
     """
     num, n = masks.shape
     if size == 0:
