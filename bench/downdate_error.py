@@ -18,7 +18,6 @@ Usage: python bench/downdate_error.py [--dtype float32|float64] [--workers 64,10
 """
 
 import argparse
-import datetime
 import itertools
 import json
 import os
@@ -29,6 +28,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _common import environment  # noqa: E402
 
 import gcc_jax as gcc  # noqa: E402
 from gcc_jax import _downdate as dd  # noqa: E402
@@ -141,9 +141,8 @@ def main() -> None:
         summary=summary,
         by_lam=by_lam,
         rows=rows,
-        jax_version=jax.__version__,
         load_avg_1_5_15_min=os.getloadavg(),
-        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **environment(),
     )
     Path(out_path).write_text(json.dumps(out, indent=1))
     print(f"wrote {out_path}")

@@ -9,7 +9,6 @@ Usage: python bench/float32_error.py [--out bench/results/float32_error.json]
 """
 
 import argparse
-import datetime
 import json
 import os
 from pathlib import Path
@@ -19,6 +18,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _common import environment  # noqa: E402
 
 import gcc_jax as gcc  # noqa: E402
 from gcc_jax._kalman_batch import smooth_batch_with_status  # noqa: E402
@@ -74,9 +74,8 @@ def main() -> None:
         lams=LAMS,
         table=table,
         worst=worst,
-        jax_version=jax.__version__,
         load_avg_1_5_15_min=os.getloadavg(),
-        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **environment(),
     )
     Path(args.out).write_text(json.dumps(out, indent=2))
     print(f"wrote {args.out}")
