@@ -78,14 +78,30 @@ def floor(yt, num_inputs: int, num_masks: int, repeat: int) -> tuple[int, float,
     return num, *best_of(lambda: jax.block_until_ready(mm(dmat)), repeat)
 
 
+def use_cpu_devices(count: int | None) -> None:
+    """Split the CPU into ``count`` JAX devices (``jax_num_cpu_devices``); call before JAX starts.
+
+    ``gcc_jax.monte_carlo_loss`` shards its mask batch over every device of the default backend,
+    so with one CPU device per core each core decodes its own share of every chunk. With JAX's
+    default (one CPU device for all cores) XLA runs each chunk's small operations on a thread
+    pool, and on 2 cores that was measured slower than one pinned core (``bench/README.md``).
+    ``None`` or 1 leaves JAX's default.
+    """
+    if count is not None and count > 1:
+        import jax
+
+        jax.config.update("jax_num_cpu_devices", count)
+
+
 def environment(device: str | None = None) -> dict:
-    """Versions, device (default: this process's first JAX device), machine and date for a
-    results JSON."""
+    """Versions, device (default: this process's first JAX device), device count, machine and
+    date for a results JSON."""
     import jax
 
     return dict(
         jax_version=jax.__version__,
         device=str(jax.devices()[0]) if device is None else device,
+        num_devices=jax.device_count(),
         platform=platform.platform(),
         cpus=os.cpu_count(),
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

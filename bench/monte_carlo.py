@@ -14,8 +14,12 @@ S = 10 stragglers each, in float64 and float32. In the same run:
 Correctness is checked before timing (our decode vs SciPy on 16 masks, float64 reference).
 Prints masks/s and the ratios; writes JSON to ``bench/results/``.
 
-Usage: python bench/monte_carlo.py [--masks 4096] [--peer-masks 200] [--repeat 3]
-       [--workers 100] [--dtypes float64,float32] [--device cpu|gpu] [--out PATH]
+Usage: python bench/monte_carlo.py [--masks 4096] [--peer-masks 200] [--repeat 10]
+       [--workers 100] [--dtypes float64,float32] [--device cpu|gpu] [--cpu-devices 2]
+       [--out PATH]
+
+``--cpu-devices C`` splits the CPU into C JAX devices (one per core is the fast setting on CPU;
+``monte_carlo_loss`` shards every chunk of masks over them); the default is JAX's one device.
 """
 
 import argparse
@@ -27,7 +31,15 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import best_of, csaps_peer, environment, floor, scipy_peer, worker_function
+from _common import (
+    best_of,
+    csaps_peer,
+    environment,
+    floor,
+    scipy_peer,
+    use_cpu_devices,
+    worker_function,
+)
 
 K, M_OUT = 20, 10
 LAM_DEC = 1e-6  # SciPy needs lam > 0 to be a smoothing spline; a small, realistic value
@@ -81,14 +93,18 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=100)
     p.add_argument("--stragglers", type=int, default=10)
     p.add_argument("--peer-masks", type=int, default=200)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=10, help="best of this many timed calls")
     p.add_argument("--chunk", type=int, default=None, help="masks per chunk (default: auto)")
     p.add_argument("--dtypes", default="float64,float32")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "monte_carlo.json"))
     p.add_argument("--device", default=None, help="JAX platform, e.g. cpu or gpu (default: any)")
+    p.add_argument(
+        "--cpu-devices", type=int, default=None, help="split the CPU into this many JAX devices"
+    )
     args = p.parse_args()
     if args.device:
         jax.config.update("jax_platforms", args.device)
+    use_cpu_devices(args.cpu_devices)
     jax.config.update("jax_enable_x64", True)
     import gcc_jax as gcc
 

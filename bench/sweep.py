@@ -22,6 +22,10 @@ The load average (``os.getloadavg``) is recorded before and after every point: t
 machine is shared, so absolute rates depend on it; ratios within a point are what count.
 
 Usage: python bench/sweep.py [--quick] [--dtype float64|float32] [--device cpu] [--memory]
+       [--cpu-devices C]
+
+``--cpu-devices C`` splits the CPU into C JAX devices in every point (see ``monte_carlo.py``); the
+N sweep then uses at least one full chunk of masks per device.
 """
 
 import argparse
@@ -32,7 +36,15 @@ import sys
 import time
 from pathlib import Path
 
-from _common import best_of, csaps_peer, environment, floor, scipy_peer, worker_function
+from _common import (
+    best_of,
+    csaps_peer,
+    environment,
+    floor,
+    scipy_peer,
+    use_cpu_devices,
+    worker_function,
+)
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -46,6 +58,7 @@ def point(cfg: dict) -> dict:
     jax.config.update("jax_enable_x64", cfg["dtype"] == "float64")
     if cfg.get("device"):
         jax.config.update("jax_platforms", cfg["device"])
+    use_cpu_devices(cfg.get("cpu_devices"))
     import jax.numpy as jnp
     import numpy as np
 
@@ -74,6 +87,7 @@ def point(cfg: dict) -> dict:
             load_before=load_before,
             load_after=os.getloadavg(),
             device=str(jax.devices()[0]),
+            num_devices=jax.device_count(),
         )
     repeat = 1 if first > 20 else 3
     best, best_cpu = best_of(lambda: gcc.monte_carlo_loss(code, f, x, masks), repeat)
@@ -118,6 +132,7 @@ def point(cfg: dict) -> dict:
         load_before=load_before,
         load_after=os.getloadavg(),
         device=str(jax.devices()[0]),
+        num_devices=jax.device_count(),
     )
 
 
@@ -137,7 +152,15 @@ def run_point(cfg: dict, timeout: float) -> dict:
 
 def memory(args) -> None:
     """Peak RSS of the decoder alone at M = 10^6 (N = 100) and of the JAX runtime baseline."""
-    base = dict(K=20, m=10, dtype=args.dtype, lam=args.lam, device=args.device, ours_only=True)
+    base = dict(
+        K=20,
+        m=10,
+        dtype=args.dtype,
+        lam=args.lam,
+        device=args.device,
+        cpu_devices=args.cpu_devices,
+        ours_only=True,
+    )
     baseline = run_point(dict(base, N=100, M=256), timeout=1800)
     big = run_point(dict(base, N=100, M=1_000_000), timeout=3600)
     out = dict(
@@ -162,6 +185,9 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="N up to 10^4, small M (about 1 min)")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     p.add_argument("--device", default=None, help="JAX platform, e.g. cpu or gpu (default: any)")
+    p.add_argument(
+        "--cpu-devices", type=int, default=None, help="split the CPU into this many JAX devices"
+    )
     p.add_argument("--lam", type=float, default=1e-6)
     p.add_argument("--ns", default=None, help="comma-separated N values for the N sweep")
     p.add_argument("--only-n", action="store_true", help="only the N sweep")
@@ -181,7 +207,9 @@ def main() -> None:
         memory(args)
         return
 
-    base = dict(K=20, m=10, dtype=args.dtype, lam=args.lam, device=args.device)
+    base = dict(
+        K=20, m=10, dtype=args.dtype, lam=args.lam, device=args.device, cpu_devices=args.cpu_devices
+    )
     ns = [50, 100, 400, 1000, 10_000] + ([] if args.quick else [100_000])
     if args.ns:
         ns = [int(v) for v in args.ns.split(",")]
@@ -192,9 +220,9 @@ def main() -> None:
         num = int(min(4096, max(16, 4e6 * args.masks_scale // n)))
         if args.quick:
             num = max(8, num // 8)
-        # at least one full chunk of the evaluator: fewer masks would measure a narrower
-        # vector (more loop overhead per mask) than a real Monte Carlo run gets
-        num = max(num, auto_chunk_size(n, 10))
+        # at least one full chunk of the evaluator per device: fewer masks would measure a
+        # narrower vector (more loop overhead per mask) than a real Monte Carlo run gets
+        num = max(num, auto_chunk_size(n, 10) * max(1, args.cpu_devices or 1))
         plan.append(("N", dict(base, N=n, M=num)))
     for num in [] if args.only_n else [256, 4096] + ([] if args.quick else [65536]):
         plan.append(("M", dict(base, N=100, M=num)))
