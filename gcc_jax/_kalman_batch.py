@@ -145,6 +145,7 @@ def _smooth_core(
         """One filter step: the new state and what the backward pass needs (per mask)."""
         ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1, cg = state
         y_i, w_i, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, hn_i, _ = xs
+        w_i = w_i.astype(dtype)  # masks travel as booleans: 8x less memory than float64 weights
         c_i, nu_i, kn_i, ratio_i = coefficients(rho3_i, rho3_n, inv_rr3_i, last_i)
         # g = 1/F̂ with F̂ = w P̂00 + ν: smooth in w down to 0 when λ > 0 (exact weight gradients)
         f = w_i * p00 + nu_i
@@ -348,12 +349,13 @@ def _normalised(
     half = (t[-1] - t[0]) / 2.0
     half = jnp.where(half > 0, half, 1.0)
     center = (t[-1] + t[0]) / 2.0
-    return (tt - center) / half, half, _scales(y, w), lam * jnp.sum(w, axis=0) / half**3
+    live = jnp.sum(w, axis=0, dtype=t.dtype)
+    return (tt - center) / half, half, _scales(y, w), lam * live / half**3
 
 
 def smooth_at(
     t: Float[Array, " n"],
-    w: Float[Array, "n p"],
+    w: Shaped[Array, "n p"],
     lam: Float[ArrayLike, ""],
     y: Float[ArrayLike, "n r"],
     tq: Float[ArrayLike, " q"],
@@ -361,7 +363,8 @@ def smooth_at(
 ) -> Float[Array, "q r p"]:
     """Values at ``tq`` of the smoothing splines of ``y`` under each weight column of ``w``.
 
-    No validation: ``t`` strictly increasing, at least 2 positive weights per column, ``y``
+    ``w``: float weights ``≥ 0``, or boolean masks (kept boolean until each step: 8x less
+    memory than float64 weights). No validation: ``t`` strictly increasing, at least 2 positive weights per column, ``y``
     finite where ``w > 0``, ``λ ≥ 0``. ``λ' = (Σ_i w_ip) λ`` per column. ``block``: steps per
     checkpointed block (static; default :func:`block_length`, the result does not depend on it).
     """
@@ -460,7 +463,7 @@ def smooth_batch_with_status(
 
 def smooth_masks(s: Sanitised, tq: Array) -> Float[Array, "p q r"]:
     """:func:`smooth_at` of a sanitised batch, masks first."""
-    values = smooth_at(s.t, s.masks.T.astype(s.t.dtype), s.lam, s.y, tq)  # (q, r, p)
+    values = smooth_at(s.t, s.masks.T, s.lam, s.y, tq)  # (q, r, p); boolean weights
     return jnp.moveaxis(values, -1, 0)
 
 
