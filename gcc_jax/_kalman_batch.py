@@ -364,8 +364,9 @@ def smooth_at(
     """Values at ``tq`` of the smoothing splines of ``y`` under each weight column of ``w``.
 
     ``w``: float weights ``≥ 0``, or boolean masks (kept boolean until each step: 8x less
-    memory than float64 weights). No validation: ``t`` strictly increasing, at least 2 positive weights per column, ``y``
-    finite where ``w > 0``, ``λ ≥ 0``. ``λ' = (Σ_i w_ip) λ`` per column. ``block``: steps per
+    memory than float64 weights). No validation: ``t`` strictly increasing, at least 2 positive
+    weights per column, ``y`` finite where ``w > 0``, ``λ ≥ 0``. ``λ' = (Σ_i w_ip) λ`` per
+    column. ``block``: steps per
     checkpointed block (static; default :func:`block_length`, the result does not depend on it).
     """
     lam, y, tq = jnp.asarray(lam), jnp.asarray(y), jnp.asarray(tq)
