@@ -112,8 +112,7 @@ def _losses(dec, fx: Array) -> tuple[Array, Array]:
     return jnp.where(ok, loss, jnp.nan), dec.status
 
 
-@functools.partial(jax.jit, static_argnames="per_mask")
-def _blocks(per_mask, code, yt, fx, masks):
+def _blocks_fn(per_mask, code, yt, fx, masks):
     """``per_mask`` over masks ``(g, chunk, n)``: ``lax.map`` over ``g``, ``vmap`` over chunks.
 
     The default loss goes through the code's batched decoder instead of ``vmap(per_mask)``,
@@ -123,6 +122,26 @@ def _blocks(per_mask, code, yt, fx, masks):
         decode = code.batch_decoder(yt, masks[0])
         return jax.lax.map(lambda chunk: _losses(decode(chunk), fx), masks)
     return jax.lax.map(jax.vmap(lambda mask: per_mask(code, yt, fx, mask)), masks)
+
+
+_blocks = jax.jit(_blocks_fn, static_argnames="per_mask")
+
+
+@functools.cache
+def _blocks_with(options: tuple[tuple[str, Any], ...]) -> Callable:
+    """:func:`_blocks_fn` compiled with XLA ``options`` (:meth:`AbstractCode.cpu_compiler_options`;
+    none: the shared :data:`_blocks`). One jitted function per set of options, so each still
+    compiles once per shape."""
+    if not options:
+        return _blocks
+    return jax.jit(_blocks_fn, static_argnames="per_mask", compiler_options=dict(options))
+
+
+def _compiled_blocks(code: AbstractCode, devices: list) -> Callable:
+    """The compiled block function for ``code`` on ``devices`` (its CPU options on CPUs only)."""
+    if any(d.platform != "cpu" for d in devices):
+        return _blocks
+    return _blocks_with(tuple(sorted(code.cpu_compiler_options().items())))
 
 
 def _placement(devices: list) -> tuple[Callable, Callable]:
@@ -197,6 +216,7 @@ class MaskEvaluator:
         self.one_shape = bool(one_shape)
         self._place_masks, self._place_rest = _placement(devices)
         self._code, self.yt, self.fx = self._place_rest((code, yt, fx))
+        self._run = _compiled_blocks(code, devices)
         self.count = 0
 
     @property
@@ -209,6 +229,7 @@ class MaskEvaluator:
     @code.setter
     def code(self, code: AbstractCode) -> None:
         self._code = self._place_rest(code)
+        self._run = _compiled_blocks(code, self.devices)
 
     def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
         """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""
@@ -235,7 +256,7 @@ class MaskEvaluator:
             if size < step:  # pad (keeps one compiled shape) with copies of the first row, so
                 # the padded chunk has the same number of stragglers as the others
                 block = np.concatenate([block, np.repeat(block[:1], step - size, axis=0)], axis=0)
-            res = _blocks(
+            res = self._run(
                 self.per_mask,
                 self.code,
                 self.yt,

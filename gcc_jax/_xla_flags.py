@@ -21,6 +21,7 @@ __all__ = [
     "SERIAL_CODEGEN",
     "TESTED_JAXLIB",
     "add_xla_flags",
+    "compiler_options",
     "jaxlib_is_tested",
     "use_classic_cpu_emitters",
 ]
@@ -84,3 +85,34 @@ def use_classic_cpu_emitters(environ=os.environ) -> bool:
         (False, '--xla_cpu_use_fusion_emitters=true')
     """
     return bool(add_xla_flags(FLAG, environ=environ))
+
+
+def compiler_options(*flags: str, environ=os.environ) -> dict[str, bool | int | str]:
+    """``flags`` (``--name=value``) as one compilation's XLA options (``jax.jit``'s
+    ``compiler_options``), each unless ``XLA_FLAGS`` names it (the user's choice wins).
+
+    Unlike :func:`add_xla_flags` this changes one program, not the process, and works after JAX
+    has started. Nothing is returned for a jaxlib outside :data:`TESTED_JAXLIB` (an option it does
+    not know would fail the compilation).
+
+    Example:
+        >>> compiler_options(FLAG, environ={})
+        {'xla_cpu_use_fusion_emitters': False}
+        >>> compiler_options(FLAG, environ={"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"})
+        {}
+    """
+    if not jaxlib_is_tested():
+        return {}
+    current = environ.get("XLA_FLAGS", "")
+    out: dict[str, bool | int | str] = {}
+    for flag in flags:
+        name, _, value = flag.lstrip("-").partition("=")
+        if name in current:
+            continue
+        if value.lower() in ("true", "false"):
+            out[name] = value.lower() == "true"
+        elif value.lstrip("-").isdigit():
+            out[name] = int(value)
+        else:
+            out[name] = value
+    return out

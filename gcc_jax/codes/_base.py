@@ -12,7 +12,7 @@ distributed service — uses only this interface.
 import abc
 import functools
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -248,6 +248,21 @@ class AbstractCode(abc.ABC):
         """
         del like
         return functools.partial(self.decode_batch_with_status, y)
+
+    def cpu_compiler_options(self) -> dict[str, Any]:
+        """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled blocks of this code on a CPU.
+
+        A performance hint: which of XLA's code generators suits the code's batch decoder (they
+        change the generated machine code, not the arithmetic). The default is none.
+        ``SplineCode`` asks for XLA's classic CPU emitters where its downdate decoder applies
+        (:mod:`gcc_jax._downdate`).
+
+        Example:
+            >>> import gcc_jax as gcc
+            >>> gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8).cpu_compiler_options()
+            {}
+        """
+        return {}
 
     def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
         """Estimates ``(k, *m)`` of ``f(x_k)`` from worker outputs ``y`` ``(n, *m)``.
