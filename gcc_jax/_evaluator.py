@@ -137,11 +137,12 @@ def _blocks_with(options: tuple[tuple[str, Any], ...]) -> Callable:
     return jax.jit(_blocks_fn, static_argnames="per_mask", compiler_options=dict(options))
 
 
-def _compiled_blocks(code: AbstractCode, devices: list) -> Callable:
-    """The compiled block function for ``code`` on ``devices`` (its CPU options on CPUs only)."""
+def _compiled_blocks(code: AbstractCode, devices: list, block: np.ndarray) -> Callable:
+    """The compiled block function for ``code``'s ``block`` of masks on ``devices`` (the code's
+    CPU options on CPUs only)."""
     if any(d.platform != "cpu" for d in devices):
         return _blocks
-    return _blocks_with(tuple(sorted(code.cpu_compiler_options().items())))
+    return _blocks_with(tuple(sorted(code.cpu_compiler_options(block).items())))
 
 
 def _placement(devices: list) -> tuple[Callable, Callable]:
@@ -216,7 +217,6 @@ class MaskEvaluator:
         self.one_shape = bool(one_shape)
         self._place_masks, self._place_rest = _placement(devices)
         self._code, self.yt, self.fx = self._place_rest((code, yt, fx))
-        self._run = _compiled_blocks(code, devices)
         self.count = 0
 
     @property
@@ -229,7 +229,6 @@ class MaskEvaluator:
     @code.setter
     def code(self, code: AbstractCode) -> None:
         self._code = self._place_rest(code)
-        self._run = _compiled_blocks(code, self.devices)
 
     def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
         """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""
@@ -256,7 +255,8 @@ class MaskEvaluator:
             if size < step:  # pad (keeps one compiled shape) with copies of the first row, so
                 # the padded chunk has the same number of stragglers as the others
                 block = np.concatenate([block, np.repeat(block[:1], step - size, axis=0)], axis=0)
-            res = self._run(
+            run = _compiled_blocks(self.code, self.devices, block)
+            res = run(
                 self.per_mask,
                 self.code,
                 self.yt,

@@ -85,39 +85,49 @@ def test_an_evaluator_given_new_lambdas_reuses_its_compiled_blocks():
         np.testing.assert_allclose(got, np.sum((dec.value - fx) ** 2) / fx.shape[0], rtol=1e-10)
 
 
-def test_cpu_compiler_options_follow_the_code_and_the_user(monkeypatch):
-    """SplineCode asks for XLA's classic CPU emitters in the downdate's range only, and never
-    against an ``XLA_FLAGS`` that names the option."""
+def test_cpu_compiler_options_follow_the_code_the_masks_and_the_user(monkeypatch):
+    """SplineCode asks for XLA's classic CPU emitters where the downdate applies (64 ≤ N ≤ 1024,
+    S ≤ 24 in the first mask), and never against an ``XLA_FLAGS`` that names the option."""
     classic = {"xla_cpu_use_fusion_emitters": False}
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_parallel_codegen_split_count=1")
     spline = gcc.SplineCode.chebyshev
-    assert spline(num_inputs=4, num_workers=100).cpu_compiler_options() == classic
-    assert spline(num_inputs=4, num_workers=1024).cpu_compiler_options() == classic
-    assert spline(num_inputs=4, num_workers=63).cpu_compiler_options() == {}
-    assert spline(num_inputs=4, num_workers=1025).cpu_compiler_options() == {}
-    assert spline(num_inputs=4, num_workers=100, solver="kernel").cpu_compiler_options() == {}
-    assert gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100).cpu_compiler_options() == {}
+
+    def masks(n, s):
+        return np.arange(n)[None, :] >= np.full((3, 1), s)
+
+    assert spline(num_inputs=4, num_workers=100).cpu_compiler_options(masks(100, 10)) == classic
+    assert spline(num_inputs=4, num_workers=1024).cpu_compiler_options(masks(1024, 24)) == classic
+    assert spline(num_inputs=4, num_workers=100).cpu_compiler_options(masks(100, 25)) == {}
+    assert spline(num_inputs=4, num_workers=63).cpu_compiler_options(masks(63, 5)) == {}
+    assert spline(num_inputs=4, num_workers=1025).cpu_compiler_options(masks(1025, 5)) == {}
+    kernel = spline(num_inputs=4, num_workers=100, solver="kernel")
+    assert kernel.cpu_compiler_options(masks(100, 10)) == {}
+    berrut = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100)
+    assert berrut.cpu_compiler_options(masks(100, 10)) == {}
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
-    assert spline(num_inputs=4, num_workers=100).cpu_compiler_options() == {}
+    assert spline(num_inputs=4, num_workers=100).cpu_compiler_options(masks(100, 10)) == {}
 
 
 def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monkeypatch):
-    """The evaluator compiles a SplineCode in the downdate's range with its CPU options (here
-    the suite's XLA_FLAGS are hidden so that the code asks for them): same values as the
-    per-mask loop, one compilation for new masks."""
+    """The evaluator compiles a SplineCode block on the downdate with the code's CPU options
+    (here the suite's XLA_FLAGS are hidden so that the code asks for them): the same values as
+    the per-mask loop, one compilation for new masks."""
     monkeypatch.setenv("XLA_FLAGS", "")
     code, x = _setup(n=64)
-    assert code.cpu_compiler_options()
     masks = np.asarray(gcc.sample_masks(jax.random.key(5), 64, num=64, stragglers=6))
+    options = code.cpu_compiler_options(masks)
+    assert options
+    run = gcc._evaluator._blocks_with(tuple(sorted(options.items())))
+    assert run is not gcc._evaluator._blocks
     yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
     ev = gcc.MaskEvaluator(code, yt, fx, chunk_size=32)
-    assert ev._run is not gcc._evaluator._blocks
     loss, status = ev(masks)
     assert not status.any()
     np.testing.assert_allclose(loss, _loop_loss(code, x, masks), rtol=1e-9, atol=1e-15)
-    size = ev._run._cache_size()
+    size = run._cache_size()
+    assert size >= 1
     ev(np.asarray(gcc.sample_masks(jax.random.key(6), 64, num=64, stragglers=6)))
-    assert ev._run._cache_size() == size
+    assert run._cache_size() == size
 
 
 def test_status_and_errors_for_undecodable_patterns():

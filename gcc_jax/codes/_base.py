@@ -249,19 +249,22 @@ class AbstractCode(abc.ABC):
         del like
         return functools.partial(self.decode_batch_with_status, y)
 
-    def cpu_compiler_options(self) -> dict[str, Any]:
-        """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled blocks of this code on a CPU.
+    def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
+        """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled block of ``masks`` on a CPU.
 
-        A performance hint: which of XLA's code generators suits the code's batch decoder (they
-        change the generated machine code, not the arithmetic). The default is none.
-        ``SplineCode`` asks for XLA's classic CPU emitters where its downdate decoder applies
-        (:mod:`gcc_jax._downdate`).
+        A performance hint: which of XLA's code generators suits the code's batch decoder for
+        these masks (a host array: the block about to be decoded). The options change the
+        generated machine code, not the arithmetic; each set of options is compiled once. The
+        default is none. ``SplineCode`` asks for XLA's classic CPU emitters where its downdate
+        decoder applies (:mod:`gcc_jax._downdate`).
 
         Example:
-            >>> import gcc_jax as gcc
-            >>> gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8).cpu_compiler_options()
+            >>> import numpy as np, gcc_jax as gcc
+            >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
+            >>> code.cpu_compiler_options(np.ones((4, 8), bool))
             {}
         """
+        del masks
         return {}
 
     def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:

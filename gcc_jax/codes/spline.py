@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._downdate import MAX_WORKERS, MIN_WORKERS, batch_decoder
+from .._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, batch_decoder
 from .._misc import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
 from .._spline import (
     as_solver,
@@ -222,23 +222,30 @@ class SplineCode(AbstractNodeCode):
 
         return run
 
-    def cpu_compiler_options(self) -> dict[str, Any]:
-        """XLA's classic CPU emitters where the downdate decoder applies (``64 ≤ N ≤ 1024``,
-        Kalman solver), else none (:meth:`gcc_jax.AbstractCode.cpu_compiler_options`).
+    def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
+        """XLA's classic CPU emitters when the downdate decoder applies to ``masks`` (Kalman
+        solver, ``64 ≤ N ≤ 1024``, the first mask's stragglers ``S ≤ 24``), else none
+        (:meth:`gcc_jax.AbstractCode.cpu_compiler_options`).
 
         Measured with jaxlib 0.10.2 on 2 cores (``monte_carlo_loss``, float64, one process per
-        setting, the default emitters first): N = 100, S = 10: 218,742 → 237,183 masks/s, peak
-        RSS 890 → 467 MB, first call 5.6 → 4.0 s; N = 256, S = 20: 55,028 → 67,426 masks/s;
-        N = 64, S = 6: 262,464 → 259,798; N = 1024, S = 10: 32,679 → 30,971 (about 400 MB and 2 s
-        less in each). On the Kalman pass alone (N = 10³ … 10⁵, S = N/10) the default emitters
-        are 14–16% faster, so outside that range nothing is asked. ``XLA_FLAGS`` naming the
-        option wins (:func:`gcc_jax._xla_flags.compiler_options`).
+        setting, default emitters → classic): on the downdate, N = 100, S = 10: 218,742 →
+        237,183 masks/s; N = 256, S = 20: 55,028 → 67,426; N = 512, S = 10: 85,036 → 85,442;
+        N = 64, S = 6: 262,464 → 259,798; N = 1024, S = 10: 32,679 → 30,971. On the Kalman pass
+        (S beyond the downdate's) the default emitters are faster: N = 100, S = 30: 63,637
+        against 56,567; N = 512, S = 50: 16,059 against 13,342; N = 1000, S = 100: 8,337
+        against 7,028. Either way the classic ones compile in 1.4–2 s less and with about 400 MB
+        less peak memory (N = 100, S = 10: 890 → 467 MB). ``XLA_FLAGS`` naming the option wins
+        (:func:`gcc_jax._xla_flags.compiler_options`).
 
         Example:
-            >>> import gcc_jax as gcc
-            >>> gcc.SplineCode.chebyshev(num_inputs=3, num_workers=2000).cpu_compiler_options()
+            >>> import numpy as np, gcc_jax as gcc
+            >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=100)
+            >>> code.cpu_compiler_options(np.ones((4, 100), bool).cumsum(1) > 40)  # S = 40
             {}
         """
+        masks = np.asarray(masks)
         if self.solver != "kalman" or not MIN_WORKERS <= self.num_workers <= MAX_WORKERS:
+            return {}
+        if masks.ndim != 2 or masks.shape[0] == 0 or np.sum(~masks[0]) > SIZES[-1]:
             return {}
         return compiler_options(CLASSIC_EMITTERS)
