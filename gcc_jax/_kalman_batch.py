@@ -180,9 +180,15 @@ def _smooth_core(
         state, bd, bb, bp = carry
         ad0, ad1, ab0, ab1, p00, p01, p11 = state[:7]
         slot_i = xs[-1]
-        bd = lax.dynamic_update_index_in_dim(bd, jnp.stack([ad0, ad1]), slot_i, 0)
-        bb = lax.dynamic_update_index_in_dim(bb, jnp.stack([ab0, ab1]), slot_i, 0)
-        bp = lax.dynamic_update_index_in_dim(bp, jnp.stack([p00, p01, p11]), slot_i, 0)
+
+        def save(buffers):
+            bd, bb, bp = buffers
+            bd = lax.dynamic_update_index_in_dim(bd, jnp.stack([ad0, ad1]), slot_i, 0)
+            bb = lax.dynamic_update_index_in_dim(bb, jnp.stack([ab0, ab1]), slot_i, 0)
+            bp = lax.dynamic_update_index_in_dim(bp, jnp.stack([p00, p01, p11]), slot_i, 0)
+            return bd, bb, bp
+
+        bd, bb, bp = lax.cond(slot_i < num_out, save, lambda b: b, (bd, bb, bp))
         state, out = step(state, xs)
         return (state, bd, bb, bp), out
 
@@ -198,8 +204,14 @@ def _smooth_core(
         a1, b1 = ratio_i * hr_i, ratio_i * rr_i
         rd0, rd1 = vgd_i + a0 * rd0 - b0 * rd1, a1 * rd0 + b1 * rd1
         rb0, rb1 = vgb_i + a0 * rb0 - b0 * rb1, a1 * rb0 + b1 * rb1
-        od = lax.dynamic_update_index_in_dim(od, jnp.stack([rd0, rd1]), slot_i, 0)
-        ob = lax.dynamic_update_index_in_dim(ob, jnp.stack([rb0, rb1]), slot_i, 0)
+
+        def save(buffers):
+            od, ob = buffers
+            od = lax.dynamic_update_index_in_dim(od, jnp.stack([rd0, rd1]), slot_i, 0)
+            ob = lax.dynamic_update_index_in_dim(ob, jnp.stack([rb0, rb1]), slot_i, 0)
+            return od, ob
+
+        od, ob = lax.cond(slot_i < num_out, save, lambda b: b, (od, ob))
         return (rd0, rd1, rb0, rb1, od, ob), None
 
     kappa0 = q * rho3[0] / (q * rho3[0] + r)
