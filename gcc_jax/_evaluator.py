@@ -140,10 +140,13 @@ def _blocks_with(options: tuple[tuple[str, Any], ...]) -> Callable:
     return jax.jit(_blocks_fn, static_argnames="per_mask", compiler_options=dict(options))
 
 
-def _compiled_blocks(code: AbstractCode, devices: list, block: np.ndarray) -> Callable:
-    """The compiled block function for ``code``'s ``block`` of masks on ``devices`` (the code's
-    CPU options on CPUs only)."""
-    if any(d.platform != "cpu" for d in devices):
+def _compiled_blocks(
+    code: AbstractCode, devices: list, block: np.ndarray, per_mask: Callable
+) -> Callable:
+    """The compiled block function for ``code``'s ``block`` of masks on ``devices``: with the
+    code's CPU options when the block runs the code's batch decoder (the default loss) on CPUs,
+    else the shared :data:`_blocks`."""
+    if per_mask is not pattern_loss or any(d.platform != "cpu" for d in devices):
         return _blocks
     return _blocks_with(tuple(sorted(code.cpu_compiler_options(block).items())))
 
@@ -258,7 +261,7 @@ class MaskEvaluator:
             if size < step:  # pad (keeps one compiled shape) with copies of the first row, so
                 # the padded chunk has the same number of stragglers as the others
                 block = np.concatenate([block, np.repeat(block[:1], step - size, axis=0)], axis=0)
-            run = _compiled_blocks(self.code, self.devices, block)
+            run = _compiled_blocks(self.code, self.devices, block, self.per_mask)
             res = run(
                 self.per_mask,
                 self.code,

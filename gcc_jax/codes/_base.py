@@ -250,7 +250,8 @@ class AbstractCode(abc.ABC):
         return functools.partial(self.decode_batch_with_status, y)
 
     def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
-        """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled block of ``masks`` on a CPU.
+        """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled block of ``masks`` on a CPU,
+        when the block runs :meth:`batch_decoder` (the default per-pattern loss).
 
         A performance hint: which of XLA's code generators suits the code's batch decoder for
         these masks (a host array: the block about to be decoded). The options change the
