@@ -152,17 +152,32 @@ def _compiled_blocks(
 
 
 def _placement(devices: list) -> tuple[Callable, Callable]:
-    """Functions placing a mask block (sharded on its chunk axis) and replicated operands."""
-    if len(devices) == 1:
-        dev = devices[0]
-        return (lambda a: jax.device_put(a, dev)), (lambda t: jax.device_put(t, dev))
-    from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
+    """Functions placing a mask block (sharded on its chunk axis) and replicated operands.
 
-    mesh = Mesh(np.asarray(devices), ("p",))
-    by_mask = NamedSharding(mesh, P(None, "p", None))
-    replicated = NamedSharding(mesh, P())
-    return (lambda a: jax.device_put(a, by_mask)), (lambda t: jax.device_put(t, replicated))
+    Operands already placed as wanted (typically outputs JAX computed on the one device) are
+    passed through untouched: no copy, and the code is not rebuilt (rebuilding it re-runs its
+    validation).
+    """
+    if len(devices) == 1:
+        by_mask = replicated = jax.sharding.SingleDeviceSharding(devices[0])
+    else:
+        from jax.sharding import Mesh, NamedSharding
+        from jax.sharding import PartitionSpec as P
+
+        mesh = Mesh(np.asarray(devices), ("p",))
+        by_mask = NamedSharding(mesh, P(None, "p", None))
+        replicated = NamedSharding(mesh, P())
+
+    def place_rest(tree):
+        leaves = jax.tree.leaves(tree)
+        if all(
+            isinstance(a, jax.Array) and a.sharding.is_equivalent_to(replicated, a.ndim)
+            for a in leaves
+        ):
+            return tree
+        return jax.device_put(tree, replicated)
+
+    return (lambda a: jax.device_put(a, by_mask)), place_rest
 
 
 class MaskEvaluator:
