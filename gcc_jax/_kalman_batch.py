@@ -47,17 +47,18 @@ so at most 6.5e-5 (< 1e-4) for ``n`` up to 10⁵ and any λ ≥ 0; nothing overf
 (float64 also holds ``|y|`` ~ 1e300 and λ up to 1e300). At ``n`` = 10⁵ the Chebyshev nodes are
 not all distinct in float32 (spacing below ulp near ±1), hence the distinct subset.
 
-Layout: the masks are the minor (vectorised) axis of every array, ``(…, p)``; ``y`` is shared by
-all masks. The forward pass stores per step only what the backward pass needs (the weighted
-innovations and two gains per mask); the predicted states are kept only at the query points, in
-a small carried buffer, and so are the smoother's ``r̂``. When those per-step quantities would
+Layout: the masks are the minor (vectorised) axis of every array, ``(…, p)``; ``y`` is shared by all
+masks. The forward pass stores per step only what the backward pass needs (the weighted innovations
+and two gains per mask); the predicted states are kept only at the query points, in a small carried
+buffer, and so are the smoother's ``r̂`` (each written under a conditional at those positions only:
+writing a spare slot at every node cost 7–12% of the pass). When those per-step quantities would
 exceed 4 MiB (``(r + 4) p L`` numbers) the pass is checkpointed (:func:`block_length`): a first
-forward pass keeps only the state at the start of each block of ``~√L`` steps, then the blocks
-are taken in reverse, each recomputing its forward steps (same arithmetic, same result) into a
-block-sized store that its backward steps consume. Memory is then ``O(√L p)`` beyond the
-weights, the working set stays in cache and the time per mask and node no longer grows with
-``L`` (one extra forward pass, which the cache locality more than pays for on CPU). All of it
-is ``lax.scan``: jittable and differentiable w.r.t. ``y``, ``λ``, ``t`` and ``tq``.
+forward pass keeps only the state at the start of each block of ``~√L`` steps, then the blocks are
+taken in reverse, each recomputing its forward steps (same arithmetic, same result) into a
+block-sized store that its backward steps consume. Memory is then ``O(√L p)`` beyond the weights,
+the working set stays in cache and the time per mask and node no longer grows with ``L`` (one extra
+forward pass, which the cache locality more than pays for on CPU). All of it is ``lax.scan``:
+jittable and differentiable w.r.t. ``y``, ``λ``, ``t`` and ``tq``.
 """
 
 import math
@@ -378,8 +379,8 @@ def smooth_at(
     ``w``: float weights ``≥ 0``, or boolean masks (kept boolean until each step: 8x less
     memory than float64 weights). No validation: ``t`` strictly increasing, at least 2 positive
     weights per column, ``y`` finite where ``w > 0``, ``λ ≥ 0``. ``λ' = (Σ_i w_ip) λ`` per
-    column. ``block``: steps per
-    checkpointed block (static; default :func:`block_length`, the result does not depend on it).
+    column. ``block``: steps per checkpointed block (static; default :func:`block_length`, the
+    result does not depend on it).
     """
     lam, y, tq = jnp.asarray(lam), jnp.asarray(y), jnp.asarray(tq)
     nq = tq.shape[0]
