@@ -128,6 +128,12 @@ def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monk
     assert size >= 1
     ev(np.asarray(gcc.sample_masks(jax.random.key(6), 64, num=64, stragglers=6)))
     assert run._cache_size() == size
+    # a code of the same structure with new λs and nodes: no new compilation, fresh values
+    nodes = 0.9 * code.beta + 0.1 * code.beta**3  # increasing: another node placement
+    ev.code = gcc.SplineCode(alpha=code.alpha, beta=nodes, lam_enc=0.0, lam_dec=1e-3)
+    loss, _ = ev(masks)
+    assert run._cache_size() == size
+    np.testing.assert_allclose(loss, _loop_loss(ev.code, x, masks), rtol=1e-9, atol=1e-15)
 
 
 def test_status_and_errors_for_undecodable_patterns():
