@@ -87,6 +87,8 @@ def use_cpu_devices(count: int | None) -> None:
     pool, and on 2 cores that was measured slower than one pinned core (``bench/README.md``).
     ``None`` or 1 leaves JAX's default.
     """
+    if count is not None and count < 1:
+        raise SystemExit(f"--cpu-devices must be at least 1; got {count}")
     if count is not None and count > 1:
         import jax
 
