@@ -44,7 +44,8 @@ def downdate_or_none(t, lam, y, tq, masks):
     """The downdated values of a chunk and whether the gates let them stand (as the decoder)."""
     s = sanitise(t, masks, lam, y)
     base = dd.prepare(s.t, s.lam, s.y, tq, dd._first_ok_dead(s))
-    return dd.downdate_chunk(base, s)
+    values, ok = dd.downdate_chunk(base, s)  # values (q, r, p): masks last
+    return jnp.moveaxis(values, -1, 0), ok
 
 
 def outputs(t, rng) -> dict[str, np.ndarray]:

@@ -83,7 +83,6 @@ from ._kalman_batch import (
     sanitise,
     smooth_at,
     smooth_batch_with_status,
-    smooth_masks,
     smooth_nodes,
 )
 from ._types import Array, Bool, Float, Int
@@ -304,7 +303,7 @@ def sweep_inverse(a: Float[Array, "s s p"]) -> tuple[Float[Array, "s s p"], Floa
 
 def downdate(
     base: Base, masks: Bool[Array, "p n"], size: int
-) -> tuple[Float[Array, "p q r"], Bool[Array, " p"]]:
+) -> tuple[Float[Array, "q r p"], Bool[Array, " p"]]:
     """``G y − G[:, d] (P_dd)⁻¹ (P y)_d`` for masks with at most ``size`` stragglers (static),
     and whether each ``P_dd`` is well enough conditioned for it.
 
@@ -314,11 +313,15 @@ def downdate(
     ``κ∞ ≤ 1/RCOND`` and every pivot is positive. Unused slots (fewer than ``size`` stragglers)
     are identity rows and columns with a zero right-hand side, so they contribute nothing (and
     are left out of the norms). The masks are the last (vector) axis of every intermediate
-    array.
+    array and of the values ``(q, r, p)``: the caller moves them first after its conditional
+    (with the Kalman pass's values, also masks last), where XLA fuses the transposition into
+    what reads them (6% faster at N = 100, float32, than moving them here).
     """
     num, n = masks.shape
     if size == 0:
-        return jnp.broadcast_to(base.gy * base.scale, (num, *base.gy.shape)), jnp.ones(num, bool)
+        return jnp.broadcast_to(
+            (base.gy * base.scale)[:, :, None], (*base.gy.shape, num)
+        ), jnp.ones(num, bool)
     dead = dead_workers(masks, size)  # (size, p)
     unused = dead == n
     idx = jnp.where(unused, 0, dead)
@@ -335,8 +338,7 @@ def downdate(
     # slower inside the conditional that selects this solve size
     z = jnp.einsum("ijp,rjp->rip", inv, rhs)  # P_dd⁻¹ (P y)_d
     corr = jnp.einsum("qjp,rjp->qrp", base.g[:, dead], z)
-    values = (base.gy[:, :, None] - corr) * base.scale[None, :, None]
-    return jnp.moveaxis(values, -1, 0), good
+    return (base.gy[:, :, None] - corr) * base.scale[None, :, None], good
 
 
 def _first_ok_dead(s: Sanitised) -> Int[Array, ""]:
@@ -377,14 +379,15 @@ def batch_decoder(
     def decode(masks):
         s = sanitise(t, masks, lam, y)
         values, fast = downdate_chunk(base, s)
-        values = lax.cond(fast, lambda: values, lambda: smooth_masks(s, tq))
-        return finish(values, s.status)
+        values = lax.cond(fast, lambda: values, lambda: smooth_at(s.t, s.masks.T, s.lam, s.y, tq))
+        return finish(jnp.moveaxis(values, -1, 0), s.status)
 
     return decode
 
 
-def downdate_chunk(base: Base, s: Sanitised) -> tuple[Float[Array, "p q r"], Bool[Array, ""]]:
-    """The downdated values of a sanitised chunk and whether they stand (else: Kalman pass).
+def downdate_chunk(base: Base, s: Sanitised) -> tuple[Float[Array, "q r p"], Bool[Array, ""]]:
+    """The downdated values ``(q, r, p)`` of a sanitised chunk and whether they stand (else:
+    the Kalman pass).
 
     They stand when the base is usable, every mask whose status is OK has the base's number of
     stragglers, and every such mask's ``P_dd`` passed the condition check.
@@ -400,6 +403,6 @@ def downdate_chunk(base: Base, s: Sanitised) -> tuple[Float[Array, "p q r"], Boo
     values, good = lax.cond(
         fits,
         lambda: lax.switch(size_index, branches, base, masks),
-        lambda: (jnp.zeros((masks.shape[0], *base.gy.shape), base.gy.dtype), jnp.zeros_like(bad)),
+        lambda: (jnp.zeros((*base.gy.shape, masks.shape[0]), base.gy.dtype), jnp.zeros_like(bad)),
     )
     return values, fits & jnp.all(good | bad)

@@ -117,7 +117,7 @@ def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monk
     masks = np.asarray(gcc.sample_masks(jax.random.key(5), 64, num=64, stragglers=6))
     options = code.cpu_compiler_options(masks)
     assert options
-    run = gcc._evaluator._blocks_with(tuple(sorted(options.items())))
+    run = gcc._evaluator._blocks_on(tuple(jax.devices()), tuple(sorted(options.items())))
     assert run is not gcc._evaluator._blocks
     yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
     ev = gcc.MaskEvaluator(code, yt, fx, chunk_size=32)
