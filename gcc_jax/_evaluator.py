@@ -183,9 +183,12 @@ def _compiled_blocks(
 def _placement(devices: list) -> tuple[Callable, Callable]:
     """Functions placing a mask block (sharded on its chunk axis) and replicated operands.
 
-    Operands already placed as wanted (typically outputs JAX computed on the one device) are
-    passed through untouched: no copy, and the code is not rebuilt (rebuilding it re-runs its
-    validation).
+    JAX arrays already placed as wanted or not committed to a device (made by JAX on its default
+    device; the compiled call copies them where it needs them) are passed through untouched:
+    the code is not rebuilt, which would re-run its validation (0.46 ms for a ``SplineCode``;
+    with two devices, placing the code, outputs and targets took 1.3 ms of a 7.5 ms
+    ``monte_carlo_loss`` at N = 100, M = 4096). Anything else (committed elsewhere, NumPy) is
+    replicated onto ``devices`` once.
     """
     if len(devices) == 1:
         by_mask = replicated = jax.sharding.SingleDeviceSharding(devices[0])
@@ -198,10 +201,10 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
         replicated = NamedSharding(mesh, P())
 
     def place_rest(tree):
-        leaves = jax.tree.leaves(tree)
         if all(
-            isinstance(a, jax.Array) and a.sharding.is_equivalent_to(replicated, a.ndim)
-            for a in leaves
+            isinstance(a, jax.Array)
+            and (not a.committed or a.sharding.is_equivalent_to(replicated, a.ndim))
+            for a in jax.tree.leaves(tree)
         ):
             return tree
         return jax.device_put(tree, replicated)
