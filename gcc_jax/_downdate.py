@@ -92,6 +92,7 @@ __all__ = [
     "batch_decoder",
     "dead_workers",
     "downdate",
+    "interpolation_matrix",
     "downdate_chunk",
     "prepare",
     "reinsch_p",
@@ -185,6 +186,49 @@ def reinsch_p(tau: Float[Array, " n"], c: Float[Array, ""]) -> Float[Array, "n n
     return a * x[2 : n + 2] + b * x[1 : n + 1] + c_ * x[:n]
 
 
+def interpolation_matrix(tau: Float[Array, " n"], x: Float[Array, " q"]) -> Float[Array, "q n"]:
+    """``E`` with ``E g`` the natural cubic spline through the node values ``g`` at ``tau``
+    (strictly increasing, ``n ≥ 3``), evaluated at ``x``; linear beyond the end nodes.
+
+    On the interval ``[τ_i, τ_{i+1}]`` (``h = τ_{i+1} − τ_i``, ``a = (τ_{i+1} − x)/h``,
+    ``b = 1 − a``) the spline is ``a g_i + b g_{i+1} + ((a³ − a) γ_i + (b³ − b) γ_{i+1}) h²/6``,
+    its second derivatives ``γ = (0, R⁻¹Qᵀ g, 0)`` (Green & Silverman 1994, §2.1; ``Q``, ``R``
+    as in :func:`reinsch_p`); beyond an end node the cubes drop out (the natural spline's linear
+    continuation). ``E = A + C R⁻¹ Qᵀ``, with ``A`` and ``C`` two entries per row: one
+    tridiagonal solve with ``q`` right-hand sides (``O(n q)``). The downdate's base takes the
+    fit at the query points as ``G = E B`` from its node values ``B``: one Kalman pass fewer per
+    base than smoothing the identity at the query points (equal to 1.8e-12 relative up to
+    n = 1024, float64).
+    """
+    n, q = tau.shape[0], x.shape[0]
+    dtype = tau.dtype
+    h = jnp.diff(tau)
+    i = jnp.clip(jnp.searchsorted(tau, x, side="right") - 1, 0, n - 2)  # interval of each x
+    hi = h[i]
+    a = (tau[i + 1] - x) / hi
+    b = (x - tau[i]) / hi
+    ca = (jnp.where(x > tau[-1], 0.0, a**3) - a) * hi**2 / 6.0
+    cb = (jnp.where(x < tau[0], 0.0, b**3) - b) * hi**2 / 6.0
+    rows = jnp.arange(q)
+    lin = jnp.zeros((q, n), dtype).at[rows, i].add(a).at[rows, i + 1].add(b)
+    cub = jnp.zeros((q, n), dtype).at[rows, i].add(ca).at[rows, i + 1].add(cb)[:, 1:-1]
+    zero = jnp.zeros((1,), dtype)
+    sub = h[1:-1] / 6.0  # R[j + 1, j]
+    v = lax.linalg.tridiagonal_solve(  # R⁻¹ Cᵀ, (n − 2, q)
+        jnp.concatenate([zero, sub]), (h[:-1] + h[1:]) / 3.0, jnp.concatenate([sub, zero]), cub.T
+    )
+    qa, qc = 1.0 / h[:-1], 1.0 / h[1:]  # Q's columns, as in reinsch_p
+    qb = -qa - qc
+    pad = jnp.zeros((2, q), dtype)
+    v = jnp.concatenate([pad, v, pad])  # row r + 2 holds (R⁻¹ Cᵀ)_r
+    qv = (
+        jnp.concatenate([qa, zero, zero])[:, None] * v[2 : n + 2]
+        + jnp.concatenate([zero, qb, zero])[:, None] * v[1 : n + 1]
+        + jnp.concatenate([zero, zero, qc])[:, None] * v[:n]
+    )  # Q R⁻¹ Cᵀ, (n, q)
+    return lin + qv.T
+
+
 def prepare(
     t: Float[Array, " n"],
     lam: Float[Array, ""],
@@ -199,14 +243,23 @@ def prepare(
     ones = jnp.ones((n,), dtype)
     live = (n - dead).astype(dtype)
     lam_fit = lam * live / n  # the Kalman passes use λ' = (Σw) λ = n · lam_fit
-    g = smooth_at(t, ones[:, None], lam_fit, eye, tq)[:, :, 0]  # (q, n)
     half = (t[-1] - t[0]) / 2.0
-    tau = (t - (t[-1] + t[0]) / 2.0) / half
+    mid = (t[-1] + t[0]) / 2.0
+    tau = (t - mid) / half
     c = lam * live / half**3
     small_c = c * ((n - 1) / 2.0) ** 3 <= 1.0  # c ≤ h̄³
-    p = lax.cond(  # only the accurate form is computed
-        small_c, lambda: reinsch_p(tau, c), lambda: eye - smooth_nodes(t, ones, lam_fit, eye)[0]
-    )
+
+    def from_reinsch():
+        p = reinsch_p(tau, c)
+        return p, eye - c * p
+
+    def from_kalman():
+        b = smooth_nodes(t, ones, lam_fit, eye)[0]
+        return eye - b, b
+
+    # only the accurate form of P is computed, with the fit's node values B = I − cP
+    p, b = lax.cond(small_c, from_reinsch, from_kalman)
+    g = interpolation_matrix(tau, (tq - mid) / half) @ b  # (q, n): the fit at the query points
     # Jacobi scaling, once for every mask: with D = diag(P), P_dd⁻¹ = D_d^{-1/2} P̃_dd⁻¹ D_d^{-1/2}
     # for P̃ = D^{-1/2} P D^{-1/2}, so the masks use P̃ and G D^{-1/2}, D^{-1/2} P y instead
     diag = jnp.diagonal(p)
