@@ -88,6 +88,25 @@ def test_reinsch_p_matches_scipy_roughness(c):
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.max(np.abs(ref)))
 
 
+def test_interpolation_matrix_matches_scipy_natural_spline():
+    """``E g`` is SciPy's natural ``CubicSpline`` through ``g`` inside the nodes, and its linear
+    continuation (value and slope at the end node) beyond them, for every unit vector ``g``."""
+    rng = np.random.default_rng(2)
+    t = np.sort(rng.uniform(-1, 1, 15))
+    inside = np.concatenate([rng.uniform(t[0], t[-1], 9), t[[0, 3, -1]]])
+    outside = np.array([t[0] - 0.3, t[0] - 1e-3, t[-1] + 1e-3, t[-1] + 0.5])
+    x = np.concatenate([inside, outside])
+    got = np.asarray(dd.interpolation_matrix(jnp.asarray(t), jnp.asarray(x)))
+    spline = CubicSpline(t, np.eye(t.size), bc_type="natural")  # column j: the spline of e_j
+    ref_in = spline(inside)
+    left, right = outside < t[0], outside > t[-1]
+    ends = np.where(left, t[0], t[-1])
+    ref_out = spline(ends) + (outside - ends)[:, None] * spline(ends, 1)
+    assert left.any() and right.any()
+    np.testing.assert_allclose(got[: inside.size], ref_in, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(got[inside.size :], ref_out, rtol=0, atol=1e-13)
+
+
 @pytest.mark.parametrize("size", [4, 12, 24])  # straight-line sweeps and the loop (> UNROLL)
 def test_sweep_inverse_matches_numpy(size):
     rng = np.random.default_rng(size)
