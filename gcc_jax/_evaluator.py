@@ -228,7 +228,9 @@ class MaskEvaluator:
             wants ``f(x)`` of shape ``(k, *m)``).
         per_mask: ``per_mask(code, yt, fx, mask) -> (values..., status)``, a pure function of one
             mask whose last output is the int32 status; hashable (a module-level function).
-        chunk_size: masks per vmapped chunk (per device); default :func:`auto_chunk_size`.
+        chunk_size: masks per vmapped chunk (per device); default :func:`auto_chunk_size`, or on
+            CPUs the code's :meth:`AbstractCode.cpu_chunk_size` for the masks of each call
+            (capped by :func:`auto_chunk_size`).
         devices: devices to shard each block over (data parallel on the chunk axis); default
             all devices of JAX's default backend. Results do not depend on it.
         progress: show a progress bar (stderr) over blocks.
@@ -258,6 +260,7 @@ class MaskEvaluator:
             raise ValueError(
                 f"`yt` must have one row per worker (n={self.num_workers}); got {yt.shape}"
             )
+        self._auto_chunk = chunk_size is None
         if chunk_size is None:
             chunk_size = auto_chunk_size(self.num_workers, max(1, math.prod(yt.shape[1:])))
         self.chunk = as_int(chunk_size, "chunk_size", 1)
@@ -283,6 +286,21 @@ class MaskEvaluator:
     def code(self, code: AbstractCode) -> None:
         self._code = self._place_rest(code)
 
+    def _chunk_for(self, masks: Bool[Any, "p n"]) -> int:
+        """Masks per chunk and device for this call: ``chunk_size`` if the caller gave one, else
+        the code's :meth:`AbstractCode.cpu_chunk_size` hint for these masks (CPUs, the default
+        loss) capped by :func:`auto_chunk_size`."""
+        if (
+            not self._auto_chunk
+            or self.one_shape
+            or self.per_mask is not pattern_loss
+            or any(d.platform != "cpu" for d in self.devices)
+            or masks.shape[0] == 0
+        ):
+            return self.chunk
+        hint = self.code.cpu_chunk_size(np.asarray(masks[:1]))
+        return self.chunk if hint is None else min(as_int(hint, "cpu_chunk_size", 1), self.chunk)
+
     def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
         """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""
         masks = as_masks(masks, self.num_workers)
@@ -291,7 +309,7 @@ class MaskEvaluator:
         # a power of two >= 16 (or the chunk size) masks per chunk: batches of nearby sizes
         # share one compiled shape (padding: at most 15 or one per mask extra decodes)
         per_dev = max(math.ceil(num / ndev), 16)
-        chunk = min(self.chunk, 1 << (per_dev - 1).bit_length()) * ndev
+        chunk = min(self._chunk_for(masks), 1 << (per_dev - 1).bit_length()) * ndev
         groups = min(64, 1 << max(math.ceil(num / chunk) - 1, 0).bit_length())  # power of two
         if self.one_shape:
             chunk, groups = self.chunk * ndev, 1

@@ -104,7 +104,8 @@ def monte_carlo_loss(
         f: the worker function, one input of shape ``x.shape[1:]`` → one output.
         x: inputs, shape ``(K, ...)``.
         masks: boolean ``(M, N)``; ``True`` = the worker returned in time.
-        chunk_size: masks per vmapped block; default :func:`auto_chunk_size`.
+        chunk_size: masks per vmapped block; default :func:`auto_chunk_size` (on CPUs, the
+            code's hint :meth:`gcc_jax.AbstractCode.cpu_chunk_size` when it gives one).
         return_status: also return each pattern's :class:`gcc_jax.Status` instead of raising.
         progress: show a progress bar over chunks.
         devices: devices to shard the mask batch over (data parallel: each device decodes

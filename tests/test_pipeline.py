@@ -108,6 +108,54 @@ def test_cpu_compiler_options_follow_the_code_the_masks_and_the_user(monkeypatch
     assert spline(num_inputs=4, num_workers=100).cpu_compiler_options(masks(100, 10)) == {}
 
 
+def test_cpu_chunk_size_follows_the_code_and_the_masks():
+    """SplineCode asks for 64-mask chunks where the downdate applies and N ≤ 512, else nothing."""
+    spline = gcc.SplineCode.chebyshev
+
+    def masks(n, s):
+        return np.arange(n)[None, :] >= np.full((3, 1), s)
+
+    assert spline(num_inputs=4, num_workers=100).cpu_chunk_size(masks(100, 10)) == 64
+    assert spline(num_inputs=4, num_workers=512).cpu_chunk_size(masks(512, 24)) == 64
+    assert spline(num_inputs=4, num_workers=100).cpu_chunk_size(masks(100, 25)) is None
+    assert spline(num_inputs=4, num_workers=1024).cpu_chunk_size(masks(1024, 10)) is None
+    assert spline(num_inputs=4, num_workers=63).cpu_chunk_size(masks(63, 5)) is None
+    kernel = spline(num_inputs=4, num_workers=100, solver="kernel")
+    assert kernel.cpu_chunk_size(masks(100, 10)) is None
+    berrut = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100)
+    assert berrut.cpu_chunk_size(masks(100, 10)) is None
+
+
+def test_evaluator_cuts_chunks_of_the_codes_hint_unless_told(monkeypatch):
+    """With no chunk_size the evaluator decodes chunks of the code's cpu_chunk_size (capped by
+    auto_chunk_size); a chunk_size given wins; the losses are the same."""
+    code, x = _setup(n=64)
+    yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
+    masks = np.asarray(gcc.sample_masks(jax.random.key(7), 64, num=96, stragglers=6))
+    widths = []
+    batch_decoder = gcc.SplineCode.batch_decoder
+
+    def spy(self, y, like):
+        widths.append(like.shape[0])  # at trace time: the chunk's width
+        return batch_decoder(self, y, like)
+
+    monkeypatch.setattr(gcc.SplineCode, "batch_decoder", spy)
+    monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 32)
+    hinted, status = gcc.MaskEvaluator(code, yt, fx)(masks)
+    assert widths == [32] and not status.any()
+    told, _ = gcc.MaskEvaluator(code, yt, fx, chunk_size=16)(masks)
+    assert widths == [32, 16]
+    monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 4096)
+    capped, _ = gcc.MaskEvaluator(code, yt, fx)(masks)
+    assert widths[-1] == 128  # the batch's size rounded up to a power of two (auto: 256)
+    ref = _loop_loss(code, x, masks)
+    for got in (hinted, told, capped):
+        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-15)
+    monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 0)
+    with pytest.raises(ValueError, match="cpu_chunk_size"):
+        gcc.MaskEvaluator(code, yt, fx)(masks)
+
+
 def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monkeypatch):
     """The evaluator compiles a SplineCode block on the downdate with the code's CPU options
     (here the suite's XLA_FLAGS are hidden so that the code asks for them): the same values as

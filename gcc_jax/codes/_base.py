@@ -268,6 +268,25 @@ class AbstractCode(abc.ABC):
         del masks
         return {}
 
+    def cpu_chunk_size(self, masks: Bool[np.ndarray, "p n"]) -> int | None:
+        """Masks per chunk for :class:`gcc_jax.MaskEvaluator`'s blocks of ``masks`` on a CPU, when
+        they run :meth:`batch_decoder` (the default per-pattern loss) and the caller left the
+        chunk size to the evaluator; ``None`` (the default) keeps
+        :func:`gcc_jax.auto_chunk_size`, which also caps the hint.
+
+        A performance hint, like :meth:`cpu_compiler_options`: the values do not depend on the
+        chunk size. ``SplineCode`` asks for 64 where its downdate decoder applies and ``N ≤ 512``
+        (each mask's work is small there, and a narrower chunk keeps it in cache).
+
+        Example:
+            >>> import numpy as np, gcc_jax as gcc
+            >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
+            >>> code.cpu_chunk_size(np.ones((4, 8), bool)) is None
+            True
+        """
+        del masks
+        return None
+
     def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
         """Estimates ``(k, *m)`` of ``f(x_k)`` from worker outputs ``y`` ``(n, *m)``.
 
