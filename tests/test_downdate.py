@@ -125,13 +125,16 @@ def test_sweep_inverse_matches_numpy(size):
     assert float(jnp.min(dd.sweep_inverse(indefinite)[1])) < 0
 
 
-def test_dead_workers_match_a_loop():
-    masks = np.array(gcc.sample_masks(jax.random.key(9), N, num=P, p=0.15))  # 0 … ~20 dead
-    masks[0] = True
-    got = np.asarray(jax.jit(dd.dead_workers, static_argnums=1)(jnp.asarray(masks), 12))
+@pytest.mark.parametrize(("n", "size"), [(N, 12), (100, 24)])
+def test_dead_workers_match_a_loop(n, size):
+    masks = np.array(gcc.sample_masks(jax.random.key(9), n, num=P, p=0.15))  # 0 … ~20 dead
+    masks[0] = True  # none dead
+    masks[1] = False  # all dead
+    masks[2, :-1], masks[2, -1] = True, False  # only the last
+    got = np.asarray(jax.jit(dd.dead_workers, static_argnums=1)(jnp.asarray(masks), size))
     for p in range(P):
-        ref = np.flatnonzero(~masks[p])[:12]
-        np.testing.assert_array_equal(got[:, p], np.r_[ref, np.full(12 - ref.size, N)])
+        ref = np.flatnonzero(~masks[p])[:size]
+        np.testing.assert_array_equal(got[:, p], np.r_[ref, np.full(size - ref.size, n)])
 
 
 def test_condition_check_is_numpys_condition_number():
