@@ -2,7 +2,8 @@
 
 N = 64 and 32-mask chunks (8 per device) put the chunks whose masks share the first chunk's
 straggler count on the downdate decoder (``gcc_jax/_downdate.py``) and the others on the Kalman
-pass, so both paths run sharded."""
+pass, so both paths run sharded; a caller's per-pattern function with a pytree of extra operands
+runs sharded too (the vmapped path)."""
 
 import json
 import os
@@ -32,11 +33,25 @@ SCRIPT = textwrap.dedent(
     single = gcc.monte_carlo_loss(code, f, x, masks, chunk_size=32, devices=devs[:1])
     place, _ = _placement(devs)
     block = place(np.ones((2, 32, 64), bool))
+
+    # a per-pattern function of the caller's, with a pytree of extra operands (vmap path)
+    def per_mask(code, yt, aux, mask):
+        fx, weight = aux
+        dec = code.decode_with_status(yt, mask)
+        return weight * jnp.sum((dec.value - fx) ** 2), jnp.max(dec.value, axis=0), dec.status
+
+    yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
+    aux = (fx, np.float64(0.5))
+    custom = [gcc.evaluate_masks(code, yt, aux, masks[:40], per_mask=per_mask, chunk_size=4,
+                                 devices=d) for d in (devs, devs[:1])]
     print(json.dumps(dict(
         n_devices=len(devs),
         placed_on=len(block.sharding.device_set),
         max_diff=float(np.max(np.abs(sharded - single))),
         scale=float(np.max(single)),
+        custom_diff=max(float(np.max(np.abs(a - b))) for a, b in zip(*custom)),
+        custom_scale=float(np.max(np.abs(custom[1][0]))),
+        custom_status=int(np.max(custom[0][2])),
     )))
     """
 )
@@ -53,3 +68,5 @@ def test_sharded_monte_carlo_equals_single_device():
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["n_devices"] == 4 and out["placed_on"] == 4
     assert out["max_diff"] <= 1e-12 * max(out["scale"], 1e-300)
+    assert out["custom_status"] == 0 and out["custom_scale"] > 0
+    assert out["custom_diff"] <= 1e-12 * out["custom_scale"]
