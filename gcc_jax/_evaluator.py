@@ -144,8 +144,8 @@ def _blocks_on(
     decoder choices (the downdate's per-chunk gates) and its batched decoder's shared fit are
     its own, and no value crosses devices until the losses come back. Under automatic
     partitioning of the same program, every chunk's gate became a reduction across the devices:
-    at N = 100 (float32, two CPU devices) 455,000 against 760,000–800,000 masks/s
-    (``bench/README.md``).
+    ``monte_carlo_loss`` at N = 100 (S = 10, float32, two CPU devices) ran at 455,000 masks/s
+    against 550,000–573,000 this way (``bench/README.md``).
     """
     jit = functools.partial(jax.jit, static_argnames="per_mask")
     if options:
