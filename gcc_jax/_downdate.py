@@ -295,11 +295,32 @@ def prepare(
 def dead_workers(masks: Bool[Array, "p n"], size: int) -> Int[Array, "size p"]:
     """The first ``size`` dead workers of each mask in increasing order, ``n`` in unused slots.
 
-    A scan over the workers with the masks as the vector axis (``jnp.nonzero`` per mask is 2.5x
-    slower here). It is kept a loop, unrolled 32 workers at a time, so that XLA materialises the
-    indices once instead of fusing the whole chain into every gather that reads them.
+    Two equal forms, both with the masks as the vector axis and a scan over the workers unrolled
+    32 at a time (``jnp.nonzero`` per mask is 2.5x slower here); which is faster depends on
+    ``n`` (measured with ``monte_carlo_loss``, 2-core CPU):
+
+    * ``n ≤ 256``: a running count ``c_i`` of the dead workers among ``0 … i``, then slot ``k``
+      holds ``#{i : c_i ≤ k}`` (the ``(k+1)``-th dead worker, as ``c`` is nondecreasing), one
+      fused comparison and sum. N = 100, S = 10: float64 371,000 → 446,000 masks/s on one
+      device, float32 two devices 645,000–685,000 → 795,000; N = 64, S = 6: +4%; N = 256,
+      S = 20: +2%.
+    * larger ``n``: the scan writes each dead worker into its slot as it passes (N = 512, S = 10:
+      144,000 against 128,000 masks/s with the counting form; N = 1024: 71,600 against 69,500).
+
+    The indices are int32 whatever the precision (int64 indices, which an x64 sum would give,
+    cost a fifth of the throughput at N = 100).
     """
     num, n = masks.shape
+    unroll = min(32, max(1, n // 2))
+    if n <= 256:
+        _, count = lax.scan(  # (n, p): dead workers among 0 … i
+            lambda c, dead: (c + dead, c + dead),
+            jnp.zeros(num, jnp.int32),
+            (~masks.T).astype(jnp.int32),
+            unroll=unroll,
+        )
+        slots = jnp.arange(size, dtype=jnp.int32)[:, None, None]
+        return jnp.sum(count[None] <= slots, axis=1, dtype=jnp.int32)
     slots = jnp.arange(size, dtype=jnp.int32)[:, None]
 
     def step(carry, xs):
@@ -310,7 +331,7 @@ def dead_workers(masks: Bool[Array, "p n"], size: int) -> Int[Array, "size p"]:
 
     init = (jnp.zeros(num, jnp.int32), jnp.full((size, num), n, jnp.int32))
     xs = (jnp.arange(n, dtype=jnp.int32), ~masks.T)
-    (_, out), _ = lax.scan(step, init, xs, unroll=min(32, max(1, n // 2)))
+    (_, out), _ = lax.scan(step, init, xs, unroll=unroll)
     return out
 
 
