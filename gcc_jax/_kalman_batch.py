@@ -434,7 +434,7 @@ def sanitise(t: Array, masks: Array, lam: Array, y: Array) -> Sanitised:
     global_status = combine((node_bad, Status.BAD_NODES), (lam_bad, Status.NEGATIVE_LAM))
     status = (
         combine(
-            (jnp.sum(masks, axis=1) < 2, Status.TOO_FEW_LIVE),
+            (jnp.sum(masks, axis=1, dtype=jnp.int32) < 2, Status.TOO_FEW_LIVE),
             (jnp.any(masks & ~finite_rows[None, :], axis=1), Status.NONFINITE_DATA),
         )
         | global_status
