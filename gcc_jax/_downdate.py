@@ -470,7 +470,8 @@ def downdate_chunk(base: Base, s: Sanitised) -> tuple[Float[Array, "q r p"], Boo
     bad = s.status != 0
     dead = jnp.sum(~s.masks, axis=1, dtype=jnp.int32)
     fits = base.ok & jnp.all((dead == base.dead) | bad)
-    fill = jnp.arange(n, dtype=jnp.int32)[None, :] >= base.dead  # any mask with the base's S stragglers
+    # any mask with the base's S stragglers
+    fill = jnp.arange(n, dtype=jnp.int32)[None, :] >= base.dead
     masks = jnp.where(bad[:, None], fill, s.masks)
     size_index = jnp.minimum(jnp.searchsorted(jnp.asarray(SIZES), base.dead), len(SIZES) - 1)
     branches = [functools.partial(downdate, size=size) for size in SIZES]

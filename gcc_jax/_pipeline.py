@@ -143,14 +143,17 @@ def monte_carlo_loss(
     x = check_inputs(x, code.num_inputs)
     masks = as_masks(masks, code.num_workers)
     yt, fx = outputs_and_targets(code, f, x)
-    if not bool(jnp.all(jnp.isfinite(fx))):
-        raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
     if yt.shape[1:] != fx.shape[1:]:
         raise ValueError(f"f gave shape {yt.shape[1:]} on coded inputs, {fx.shape[1:]} on x")
+    # read only after the masks are dispatched: waiting for f here first cost 0.5 ms of a 5 ms
+    # call (N = 100, 4,096 masks, two CPU devices)
+    finite = jnp.all(jnp.isfinite(fx))
     num = masks.shape[0]
     losses, statuses = evaluate_masks(
         code, yt, fx, masks, chunk_size=chunk_size, devices=devices, progress=progress
     )
+    if not bool(finite):
+        raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
     warn_if_round_off(losses, fx, "monte_carlo_loss")
     if return_status:
         return MonteCarloResult(losses, statuses)

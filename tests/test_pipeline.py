@@ -218,6 +218,22 @@ def test_nonfinite_live_worker_output_is_reported():
     assert res.status[2] == 0 and np.isfinite(res.loss[2])
 
 
+def test_nonfinite_targets_raise_even_with_statuses():
+    """f NaN on an uncoded input (the workers' coded inputs are all finite): the loss is
+    undefined, so monte_carlo_loss raises, with or without return_status."""
+    code, x = _setup()
+
+    def nan_at_x0(v):
+        return jnp.where(jnp.sum((v - x[0]) ** 2) < 1e-20, jnp.nan, f(v))
+
+    yt = code.worker_outputs(nan_at_x0, x)
+    assert bool(jnp.all(jnp.isfinite(yt)))
+    masks = gcc.sample_masks(jax.random.key(8), 40, num=5, stragglers=3)
+    for return_status in (False, True):
+        with pytest.raises(gcc.GCCValueError, match="not finite"):
+            gcc.monte_carlo_loss(code, nan_at_x0, x, masks, return_status=return_status)
+
+
 @pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
 def test_bad_input():
     code, x = _setup()
