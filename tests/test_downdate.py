@@ -125,7 +125,7 @@ def test_sweep_inverse_matches_numpy(size):
     assert float(jnp.min(dd.sweep_inverse(indefinite)[1])) < 0
 
 
-@pytest.mark.parametrize(("n", "size"), [(N, 12), (100, 24), (300, 12)])  # both forms
+@pytest.mark.parametrize(("n", "size"), [(N, 12), (100, 24), (200, 12), (300, 12)])  # every form
 def test_dead_workers_match_a_loop(n, size):
     masks = np.array(gcc.sample_masks(jax.random.key(9), n, num=P, p=0.15))  # 0 … ~20 dead
     masks[0] = True  # none dead
