@@ -131,6 +131,12 @@ _blocks = jax.jit(_blocks_fn, static_argnames="per_mask")
 
 
 @functools.cache
+def _mesh(devices: tuple[jax.Device, ...]) -> jax.sharding.Mesh:
+    """The one-axis mesh (``"p"``, the chunk axis) over ``devices``."""
+    return jax.sharding.Mesh(np.asarray(devices), ("p",))
+
+
+@functools.cache
 def _blocks_on(
     devices: tuple[jax.Device, ...], options: tuple[tuple[str, Any], ...] = ()
 ) -> Callable:
@@ -152,10 +158,9 @@ def _blocks_on(
         jit = functools.partial(jit, compiler_options=dict(options))
     if len(devices) == 1:
         return jit(_blocks_fn) if options else _blocks
-    from jax.sharding import Mesh
     from jax.sharding import PartitionSpec as P
 
-    mesh = Mesh(np.asarray(devices), ("p",))
+    mesh = _mesh(devices)
 
     def sharded(per_mask, code, yt, fx, masks):
         return jax.shard_map(
@@ -193,10 +198,10 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
     if len(devices) == 1:
         by_mask = replicated = jax.sharding.SingleDeviceSharding(devices[0])
     else:
-        from jax.sharding import Mesh, NamedSharding
+        from jax.sharding import NamedSharding
         from jax.sharding import PartitionSpec as P
 
-        mesh = Mesh(np.asarray(devices), ("p",))
+        mesh = _mesh(tuple(devices))
         by_mask = NamedSharding(mesh, P(None, "p", None))
         replicated = NamedSharding(mesh, P())
 
