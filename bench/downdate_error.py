@@ -32,7 +32,7 @@ from _common import environment  # noqa: E402
 
 import gcc_jax as gcc  # noqa: E402
 from gcc_jax import _downdate as dd  # noqa: E402
-from gcc_jax._kalman_batch import sanitise, smooth_batch_with_status  # noqa: E402
+from gcc_jax._kalman_batch import smooth_batch_with_status  # noqa: E402
 
 LAMS = [0.0, 1e-12, 1e-8, 1e-6, 1e-4, 1e-2, 1.0, 1e4]
 STRAGGLERS = [8, 10, 24]
@@ -42,10 +42,8 @@ CHUNK = 64
 @jax.jit
 def downdate_or_none(t, lam, y, tq, masks):
     """The downdated values of a chunk and whether the gates let them stand (as the decoder)."""
-    s = sanitise(t, masks, lam, y)
-    base = dd.prepare(s.t, s.lam, s.y, tq, dd._first_ok_dead(s))
-    values, ok = dd.downdate_chunk(base, s)  # values (q, r, p): masks last
-    return jnp.moveaxis(values, -1, 0), ok
+    values, ok = dd.downdate_chunks(t, lam, y, tq, masks[None], lambda v, status: v)
+    return values[0], ok[0]
 
 
 def outputs(t, rng) -> dict[str, np.ndarray]:

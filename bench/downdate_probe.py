@@ -67,15 +67,14 @@ def main() -> None:
         return jax.vmap(one)(masks)
 
     # the library's batch decoder as the mask evaluator runs it: prepared once
-    # (code.batch_decoder), then one call per chunk of gcc.auto_chunk_size masks
+    # (code.decode_chunks), then one step per chunk of gcc.auto_chunk_size masks
     chunk = min(gcc.auto_chunk_size(n, m), num)
     assert num % chunk == 0, "--masks must be a multiple of the chunk size"
 
     @jax.jit
     def library(masks):
         blocks = masks.reshape(num // chunk, chunk, n)
-        decode = code.batch_decoder(y, blocks[0])
-        out = jax.lax.map(lambda b: decode(b).value, blocks)
+        out = code.decode_chunks(y, blocks, lambda d: d.value)
         return out.reshape(num, *out.shape[2:])
 
     ref = np.asarray(library(masks))

@@ -119,11 +119,10 @@ def _blocks_fn(per_mask, code, yt, fx, masks):
     """``per_mask`` over masks ``(g, chunk, n)``: ``lax.map`` over ``g``, ``vmap`` over chunks.
 
     The default loss goes through the code's batched decoder instead of ``vmap(per_mask)``,
-    prepared once per block (:meth:`AbstractCode.batch_decoder`) from its first chunk.
+    over the whole block (:meth:`AbstractCode.decode_chunks`).
     """
     if per_mask is pattern_loss:
-        decode = code.batch_decoder(yt, masks[0])
-        return jax.lax.map(lambda chunk: _losses(decode(chunk), fx), masks)
+        return code.decode_chunks(yt, masks, lambda dec: _losses(dec, fx))
     return jax.lax.map(jax.vmap(lambda mask: per_mask(code, yt, fx, mask)), masks)
 
 

@@ -355,13 +355,13 @@ def lam_status(lam: Array) -> Int[Array, ""]:
     return combine(((lam < 0) | ~jnp.isfinite(lam), Status.NEGATIVE_LAM))
 
 
-def as_mask_rows(masks, n: int, name: str = "masks") -> Bool[Array, "p n"]:
-    """A batch of masks as a (possibly traced) boolean array of shape ``(p, n)``."""
+def as_mask_rows(masks, n: int, name: str = "masks", *, chunked: bool = False):
+    """A batch of masks as a (possibly traced) boolean array of shape ``(p, n)``, or of shape
+    ``(g, p, n)`` (``g`` chunks of ``p`` masks) when ``chunked``."""
     masks = jnp.asarray(masks)
     if masks.dtype != jnp.bool_:
         raise TypeError(f"`{name}` must be boolean (True = returned in time); got {masks.dtype}")
-    if masks.ndim != 2 or masks.shape[1] != n:
-        raise ValueError(
-            f"`{name}` must have shape (p, {n}), one row per pattern; got {masks.shape}"
-        )
+    ndim, want = (3, f"(g, p, {n}), chunks of rows") if chunked else (2, f"(p, {n})")
+    if masks.ndim != ndim or masks.shape[-1] != n:
+        raise ValueError(f"`{name}` must have shape {want}, one row per pattern; got {masks.shape}")
     return masks

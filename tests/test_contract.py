@@ -3,8 +3,9 @@
 For each code: jit equals eager; vmap over masks equals a Python loop; a straggler's NaN/Inf
 changes neither the value nor the gradient; one compilation serves every mask and new leaf
 values; bad shapes and non-boolean masks raise naming the argument; value problems are status
-flags under jit; ``available`` agrees with ``decode``; linear codes' matrix decoder equals
-their decoder. References are eager calls, Python loops and ``f`` itself, in float64.
+flags under jit; ``available`` agrees with ``decode``; ``decode_chunks`` equals the per-mask
+loop; linear codes' matrix decoder equals their decoder. References are eager calls, Python
+loops and ``f`` itself, in float64.
 """
 
 import jax
@@ -117,6 +118,39 @@ def test_vmap_over_masks_equals_loop(case):
     assert not status[:-1].any()
     expect = 0 if case.flag is None else int(case.flag)
     assert int(status[-1]) == expect
+
+
+_CHUNKS = jax.jit(
+    lambda c, y, chunks: c.decode_chunks(y, chunks, lambda d: (d.value, d.status, d.value.sum()))
+)
+
+
+def test_decode_chunks_equals_the_per_mask_loop(case):
+    """``decode_chunks`` (the mask evaluator's entry) gives ``then`` of every chunk's decode,
+    stacked: equal to the per-mask decode loop, whatever a code does once for all chunks."""
+    code, y = _setup(case)
+    masks = _masks(case, code.num_workers, seed=5)
+    chunks = np.stack([masks, masks[::-1]])  # (2, p, n)
+    value, status, total = (np.asarray(a) for a in _CHUNKS(code, y, jnp.asarray(chunks)))
+    assert value.shape == (2, masks.shape[0], code.num_inputs, *y.shape[1:])
+    assert status.shape == total.shape[:1] + (masks.shape[0],)
+    for g in range(2):
+        for i, mask in enumerate(chunks[g]):
+            ref = code.decode_with_status(y, mask)
+            assert int(status[g, i]) == int(ref.status)
+            _close(value[g, i], ref.value, equal_nan=True)
+        _close(total[g], value[g].sum(), equal_nan=True)
+
+
+def test_decode_chunks_bad_chunks_raise_naming_them(case, without_jaxtyping):
+    """gcc_jax's own messages (jaxtyping, on under ``make test``, would reject them first)."""
+    code, y = _setup(case)
+    masks = _masks(case, code.num_workers, seed=5)
+    chunks = np.stack([masks, masks])
+    with pytest.raises(ValueError, match="`chunks`"):
+        code.decode_chunks(y, masks, lambda d: d.value)  # one chunk must keep its chunk axis
+    with pytest.raises(TypeError, match="`chunks`.*boolean"):
+        code.decode_chunks(y, chunks.astype(int), lambda d: d.value)
 
 
 def test_straggler_garbage_changes_neither_value_nor_gradient(case):

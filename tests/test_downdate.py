@@ -32,9 +32,14 @@ def _masks(key, stragglers, n=N, num=P):
     return gcc.sample_masks(jax.random.key(key), n, num=num, stragglers=stragglers)
 
 
+def _one_chunk(values, status):
+    return values, status
+
+
 @jax.jit
 def _decode(t, lam, y, tq, masks):
-    return dd.batch_decoder(t, lam, y, tq, masks)(masks)
+    """The decoder on one chunk of masks (its first valid row gives the base)."""
+    return jax.tree.map(lambda a: a[0], dd.decode_chunks(t, lam, y, tq, masks[None], _one_chunk))
 
 
 @jax.jit
@@ -45,9 +50,7 @@ def _kalman(t, lam, y, tq, masks):
 @jax.jit
 def _taken(t, lam, y, tq, masks):
     """Whether the decoder takes the downdate for this chunk (its own first row as the base)."""
-    s = sanitise(t, masks, lam, y)
-    base = dd.prepare(s.t, s.lam, s.y, tq, jnp.sum(~s.masks[jnp.argmax(s.status == 0)]))
-    return dd.downdate_chunk(base, s)[1]
+    return dd.downdate_chunks(t, lam, y, tq, masks[None], _one_chunk)[1][0]
 
 
 def _rel(a, b):
@@ -316,7 +319,7 @@ def test_compiles_once_across_masks_lam_nodes():
     @jax.jit
     @chex.assert_max_traces(n=1)
     def decode(t, lam, masks):
-        return dd.batch_decoder(t, lam, y, tq, masks)(masks)[0]
+        return dd.decode_chunks(t, lam, y, tq, masks[None], _one_chunk)[0][0]
 
     for stragglers, lam, shift in [(3, 1e-6, 0.0), (10, 0.0, 0.5), (17, 1e-2, -1.0)]:
         masks = _masks(stragglers + 20, stragglers)

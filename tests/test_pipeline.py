@@ -133,13 +133,13 @@ def test_evaluator_cuts_chunks_of_the_codes_hint_unless_told(monkeypatch):
     yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
     masks = np.asarray(gcc.sample_masks(jax.random.key(7), 64, num=96, stragglers=6))
     widths = []
-    batch_decoder = gcc.SplineCode.batch_decoder
+    decode_chunks = gcc.SplineCode.decode_chunks
 
-    def spy(self, y, like):
-        widths.append(like.shape[0])  # at trace time: the chunk's width
-        return batch_decoder(self, y, like)
+    def spy(self, y, chunks, then):
+        widths.append(chunks.shape[1])  # at trace time: the chunk's width
+        return decode_chunks(self, y, chunks, then)
 
-    monkeypatch.setattr(gcc.SplineCode, "batch_decoder", spy)
+    monkeypatch.setattr(gcc.SplineCode, "decode_chunks", spy)
     monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 32)
     hinted, status = gcc.MaskEvaluator(code, yt, fx)(masks)
     assert widths == [32] and not status.any()

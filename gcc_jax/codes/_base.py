@@ -210,8 +210,8 @@ class AbstractCode(abc.ABC):
         """:meth:`decode_with_status` for every mask: values ``(p, k, *m)``, status ``(p,)``.
 
         Default ``vmap(decode_with_status)`` over the masks; a code with a batch-native decoder
-        (``SplineCode``) overrides it with the same values. :class:`gcc_jax.MaskEvaluator` calls it
-        once per chunk of masks.
+        (``SplineCode``) overrides it with the same values. :meth:`decode_chunks` calls it once per
+        chunk of masks.
 
         Example:
             >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -225,33 +225,37 @@ class AbstractCode(abc.ABC):
         masks = as_mask_rows(masks, self.num_workers)
         return jax.vmap(lambda mask: self.decode_with_status(y, mask))(masks)
 
-    def batch_decoder(
-        self, y: Shaped[ArrayLike, "n *m"], like: Bool[ArrayLike, "p n"]
-    ) -> Callable[[Bool[ArrayLike, "p n"]], Decoded]:
-        """``masks -> decode_batch_with_status(y, masks)`` for many chunks over the same ``y``.
+    def decode_chunks(
+        self,
+        y: Shaped[ArrayLike, "n *m"],
+        chunks: Bool[ArrayLike, "g p n"],
+        then: Callable[[Decoded], Any],
+    ) -> Any:
+        """``then(decode_batch_with_status(y, chunk))`` for every chunk of masks, stacked.
 
-        A code may do once here what every chunk of masks shares (``SplineCode``: the full fit
-        that each mask's fit is a rank-S downdate of, see :mod:`gcc_jax._downdate`); ``like``
-        is a chunk of the shape to come (its first valid mask may guide that work). The values
-        do not depend on ``like``. The default does nothing ahead. :class:`gcc_jax.MaskEvaluator`
-        calls it once per block of chunks, inside its compiled call.
+        ``lax.map`` over the ``g`` chunks by default. A code may do once here what every chunk
+        shares (``SplineCode``: the full fit that each mask's fit is a rank-S downdate of, and
+        the choice of solver, see :mod:`gcc_jax._downdate`); the values do not depend on how the
+        masks are cut into chunks. ``then`` (a pure function of one chunk's decode, e.g. its
+        losses) runs per chunk, so only its outputs are kept for all chunks.
+        :class:`gcc_jax.MaskEvaluator` calls it once per block, inside its compiled call.
 
         Example:
             >>> import jax, jax.numpy as jnp, gcc_jax as gcc
             >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
             >>> y = code.worker_outputs(jnp.sin, jnp.linspace(-1.0, 1.0, 3)[:, None])
             >>> masks = gcc.sample_masks(jax.random.key(0), 8, num=10, stragglers=2)
-            >>> decode = code.batch_decoder(y, masks[:5])
-            >>> out = decode(masks[5:])
-            >>> bool(jnp.allclose(out.value, code.decode_batch_with_status(y, masks[5:]).value))
-            True
+            >>> values = code.decode_chunks(y, masks.reshape(2, 5, 8), lambda d: d.value)
+            >>> ref = code.decode_batch_with_status(y, masks).value
+            >>> values.shape, bool(jnp.allclose(values.reshape(ref.shape), ref))
+            ((2, 5, 3, 1), True)
         """
-        del like
-        return functools.partial(self.decode_batch_with_status, y)
+        chunks = as_mask_rows(chunks, self.num_workers, "chunks", chunked=True)
+        return jax.lax.map(lambda masks: then(self.decode_batch_with_status(y, masks)), chunks)
 
     def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
         """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled block of ``masks`` on a CPU,
-        when the block runs :meth:`batch_decoder` (the default per-pattern loss).
+        when the block runs :meth:`decode_chunks` (the default per-pattern loss).
 
         A performance hint: which of XLA's code generators suits the code's batch decoder for
         these masks (a host array: the block about to be decoded). The options change the
@@ -270,7 +274,7 @@ class AbstractCode(abc.ABC):
 
     def cpu_chunk_size(self, masks: Bool[np.ndarray, "p n"]) -> int | None:
         """Masks per chunk for :class:`gcc_jax.MaskEvaluator`'s blocks of ``masks`` on a CPU, when
-        they run :meth:`batch_decoder` (the default per-pattern loss) and the caller left the
+        they run :meth:`decode_chunks` (the default per-pattern loss) and the caller left the
         chunk size to the evaluator; ``None`` (the default) keeps
         :func:`gcc_jax.auto_chunk_size`, which also caps the hint.
 

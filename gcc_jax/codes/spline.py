@@ -1,7 +1,6 @@
 """GCC: the smoothing-spline code (encoder and decoder are cubic smoothing splines)."""
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, batch_decoder
+from .._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, decode_chunks
 from .._misc import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
 from .._spline import (
     as_solver,
@@ -164,7 +163,7 @@ class SplineCode(AbstractNodeCode):
     ) -> Decoded:
         """:meth:`decode_with_status` for every row of ``masks``, batch-native.
 
-        ``self.batch_decoder(y, masks)(masks)``: for at least 32 masks that all have the same
+        One chunk of :meth:`decode_chunks`: for at least 32 masks that all have the same
         number S ≤ 24 of stragglers and 64 ≤ N ≤ 1024, each mask's fit is a rank-S downdate of
         one full fit (:mod:`gcc_jax._downdate`: an S × S inverse per mask); otherwise the masks
         are the vectorised axis of one forward/backward smoother pass
@@ -188,39 +187,42 @@ class SplineCode(AbstractNodeCode):
         y = check_outputs(y, jnp.ones((n,), bool), n)[0]
         if self.solver in ("kernel", "parallel") or math.prod(y.shape[1:]) > n:
             return super().decode_batch_with_status(y, masks)
-        return self.batch_decoder(y, masks)(masks)
+        chunks = as_mask_rows(masks, n)[None]
+        return jax.tree.map(lambda a: a[0], self.decode_chunks(y, chunks, lambda d: d))
 
-    def batch_decoder(
-        self, y: Shaped[ArrayLike, "n ..."], like: Bool[ArrayLike, "p n"]
-    ) -> Callable[[Bool[ArrayLike, "p n"]], Decoded]:
-        """``masks -> decode_batch_with_status(y, masks)``, the shared full fit computed once.
+    def decode_chunks(
+        self,
+        y: Shaped[ArrayLike, "n ..."],
+        chunks: Bool[ArrayLike, "g p n"],
+        then: Callable[[Decoded], Any],
+    ) -> Any:
+        """``then(decode_batch_with_status(y, chunk))`` for every chunk, the shared work done once.
 
-        See :meth:`gcc_jax.AbstractCode.batch_decoder`: when ``like`` (a chunk of the shape to
-        come) passes the static gates of :mod:`gcc_jax._downdate`, the fit with every worker
-        live, for its first valid mask's number of stragglers, is computed here once; each chunk
-        is then downdated from it when its masks fit it, and smoothed by the Kalman pass when
-        they do not (the same values to rounding).
+        See :meth:`gcc_jax.AbstractCode.decode_chunks`: when the chunks pass the static gates of
+        :mod:`gcc_jax._downdate`, the fit with every worker live, for the first chunk's first
+        valid mask's number of stragglers, is computed once and every chunk is downdated from
+        it; the chunks whose masks do not fit it are then smoothed by the Kalman pass (the same
+        values to rounding).
         """
         n = self.num_workers
         y = check_outputs(y, jnp.ones((n,), bool), n)[0]
         if self.solver in ("kernel", "parallel") or math.prod(y.shape[1:]) > n:
-            return functools.partial(AbstractNodeCode.decode_batch_with_status, self, y)
+            return AbstractNodeCode.decode_chunks(self, y, chunks, then)
+        chunks = as_mask_rows(chunks, n, "chunks", chunked=True)
         dtype = float_dtype(self.beta, y)
-        decode = batch_decoder(
+
+        def decoded(values, status):
+            shape = (values.shape[0], self.num_inputs, *y.shape[1:])
+            return then(Decoded(values.reshape(shape), status))
+
+        return decode_chunks(
             self.beta.astype(dtype),
             self.lam_dec.astype(dtype),
             y.reshape(n, -1).astype(dtype),
             self.alpha.astype(dtype),
-            as_mask_rows(like, n),
+            chunks,
+            decoded,
         )
-
-        def run(masks: Bool[ArrayLike, "p n"]) -> Decoded:
-            masks = as_mask_rows(masks, n)
-            values, status = decode(masks)
-            shape = (masks.shape[0], self.num_inputs, *y.shape[1:])
-            return Decoded(values.reshape(shape), status)
-
-        return run
 
     def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
         """XLA's classic CPU emitters when the downdate decoder applies to ``masks`` (Kalman
