@@ -432,7 +432,7 @@ def downdate(
 def _first_ok_dead(s: Sanitised) -> Int[Array, ""]:
     """Stragglers in the first mask whose status is OK (0 if none)."""
     first = jnp.argmax(s.status == 0)
-    return jnp.sum(~s.masks[first]).astype(jnp.int32)
+    return jnp.where(s.status[first] == 0, s.dead[first], 0).astype(jnp.int32)
 
 
 def decode_chunks(
@@ -494,7 +494,7 @@ def downdate_chunks(
     num, n = chunks.shape[1:]
     s0 = sanitise(t, chunks[0], lam, y)
     dead = _first_ok_dead(s0)
-    same = jnp.all((jnp.sum(~s0.masks, axis=1) == dead) | (s0.status != 0))
+    same = jnp.all((s0.dead == dead) | (s0.status != 0))
     usable = same & (dead <= SIZES[-1]) & (dead <= n - 2)
     shapes = jax.eval_shape(prepare, s0.t, s0.lam, s0.y, tq, dead)
     unused = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)  # ok = False
@@ -505,10 +505,10 @@ def downdate_chunks(
         def one(masks):
             s = sanitise(t, masks, lam, y)
             bad = s.status != 0
-            other = jnp.sum(~s.masks, axis=1, dtype=jnp.int32) != base.dead
+            other = s.dead != base.dead
             values, good = downdate(base, jnp.where((bad | other)[:, None], fill, s.masks), size)
             fast = ~jnp.any(other & ~bad) & jnp.all(good | bad)
-            return then(*finish(jnp.moveaxis(values, -1, 0), s.status)), fast
+            return then(*finish(values, s.status)), fast
 
         return lambda: lax.map(one, chunks)
 

@@ -115,18 +115,21 @@ def _losses(dec, fx: Array) -> tuple[Array, Array]:
     return jnp.where(ok, loss, jnp.nan), dec.status
 
 
-def _blocks_fn(per_mask, code, yt, fx, masks):
+def _blocks_fn(per_mask, treedef, leaves, yt, fx, masks):
     """``per_mask`` over masks ``(g, chunk, n)``: ``lax.map`` over ``g``, ``vmap`` over chunks.
 
-    The default loss goes through the code's batched decoder instead of ``vmap(per_mask)``,
-    over the whole block (:meth:`AbstractCode.decode_chunks`).
+    The code comes as its structure (static) and its array leaves: it is rebuilt here, under the
+    trace, where its constructor's checks of concrete values do not run again. The default loss
+    goes through the code's batched decoder instead of ``vmap(per_mask)``, over the whole block
+    (:meth:`AbstractCode.decode_chunks`).
     """
+    code = jax.tree.unflatten(treedef, leaves)
     if per_mask is pattern_loss:
         return code.decode_chunks(yt, masks, lambda dec: _losses(dec, fx))
     return jax.lax.map(jax.vmap(lambda mask: per_mask(code, yt, fx, mask)), masks)
 
 
-_blocks = jax.jit(_blocks_fn, static_argnames="per_mask")
+_blocks = jax.jit(_blocks_fn, static_argnames=("per_mask", "treedef"))
 
 
 @functools.cache
@@ -152,7 +155,7 @@ def _blocks_on(
     ``monte_carlo_loss`` at N = 100 (S = 10, float32, two CPU devices) ran at 455,000 masks/s
     against 550,000–573,000 this way (``bench/README.md``).
     """
-    jit = functools.partial(jax.jit, static_argnames="per_mask")
+    jit = functools.partial(jax.jit, static_argnames=("per_mask", "treedef"))
     if options:
         jit = functools.partial(jit, compiler_options=dict(options))
     if len(devices) == 1:
@@ -161,14 +164,14 @@ def _blocks_on(
 
     mesh = _mesh(devices)
 
-    def sharded(per_mask, code, yt, fx, masks):
+    def sharded(per_mask, treedef, leaves, yt, fx, masks):
         return jax.shard_map(
-            functools.partial(_blocks_fn, per_mask),
+            functools.partial(_blocks_fn, per_mask, treedef),
             mesh=mesh,
             in_specs=(P(), P(), P(), P(None, "p", None)),
             out_specs=P(None, "p"),
             check_vma=False,  # no collectives: nothing to type-check across devices
-        )(code, yt, fx, masks)
+        )(leaves, yt, fx, masks)
 
     return jit(sharded)
 
@@ -187,12 +190,12 @@ def _compiled_blocks(
 def _placement(devices: list) -> tuple[Callable, Callable]:
     """Functions placing a mask block (sharded on its chunk axis) and replicated operands.
 
-    JAX arrays already placed as wanted or not committed to a device (made by JAX on its default
-    device; the compiled call copies them where it needs them) are passed through untouched:
-    the code is not rebuilt, which would re-run its validation (0.46 ms for a ``SplineCode``;
-    with two devices, placing the code, outputs and targets took 1.3 ms of a 7.5 ms
-    ``monte_carlo_loss`` at N = 100, M = 4096). Anything else (committed elsewhere, NumPy) is
-    replicated onto ``devices`` once.
+    The operands (the code's leaves, the outputs, the targets) are replicated onto ``devices``
+    once per evaluator, unless they are JAX arrays already placed so; the compiled call then
+    takes them as they are. (Left where JAX made them, on its default device, each call moved
+    them, 0.25 ms of a 5 ms ``monte_carlo_loss`` at N = 100, M = 4096 on two CPU devices;
+    rebuilding the code object on the devices re-ran its validation, 0.46 ms for a
+    ``SplineCode``, so its leaves are placed instead.)
     """
     if len(devices) == 1:
         by_mask = replicated = jax.sharding.SingleDeviceSharding(devices[0])
@@ -206,8 +209,7 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
 
     def place_rest(tree):
         if all(
-            isinstance(a, jax.Array)
-            and (not a.committed or a.sharding.is_equivalent_to(replicated, a.ndim))
+            isinstance(a, jax.Array) and a.sharding.is_equivalent_to(replicated, a.ndim)
             for a in jax.tree.leaves(tree)
         ):
             return tree
@@ -276,19 +278,21 @@ class MaskEvaluator:
         self.progress = progress
         self.one_shape = bool(one_shape)
         self._place_masks, self._place_rest = _placement(devices)
-        self._code, self.yt, self.fx = self._place_rest((code, yt, fx))
+        self.yt, self.fx = self._place_rest((yt, fx))
+        self.code = code
         self.count = 0
 
     @property
     def code(self) -> AbstractCode:
         """The code decoded with; assign a code of the same structure (new λs, nodes) to reuse
-        the compiled blocks (it is placed on the evaluator's devices, as the first one was: an
-        unplaced code would compile the blocks again)."""
+        the compiled blocks (its array leaves are placed on the evaluator's devices)."""
         return self._code
 
     @code.setter
     def code(self, code: AbstractCode) -> None:
-        self._code = self._place_rest(code)
+        leaves, self._treedef = jax.tree.flatten(code)
+        self._leaves = self._place_rest(leaves)
+        self._code = code
 
     def _chunk_for(self, masks: Bool[Any, "p n"]) -> int:
         """Masks per chunk and device for this call: ``chunk_size`` if the caller gave one, else
@@ -333,7 +337,8 @@ class MaskEvaluator:
             run = _compiled_blocks(self.code, self.devices, block, self.per_mask)
             res = run(
                 self.per_mask,
-                self.code,
+                self._treedef,
+                self._leaves,
                 self.yt,
                 self.fx,
                 self._place_masks(block.reshape(groups, chunk, n)),

@@ -420,23 +420,32 @@ class Sanitised(NamedTuple):
     lam: Float[Array, ""]  # λ (1 if λ is bad)
     masks: Bool[Array, "p n"]  # masks (all live where the status is not OK)
     y: Float[Array, "n r"]  # outputs (0 in rows with a NaN/Inf)
+    dead: Int[Array, " p"]  # stragglers per mask, as given
 
 
 def sanitise(t: Array, masks: Array, lam: Array, y: Array) -> Sanitised:
     """Flags ``TOO_FEW_LIVE``, ``NONFINITE_DATA``, ``BAD_NODES``, ``NEGATIVE_LAM`` per mask and
     replaces what they flag, so that no NaN/Inf (a straggler's included) reaches the arithmetic
-    or the gradient."""
+    or the gradient.
+
+    The live workers and the live workers with a non-finite output are counted in one
+    two-operand reduction over the workers (two separate sums were two kernels each on CPU).
+    """
     dtype = t.dtype
     n = t.shape[0]
     finite_rows = jnp.all(jnp.isfinite(y), axis=1)
     node_bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
     lam_bad = ~(lam >= 0) | ~jnp.isfinite(lam)
     global_status = combine((node_bad, Status.BAD_NODES), (lam_bad, Status.NEGATIVE_LAM))
+    zero = jnp.zeros((), jnp.int32)
+    live, live_nonfinite = lax.reduce(
+        (masks.astype(jnp.int32), (masks & ~finite_rows[None, :]).astype(jnp.int32)),
+        (zero, zero),
+        lambda a, b: (a[0] + b[0], a[1] + b[1]),
+        (1,),
+    )
     status = (
-        combine(
-            (jnp.sum(masks, axis=1, dtype=jnp.int32) < 2, Status.TOO_FEW_LIVE),
-            (jnp.any(masks & ~finite_rows[None, :], axis=1), Status.NONFINITE_DATA),
-        )
+        combine((live < 2, Status.TOO_FEW_LIVE), (live_nonfinite > 0, Status.NONFINITE_DATA))
         | global_status
     )
     return Sanitised(
@@ -445,14 +454,21 @@ def sanitise(t: Array, masks: Array, lam: Array, y: Array) -> Sanitised:
         lam=jnp.where(global_status != 0, jnp.ones_like(lam), lam),
         masks=jnp.where((status != 0)[:, None], True, masks),
         y=jnp.where(finite_rows[:, None], y, 0.0),
+        dead=n - live,
     )
 
 
-def finish(values: Float[Array, "p q r"], status: Int[Array, " p"]) -> tuple[Array, Array]:
-    """Adds ``NONFINITE_RESULT`` and puts NaN where the status is not OK."""
+def finish(values: Float[Array, "q r p"], status: Int[Array, " p"]) -> tuple[Array, Array]:
+    """Masks-last values ``(q, r, p)`` → masks-first ``(p, q, r)``, adding ``NONFINITE_RESULT``
+    and putting NaN where the status is not OK.
+
+    The finiteness is read in the masks-last layout (a reduction over the leading axes, with
+    the masks as the vector axis), where XLA fuses the transposition into what reads it.
+    """
     bad = status != 0
-    finite = jnp.all(jnp.isfinite(values), axis=(1, 2))
+    finite = jnp.all(jnp.isfinite(values), axis=(0, 1))
     status = status | combine((~finite & ~bad, Status.NONFINITE_RESULT))
+    values = jnp.moveaxis(values, -1, 0)
     return jnp.where((status == 0)[:, None, None], values, jnp.nan), status
 
 
@@ -472,13 +488,8 @@ def smooth_batch_with_status(
     dtype = t.dtype
     lam, y, tq = jnp.asarray(lam, dtype), jnp.asarray(y, dtype), jnp.asarray(tq, dtype)
     s = sanitise(t, masks, lam, y)
-    return finish(in_sequence(s, lambda: smooth_masks(s, tq)), s.status)
-
-
-def smooth_masks(s: Sanitised, tq: Array) -> Float[Array, "p q r"]:
-    """:func:`smooth_at` of a sanitised batch, masks first."""
-    values = smooth_at(s.t, s.masks.T, s.lam, s.y, tq)  # (q, r, p); boolean weights
-    return jnp.moveaxis(values, -1, 0)
+    # (q, r, p); boolean weights
+    return finish(in_sequence(s, lambda: smooth_at(s.t, s.masks.T, s.lam, s.y, tq)), s.status)
 
 
 def in_sequence(s: Sanitised, fn):
