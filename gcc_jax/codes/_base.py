@@ -258,7 +258,8 @@ class AbstractCode(abc.ABC):
         when the block runs :meth:`decode_chunks` (the default per-pattern loss).
 
         A performance hint: which of XLA's code generators suits the code's batch decoder for
-        these masks (a host array: the block about to be decoded). The options change the
+        these masks (a host array: the first row of the block about to be decoded, which the
+        evaluator reads without copying the block off its device). The options change the
         generated machine code, not the arithmetic; each set of options is compiled once. The
         default is none. ``SplineCode`` asks for XLA's classic CPU emitters where its downdate
         decoder applies (:mod:`gcc_jax._downdate`).
