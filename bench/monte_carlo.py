@@ -9,7 +9,13 @@ S = 10 stragglers each, in float64 and float32. In the same run:
 * the csaps peer (optional ``bench`` extra): the same loop with ``csaps.CubicSmoothingSpline``
   (``smooth = 1/(1 + λ')``, the same objective);
 * the floor: applying precomputed ``K × N`` decoder matrices to the outputs, one batched
-  ``einsum('pkn,nm->pkm')`` in the same dtype (a lower bound for any decoder).
+  ``einsum('pkn,nm->pkm')`` in the same dtype (a lower bound for any decoder);
+* the decoder alone, on the floor's footing: the library's batched decoder
+  (``code.decode_chunks``, with the statuses and checks of every decode) over masks already on
+  the devices, the decoded values ``(M, K, m)`` out, sharded over the devices as the mask
+  evaluator shards it, with the code's CPU chunk size and compiler options. ``monte_carlo_loss``
+  also encodes, runs ``f`` on the ``N`` coded and ``K`` true inputs, validates its arguments,
+  moves the masks and operands onto the devices and the losses back, every call.
 
 Correctness is checked before timing (our decode vs SciPy on 16 masks, float64 reference).
 Prints masks/s and the ratios; writes JSON to ``bench/results/``.
@@ -72,6 +78,7 @@ def run(dtype: str, masks_np, args) -> dict:
     first = time.perf_counter() - t0
     seconds, cpu_seconds = best_of(ours_run, args.repeat)
 
+    dec_s, dec_cpu, dec_err = decoder_alone(gcc, code, yt, masks_np, args.chunk, args.repeat)
     # the floor: precomputed decoder matrices applied to the outputs (same dtype, capped count)
     num_floor, floor_s, floor_cpu = floor(yt, K, masks_np.shape[0], max(args.repeat, 3))
     return dict(
@@ -83,8 +90,53 @@ def run(dtype: str, masks_np, args) -> dict:
         floor_masks_per_s=num_floor / floor_s,
         masks_per_cpu_s=masks_np.shape[0] / cpu_seconds,
         floor_masks_per_cpu_s=num_floor / floor_cpu,
+        decoder_masks_per_s=masks_np.shape[0] / dec_s,
+        decoder_masks_per_cpu_s=masks_np.shape[0] / dec_cpu,
+        decoder_rel_diff_vs_decode_batch=dec_err,
         rel_err_vs_scipy=rel_err,
     )
+
+
+def decoder_alone(gcc, code, yt, masks_np, chunk, repeat) -> tuple[float, float, float]:
+    """Best wall and CPU seconds of the batched decoder over device-resident masks (values out),
+    and its largest relative difference from ``code.decode_batch_with_status`` on 16 masks."""
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devices = jax.devices()
+    num, n = masks_np.shape
+    first = masks_np[:1]
+    cpu = devices[0].platform == "cpu"
+    auto = gcc.auto_chunk_size(n, M_OUT)
+    hint = code.cpu_chunk_size(first) if cpu else None
+    chunk = chunk or (min(hint, auto) if hint else auto)
+    ndev = len(devices)
+    if num % (chunk * ndev):
+        raise SystemExit(f"--masks must be a multiple of {chunk * ndev} (chunk × devices)")
+    options = code.cpu_compiler_options(first) if cpu else {}
+    mesh = Mesh(np.asarray(devices), ("p",))
+
+    def values(code, yt, chunks):
+        return code.decode_chunks(yt, chunks, lambda d: d.value)
+
+    sharded = jax.shard_map(
+        values,
+        mesh=mesh,
+        in_specs=(P(), P(), P(None, "p", None)),
+        out_specs=P(None, "p"),
+        check_vma=False,
+    )
+    run = jax.jit(sharded, compiler_options=options or None)
+    code, yt = jax.device_put((code, yt), NamedSharding(mesh, P()))
+    chunks = jax.device_put(
+        masks_np.reshape(num // (chunk * ndev), chunk * ndev, n),
+        NamedSharding(mesh, P(None, "p", None)),
+    )
+    out = np.asarray(run(code, yt, chunks)).reshape(num, K, M_OUT)
+    ref = np.asarray(code.decode_batch_with_status(yt, jnp.asarray(masks_np[:16])).value)
+    err = float(np.max(np.abs(out[:16] - ref)) / np.max(np.abs(ref)))
+    wall, cpu_s = best_of(lambda: jax.block_until_ready(run(code, yt, chunks)), repeat)
+    return wall, cpu_s, err
 
 
 def main() -> None:
@@ -133,6 +185,7 @@ def main() -> None:
     rows = []
     print(
         f"{'dtype':>8} {'masks/s':>11} {'x SciPy':>8} {'x csaps':>8} {'/floor':>7} {'compile':>8}"
+        f"   (monte_carlo_loss; then the decoder alone)"
     )
     for dtype in args.dtypes.split(","):
         r = run(dtype, masks_np, args)
@@ -142,6 +195,9 @@ def main() -> None:
         r["cpu_time_speedup_vs_scipy"] = r["masks_per_cpu_s"] / peer_cpu_rate
         r["cpu_time_speedup_vs_csaps"] = r["masks_per_cpu_s"] / csaps_cpu_rate
         r["cpu_time_slowdown_vs_floor"] = r["floor_masks_per_cpu_s"] / r["masks_per_cpu_s"]
+        r["decoder_speedup_vs_scipy"] = r["decoder_masks_per_s"] / peer_rate
+        r["decoder_speedup_vs_csaps"] = r["decoder_masks_per_s"] / csaps_rate
+        r["decoder_slowdown_vs_floor"] = r["floor_masks_per_s"] / r["decoder_masks_per_s"]
         rows.append(r)
         print(
             f"{dtype:>8} {r['masks_per_s']:>11,.0f} {r['speedup_vs_scipy']:>7.0f}x "
@@ -152,6 +208,12 @@ def main() -> None:
             f"{'(CPU s)':>8} {r['masks_per_cpu_s']:>11,.0f} "
             f"{r['cpu_time_speedup_vs_scipy']:>7.0f}x "
             f"{r['cpu_time_speedup_vs_csaps']:>7.0f}x {r['cpu_time_slowdown_vs_floor']:>6.2f}x"
+        )
+        print(
+            f"{'decoder':>8} {r['decoder_masks_per_s']:>11,.0f} "
+            f"{r['decoder_speedup_vs_scipy']:>7.0f}x {r['decoder_speedup_vs_csaps']:>7.0f}x "
+            f"{r['decoder_slowdown_vs_floor']:>6.2f}x {'':>8}   "
+            f"vs decode_batch {r['decoder_rel_diff_vs_decode_batch']:.1e}"
         )
     out = dict(
         benchmark="monte_carlo",

@@ -461,14 +461,15 @@ def decode_chunks(
         return lax.map(kalman, chunks)
     out, fast = downdate_chunks(t, lam, y, tq, chunks, then)
 
-    def redo():  # the Kalman pass for the chunks the downdate did not take
+    def redo(out):  # the Kalman pass for the chunks the downdate did not take
         def one(xs):
             fast_i, masks, out_i = xs
-            return lax.cond(fast_i, lambda: out_i, lambda: kalman(masks))
+            return lax.cond(fast_i, lambda o: o, lambda o: kalman(masks), out_i)
 
         return lax.map(one, (fast, chunks, out))
 
-    return lax.cond(jnp.all(fast), lambda: out, redo)
+    # ``out`` an operand, not a closure: XLA can then hand it through without a copy
+    return lax.cond(jnp.all(fast), lambda o: o, redo, out)
 
 
 def downdate_chunks(
