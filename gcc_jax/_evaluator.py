@@ -192,10 +192,10 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
 
     The operands (the code's leaves, the outputs, the targets) are replicated onto ``devices``
     once per evaluator, unless they are JAX arrays already placed so; the compiled call then
-    takes them as they are. (Left where JAX made them, on its default device, each call moved
-    them, 0.25 ms of a 5 ms ``monte_carlo_loss`` at N = 100, M = 4096 on two CPU devices;
-    rebuilding the code object on the devices re-ran its validation, 0.46 ms for a
-    ``SplineCode``, so its leaves are placed instead.)
+    takes them as they are. (Left where JAX made them, on its default device, every block's
+    call moved them again: 0.25 ms a block at N = 100 on two CPU devices. Rebuilding the code
+    object on the devices re-ran its validation, 0.46 ms for a ``SplineCode``, so its leaves
+    are placed instead.)
     """
     if len(devices) == 1:
         by_mask = replicated = jax.sharding.SingleDeviceSharding(devices[0])
@@ -312,9 +312,10 @@ class MaskEvaluator:
     def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
         """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""
         # the whole batch on the host once: JAX keeps an array's host copy, so a batch of masks
-        # passed again is not copied again (slicing it on its device first cost a copy of each
-        # block per call, 0.3 ms of a 5 ms monte_carlo_loss at N = 100, M = 4096; placing
-        # device-resident blocks straight onto the devices cost 0.25 ms more than from the host)
+        # passed again is not copied again (slicing it on its device first copied each block
+        # every call: a JAX batch cost 0.30 ms more than a NumPy one at N = 100, M = 4096, two
+        # CPU devices, now 0.14 ms; placing device-resident blocks straight onto the devices
+        # cost 0.2 ms more than from the host)
         masks = np.asarray(as_masks(masks, self.num_workers))
         num, n = masks.shape
         ndev = len(self.devices)
