@@ -72,6 +72,33 @@ def test_equals_kalman_pass(stragglers, lam):
     assert _rel(got, ref) < 1e-11
 
 
+@jax.jit
+def _chunks(t, lam, y, tq, chunks):
+    values, status = dd.decode_chunks(t, lam, y, tq, chunks, _one_chunk)
+    return values, status, dd.downdate_chunks(t, lam, y, tq, chunks, _one_chunk)[1]
+
+
+def test_block_of_chunks_takes_the_kalman_pass_only_where_the_downdate_does_not_fit():
+    """Several chunks in one call: the base is the first chunk's; a later chunk with one mask of
+    another straggler count, or with an ill-conditioned ``P_dd``, is smoothed by the Kalman pass
+    alone; every chunk equals the Kalman pass, statuses included."""
+    t, tq, y = _problem()
+    lam = jnp.asarray(1e-6)
+    base = np.array(_masks(11, 6, num=3 * P)).reshape(3, P, N)
+    base[1, 5] = np.asarray(_masks(12, 9, num=1))[0]  # 9 stragglers: chunk 1 cannot downdate
+    base[2, 7] = True  # a mask with no straggler: chunk 2 neither
+    base[2, 8] = False  # and one with no live worker (flagged, its S ignored)
+    chunks = jnp.asarray(base)
+    got, status, fast = _chunks(t, lam, y, tq, chunks)
+    assert np.asarray(fast).tolist() == [True, False, False]
+    for g in range(3):
+        ref, ref_status = _kalman(t, lam, y, tq, chunks[g])
+        np.testing.assert_array_equal(status[g], ref_status)
+        ok = np.asarray(ref_status) == 0
+        assert _rel(np.asarray(got[g])[ok], np.asarray(ref)[ok]) < 1e-11
+    assert int(status[2, 8]) == gcc.Status.TOO_FEW_LIVE
+
+
 def _roughness(t):
     """Ω with gᵀΩg = ∫ s''² for SciPy's natural cubic spline s through g (exact Gram matrix)."""
     n = t.size
