@@ -84,6 +84,7 @@ from ._kalman_batch import (
     smooth_batch_with_status,
     smooth_nodes,
 )
+from ._misc import map_chunks
 from ._types import Array, Bool, Float, Int
 
 __all__ = [
@@ -457,7 +458,7 @@ def decode_chunks(
         return then(*smooth_batch_with_status(t, masks, lam, y, tq))
 
     if not (MIN_WORKERS <= n <= MAX_WORKERS and num >= MIN_MASKS):
-        return lax.map(kalman, chunks)
+        return map_chunks(kalman, chunks)
     out, fast = downdate_chunks(t, lam, y, tq, chunks, then)
 
     def redo(out):  # the Kalman pass for the chunks the downdate did not take
@@ -465,7 +466,7 @@ def decode_chunks(
             fast_i, masks, out_i = xs
             return lax.cond(fast_i, lambda o: o, lambda o: kalman(masks), out_i)
 
-        return lax.map(one, (fast, chunks, out))
+        return map_chunks(one, (fast, chunks, out))
 
     # ``out`` an operand, not a closure: XLA can then hand it through without a copy
     return lax.cond(jnp.all(fast), lambda o: o, redo, out)
@@ -510,7 +511,7 @@ def downdate_chunks(
             fast = ~jnp.any(other & ~bad) & jnp.all(good | bad)
             return then(*finish(values, s.status)), fast
 
-        return lambda: lax.map(one, chunks)
+        return lambda: map_chunks(one, chunks)
 
     branches = [sized(size) for size in SIZES]
     shapes = jax.eval_shape(branches[0])

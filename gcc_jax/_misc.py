@@ -34,9 +34,19 @@ __all__ = [
     "float_dtype",
     "input_status",
     "lam_status",
+    "map_chunks",
     "node_status",
     "weight_status",
 ]
+
+
+def map_chunks(fn, xs):
+    """``jax.lax.map(fn, xs)``, except that one chunk (a leading axis of 1) is ``fn`` applied
+    directly: no loop to trace, compile or differentiate around a single decode (a one-mask
+    ``decode`` is a batch of one chunk)."""
+    if jax.tree.leaves(xs)[0].shape[0] == 1:
+        return jax.tree.map(lambda a: a[None], fn(jax.tree.map(lambda a: a[0], xs)))
+    return jax.lax.map(fn, xs)
 
 
 def float_dtype(*arrays) -> jnp.dtype:

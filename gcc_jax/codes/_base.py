@@ -28,6 +28,7 @@ from .._misc import (
     data_status,
     float_dtype,
     input_status,
+    map_chunks,
 )
 from .._nodes import chebyshev_nodes
 from .._status import Status, combine, raise_if_bad
@@ -251,7 +252,7 @@ class AbstractCode(abc.ABC):
             ((2, 5, 3, 1), True)
         """
         chunks = as_mask_rows(chunks, self.num_workers, "chunks", chunked=True)
-        return jax.lax.map(lambda masks: then(self.decode_batch_with_status(y, masks)), chunks)
+        return map_chunks(lambda masks: then(self.decode_batch_with_status(y, masks)), chunks)
 
     def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
         """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled block of ``masks`` on a CPU,
