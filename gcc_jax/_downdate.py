@@ -468,7 +468,8 @@ def decode_chunks(
 
         return map_chunks(one, (fast, chunks, out))
 
-    # ``out`` an operand, not a closure: XLA can then hand it through without a copy
+    # XLA copies ``out`` through this conditional (1.6 MB a device for the values of 4,096 masks
+    # on two devices; the mask evaluator's per-chunk losses are a few hundred bytes)
     return lax.cond(jnp.all(fast), lambda o: o, redo, out)
 
 
