@@ -15,7 +15,9 @@ and ``I − B = c P``, ``P = (I + cΩ)⁻¹ Ω``, give
 two workers are live. Per mask that is one ``S × S`` inverse and a ``K × S`` product, after one
 precomputation of ``G``, ``P``, ``G y`` and ``P y`` per call (``O(n³)``), instead of a pass over
 all ``n`` nodes: at ``N = 100, S = 10`` about 3x fewer operations than applying a precomputed
-``K × N`` decoder matrix.
+``K × N`` decoder matrix. ``G`` and ``P`` do not depend on ``y``: a caller that decodes many
+batches with one code and one ``S`` computes them once (:func:`plan`, an :class:`Operator`;
+:meth:`gcc_jax.SplineCode.decode_plan` keeps it per code object) and passes them in.
 
 ``P`` (any positive multiple of it gives the same ``ŝ``) is formed in whichever of two forms is
 accurate for the given ``c``:
@@ -89,11 +91,14 @@ from ._types import Array, Bool, Float, Int
 
 __all__ = [
     "SIZES",
+    "Operator",
     "dead_workers",
     "decode_chunks",
     "downdate",
     "downdate_chunks",
     "interpolation_matrix",
+    "operator",
+    "plan",
     "prepare",
     "reinsch_p",
     "sweep_inverse",
@@ -229,14 +234,29 @@ def interpolation_matrix(tau: Float[Array, " n"], x: Float[Array, " q"]) -> Floa
     return lin + qv.T
 
 
-def prepare(
-    t: Float[Array, " n"],
-    lam: Float[Array, ""],
-    y: Float[Array, "n r"],
-    tq: Float[Array, " q"],
-    dead: Int[Array, ""],
-) -> Base:
-    """The base for masks with ``dead`` stragglers (sanitised ``t``, ``lam``, finite ``y``)."""
+class Operator(NamedTuple):
+    """What a :class:`Base` takes from the nodes, ``λ`` and ``S`` only (not the outputs ``y``):
+    computed once per code and straggler count by :func:`plan`, or inside :func:`prepare`.
+
+    It keeps the nodes, ``λ`` and query points it was computed from, so a plan passed to
+    :func:`decode_chunks` is used only when they are the ones decoded with (and ``S`` is the
+    base's); otherwise it is recomputed."""
+
+    g: Float[Array, "q n1"]  # G D^{-1/2} (D = diag P), with a zero column for unused solve slots
+    p: Float[Array, "n n"]  # D^{-1/2} P D^{-1/2}: unit diagonal
+    root: Float[Array, " n"]  # D^{1/2}
+    ok: Bool[Array, ""]  # P and G finite, diag P > 0
+    t: Float[Array, " n"]  # the nodes, λ, query points and S it was computed for
+    lam: Float[Array, ""]
+    tq: Float[Array, " q"]
+    dead: Int[Array, ""]
+
+
+def operator(
+    t: Float[Array, " n"], lam: Float[Array, ""], tq: Float[Array, " q"], dead: Int[Array, ""]
+) -> Operator:
+    """The part of the base that does not depend on ``y``: ``G̃``, ``P̃`` and ``D^{1/2}`` for
+    masks with ``dead`` stragglers (sanitised ``t``, ``lam``)."""
     dtype = t.dtype
     n = t.shape[0]
     eye = jnp.eye(n, dtype=dtype)
@@ -264,26 +284,64 @@ def prepare(
     # for P̃ = D^{-1/2} P D^{-1/2}, so the masks use P̃ and G D^{-1/2}, D^{-1/2} P y instead
     diag = jnp.diagonal(p)
     root = jnp.sqrt(jnp.where(diag > 0, diag, 1.0))
+    ok = jnp.all(diag > 0) & jnp.all(jnp.isfinite(p)) & jnp.all(jnp.isfinite(g))
+    zero_col = jnp.zeros((g.shape[0], 1), dtype)
+    return Operator(
+        g=jnp.concatenate([g / root[None, :], zero_col], axis=1),
+        p=p / (root[:, None] * root[None, :]),
+        root=root,
+        ok=ok,
+        t=t,
+        lam=lam,
+        tq=tq,
+        dead=jnp.asarray(dead, jnp.int32),
+    )
+
+
+@jax.jit
+def plan(
+    t: Float[Array, " n"], lam: Float[Array, ""], tq: Float[Array, " q"], dead: Int[Array, ""]
+) -> Operator:
+    """:func:`operator` as its own compiled call, to be passed to :func:`decode_chunks` by a
+    caller that decodes many batches with the same nodes, ``λ``, query points and ``S``
+    (:meth:`gcc_jax.SplineCode.decode_plan`). Only valid ``t`` and ``λ ≥ 0`` make a plan that
+    is used (a plan for others does not match the sanitised ones and is recomputed)."""
+    return operator(t, lam, tq, dead)
+
+
+def prepare(
+    t: Float[Array, " n"],
+    lam: Float[Array, ""],
+    y: Float[Array, "n r"],
+    tq: Float[Array, " q"],
+    dead: Int[Array, ""],
+    op: Operator | None = None,
+) -> Base:
+    """The base for masks with ``dead`` stragglers (sanitised ``t``, ``lam``, finite ``y``),
+    from the operator ``op`` if given (which must be :func:`operator` of the same arguments)."""
+    if op is None:
+        op = operator(t, lam, tq, dead)
+    dtype = t.dtype
+    n = t.shape[0]
     mag = jnp.sort(jnp.abs(y), axis=0)  # (n, r) ascending per column
     top = mag[-1]
     kth = lax.dynamic_index_in_dim(mag, jnp.clip(n - 1 - dead, 0, n - 1), 0, keepdims=False)
     scale = jnp.where(top > 0, top, 1.0)
     ys = y / scale
-    gy, py = g @ ys, (p @ ys) / root[:, None]
+    # D^{1/2} y: G y = (G D^{-1/2}) D^{1/2} y and D^{-1/2} P y = P̃ D^{1/2} y
+    yr = ys * op.root[:, None]
+    gy, py = op.g[:, :n] @ yr, op.p @ yr
     ok = (
         (dead >= 0)
         & (dead <= SIZES[-1])
         & (dead <= n - 2)
         & jnp.all(kth * SPREAD[jnp.finfo(dtype).bits] >= top)
-        & jnp.all(diag > 0)
-        & jnp.all(jnp.isfinite(p))
-        & jnp.all(jnp.isfinite(g))
+        & op.ok
     )
-    zero_col = jnp.zeros((g.shape[0], 1), dtype)
     zero_row = jnp.zeros((1, y.shape[1]), dtype)
     return Base(
-        g=jnp.concatenate([g / root[None, :], zero_col], axis=1),
-        p=p / (root[:, None] * root[None, :]),
+        g=op.g,
+        p=op.p,
         gy=gy,
         py=jnp.concatenate([py, zero_row], axis=0),
         scale=scale,
@@ -295,51 +353,37 @@ def prepare(
 def dead_workers(masks: Bool[Array, "p n"], size: int) -> Int[Array, "size p"]:
     """The first ``size`` dead workers of each mask in increasing order, ``n`` in unused slots.
 
-    Two equal forms, both with the masks as the vector axis and a scan over the workers unrolled
-    32 at a time (``jnp.nonzero`` per mask is 2.5x slower here); which is faster depends on
-    ``n`` (measured with ``monte_carlo_loss``, 2-core CPU):
+    Each mask's dead workers are packed into ``⌈n/32⌉`` 32-bit words (bit ``i`` of word ``w``
+    is worker ``32w + i``), with the masks as the vector axis; slot ``k`` then takes the lowest
+    set bit of the first non-zero word (``31 − clz(v & −v)``) and clears it (``v & (v − 1)``).
+    That is ``O(size · n/32)`` integer operations a mask, against ``O(size · n)`` for counting
+    the dead workers below each position (the form used before: a running count by a product
+    with a triangular matrix of ones, or a scan beyond ``n = 128``, then ``#{i : c_i ≤ k}``).
+    Per chunk of 64 masks on one CPU core (XLA classic emitters, float32): N = 100, S = 10:
+    24.8 → 5.3 µs; N = 256, S = 20: 129 → 15 µs; N = 1024, S = 10: 424 → 21 µs
+    (``monte_carlo_loss``: see ``bench/README.md``).
 
-    * ``n ≤ 256``: a running count ``c_i`` of the dead workers among ``0 … i``, then slot ``k``
-      holds ``#{i : c_i ≤ k}`` (the ``(k+1)``-th dead worker, as ``c`` is nondecreasing), one
-      fused comparison and sum. N = 100, S = 10: float64 371,000 → 446,000 masks/s on one
-      device, float32 two devices 645,000–685,000 → 795,000; N = 64, S = 6: +4%; N = 256,
-      S = 20: +2%. Up to ``n = 128`` the count is a product with a lower-triangular matrix of
-      ones (in float32, exact), not a scan: N = 100, float32, one device 478,000 → 570,000,
-      two devices 812,000 → 868,000; float64 447,000 → 459,000 and 690,000 → 722,000; N = 64
-      +3%; at N = 256 the product is 5% slower than the scan.
-    * larger ``n``: the scan writes each dead worker into its slot as it passes (N = 512, S = 10:
-      144,000 against 128,000 masks/s with the counting form; N = 1024: 71,600 against 69,500).
-
-    The indices are int32 whatever the precision (int64 indices, which an x64 sum would give,
-    cost a fifth of the throughput at N = 100).
+    The indices are int32 whatever the precision (int64 indices cost a fifth of the throughput
+    at N = 100, measured with the counting form).
     """
     num, n = masks.shape
-    unroll = min(32, max(1, n // 2))
-    if n <= 256:
-        if n <= 128:  # (n, p): dead workers among 0 … i, as one small matrix product
-            below = jnp.tril(jnp.ones((n, n), jnp.float32))  # float32: exact counts to 2^24
-            count = (below @ (~masks.T).astype(jnp.float32)).astype(jnp.int32)
-        else:
-            _, count = lax.scan(
-                lambda c, dead: (c + dead, c + dead),
-                jnp.zeros(num, jnp.int32),
-                (~masks.T).astype(jnp.int32),
-                unroll=unroll,
-            )
-        slots = jnp.arange(size, dtype=jnp.int32)[:, None, None]
-        return jnp.sum(count[None] <= slots, axis=1, dtype=jnp.int32)
-    slots = jnp.arange(size, dtype=jnp.int32)[:, None]
-
-    def step(carry, xs):
-        count, out = carry
-        i, dead = xs
-        out = jnp.where(dead[None] & (slots == count[None]), i, out)
-        return (count + dead, out), None
-
-    init = (jnp.zeros(num, jnp.int32), jnp.full((size, num), n, jnp.int32))
-    xs = (jnp.arange(n, dtype=jnp.int32), ~masks.T)
-    (_, out), _ = lax.scan(step, init, xs, unroll=unroll)
-    return out
+    words_per_mask = -(-n // 32)
+    dead = jnp.pad(~masks, ((0, 0), (0, 32 * words_per_mask - n)))  # (p, 32 · words)
+    bits = jnp.arange(32, dtype=jnp.uint32)
+    words = jnp.sum(  # distinct bits: the sum is their OR
+        dead.reshape(num, words_per_mask, 32).astype(jnp.uint32) << bits, axis=2, dtype=jnp.uint32
+    ).T  # (words, p)
+    which = jnp.arange(words_per_mask, dtype=jnp.int32)[:, None]
+    one = jnp.uint32(1)
+    slots = []
+    for _ in range(size):
+        first = jnp.min(jnp.where(words != 0, which, words_per_mask), axis=0)  # (p,)
+        at = which == first[None]
+        word = jnp.sum(jnp.where(at, words, 0), axis=0, dtype=jnp.uint32)
+        bit = 31 - lax.clz(word & (~word + one)).astype(jnp.int32)  # its lowest set bit
+        slots.append(jnp.where(first < words_per_mask, 32 * first + bit, n))
+        words = jnp.where(at, words & (words - one), words)  # clear that bit
+    return jnp.stack(slots).astype(jnp.int32)
 
 
 def sweep_inverse(a: Float[Array, "s s p"]) -> tuple[Float[Array, "s s p"], Float[Array, "s p"]]:
@@ -442,6 +486,7 @@ def decode_chunks(
     tq: Float[Array, " q"],
     chunks: Bool[Array, "g p n"],
     then: Callable[[Float[Array, "p q r"], Int[Array, " p"]], Any],
+    plan: Operator | None = None,
 ):
     """``then(values, status)`` of every chunk of masks, stacked over the chunks.
 
@@ -451,6 +496,7 @@ def decode_chunks(
     (:func:`downdate_chunks`); the chunks whose masks did not fit it, if any, then take the Kalman
     pass, so the control flow is decided once per call, not per chunk (a conditional per chunk
     choosing between the two cost 6% at N = 100, S = 10, float32 on two CPU devices, 12% on one).
+    ``plan`` (:func:`plan`) saves the base's ``y``-independent part (see :func:`downdate_chunks`).
     """
     num, n = chunks.shape[1:]
 
@@ -459,7 +505,7 @@ def decode_chunks(
 
     if not (MIN_WORKERS <= n <= MAX_WORKERS and num >= MIN_MASKS):
         return map_chunks(kalman, chunks)
-    out, fast = downdate_chunks(t, lam, y, tq, chunks, then)
+    out, fast = downdate_chunks(t, lam, y, tq, chunks, then, plan)
 
     def redo(out):  # the Kalman pass for the chunks the downdate did not take
         def one(xs):
@@ -480,6 +526,7 @@ def downdate_chunks(
     tq: Float[Array, " q"],
     chunks: Bool[Array, "g p n"],
     then: Callable[[Float[Array, "p q r"], Int[Array, " p"]], Any],
+    plan: Operator | None = None,
 ) -> tuple[Any, Bool[Array, " g"]]:
     """``then(values, status)`` of every chunk downdated from one base, and whether each chunk's
     values stand (else they are to be replaced by the Kalman pass's).
@@ -492,6 +539,11 @@ def downdate_chunks(
     (:func:`downdate`). Masks that are not valid or have another number of stragglers are
     decoded as the mask whose first ``S`` workers straggle (finite, discarded), so nothing
     undefined enters the arithmetic. The solve size is chosen once for all chunks.
+
+    ``plan``: an :class:`Operator` from :func:`plan`, used for the base's ``y``-independent part
+    (its Kalman pass of the identity, most of the base's cost) when its nodes, ``λ``, query
+    points and ``S`` equal the (sanitised) ones of this call, else recomputed here; one of
+    another dtype or shape is not used. Derivatives do not flow through a plan's arrays.
     """
     num, n = chunks.shape[1:]
     s0 = sanitise(t, chunks[0], lam, y)
@@ -500,7 +552,27 @@ def downdate_chunks(
     usable = same & (dead <= SIZES[-1]) & (dead <= n - 2)
     shapes = jax.eval_shape(prepare, s0.t, s0.lam, s0.y, tq, dead)
     unused = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)  # ok = False
-    base = lax.cond(usable, lambda: prepare(s0.t, s0.lam, s0.y, tq, dead), lambda: unused)
+    fits = False
+    if plan is not None:  # static: a plan of another structure, shape or dtype is not used
+        expected = jax.eval_shape(operator, s0.t, s0.lam, tq, dead)
+        fits = jax.tree.structure(plan) == jax.tree.structure(expected) and all(
+            (jnp.shape(a), jnp.result_type(a)) == (b.shape, b.dtype)
+            for a, b in zip(jax.tree.leaves(plan), jax.tree.leaves(expected), strict=True)
+        )
+
+    def build():
+        op = None
+        if fits:
+            matches = (
+                (plan.dead == dead)
+                & (plan.lam == s0.lam)
+                & jnp.all(plan.t == s0.t)
+                & jnp.all(plan.tq == tq)
+            )
+            op = lax.cond(matches, lambda: plan, lambda: operator(s0.t, s0.lam, tq, dead))
+        return prepare(s0.t, s0.lam, s0.y, tq, dead, op)
+
+    base = lax.cond(usable, build, lambda: unused)
     fill = jnp.arange(n, dtype=jnp.int32)[None, :] >= base.dead  # a mask with S stragglers
 
     def sized(size):

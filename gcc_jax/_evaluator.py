@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._cache import IdentityCache
 from ._misc import as_int, as_masks
 from ._types import Array, ArrayLike, Bool, Float, Int
 from .codes import AbstractCode
@@ -115,17 +116,17 @@ def _losses(dec, fx: Array) -> tuple[Array, Array]:
     return jnp.where(ok, loss, jnp.nan), dec.status
 
 
-def _blocks_fn(per_mask, treedef, leaves, yt, fx, masks):
+def _blocks_fn(per_mask, treedef, leaves, yt, fx, masks, plan):
     """``per_mask`` over masks ``(g, chunk, n)``: ``lax.map`` over ``g``, ``vmap`` over chunks.
 
     The code comes as its structure (static) and its array leaves: it is rebuilt here, under the
     trace, where its constructor's checks of concrete values do not run again. The default loss
     goes through the code's batched decoder instead of ``vmap(per_mask)``, over the whole block
-    (:meth:`AbstractCode.decode_chunks`).
+    (:meth:`AbstractCode.decode_chunks`, with the code's ``plan`` for these masks).
     """
     code = jax.tree.unflatten(treedef, leaves)
     if per_mask is pattern_loss:
-        return code.decode_chunks(yt, masks, lambda dec: _losses(dec, fx))
+        return code.decode_chunks(yt, masks, lambda dec: _losses(dec, fx), plan)
     return jax.lax.map(jax.vmap(lambda mask: per_mask(code, yt, fx, mask)), masks)
 
 
@@ -164,14 +165,14 @@ def _blocks_on(
 
     mesh = _mesh(devices)
 
-    def sharded(per_mask, treedef, leaves, yt, fx, masks):
+    def sharded(per_mask, treedef, leaves, yt, fx, masks, plan):
         return jax.shard_map(
             functools.partial(_blocks_fn, per_mask, treedef),
             mesh=mesh,
-            in_specs=(P(), P(), P(), P(None, "p", None)),
+            in_specs=(P(), P(), P(), P(None, "p", None), P()),
             out_specs=P(None, "p"),
             check_vma=False,  # no collectives: nothing to type-check across devices
-        )(leaves, yt, fx, masks)
+        )(leaves, yt, fx, masks, plan)
 
     return jit(sharded)
 
@@ -187,6 +188,10 @@ def _compiled_blocks(
     return _blocks_on(tuple(devices), tuple(sorted(code.cpu_compiler_options(first).items())))
 
 
+# the copies of codes' leaves and plans on the evaluators' devices, by array identity
+_PLACED = IdentityCache(size=16)
+
+
 def _placement(devices: list) -> tuple[Callable, Callable]:
     """Functions placing a mask block (sharded on its chunk axis) and replicated operands.
 
@@ -195,7 +200,9 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
     takes them as they are. (Left where JAX made them, on its default device, every block's
     call moved them again: 0.25 ms a block at N = 100 on two CPU devices. Rebuilding the code
     object on the devices re-ran its validation, 0.46 ms for a ``SplineCode``, so its leaves
-    are placed instead.)
+    are placed instead.) ``cached=True`` (the code's leaves, its plan) keeps the copies for as
+    long as the arrays copied live (:mod:`gcc_jax._cache`), so evaluators built for the same
+    code do not copy it again (each transfer between CPU devices cost 40–100 µs).
     """
     if len(devices) == 1:
         by_mask = replicated = jax.sharding.SingleDeviceSharding(devices[0])
@@ -207,15 +214,26 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
         by_mask = NamedSharding(mesh, P(None, "p", None))
         replicated = NamedSharding(mesh, P())
 
-    def place_rest(tree):
+    def place_rest(tree, cached: bool = False):
+        leaves = jax.tree.leaves(tree)
         if all(
             isinstance(a, jax.Array) and a.sharding.is_equivalent_to(replicated, a.ndim)
-            for a in jax.tree.leaves(tree)
+            for a in leaves
         ):
             return tree
+        if cached:
+            key = (jax.tree.structure(tree), tuple(devices))
+            return _PLACED(leaves, key, lambda: jax.device_put(tree, replicated))
         return jax.device_put(tree, replicated)
 
-    return (lambda a: jax.device_put(a, by_mask)), place_rest
+    def place_masks(block, rest=None):
+        """The block; with ``rest``, also ``rest`` replicated, in the same transfer call (each
+        call cost about 0.15 ms on two CPU devices whatever it moved)."""
+        if rest is None:
+            return jax.device_put(block, by_mask)
+        return jax.device_put((block, rest), (by_mask, replicated))
+
+    return place_masks, place_rest
 
 
 class MaskEvaluator:
@@ -278,7 +296,9 @@ class MaskEvaluator:
         self.progress = progress
         self.one_shape = bool(one_shape)
         self._place_masks, self._place_rest = _placement(devices)
-        self.yt, self.fx = self._place_rest((yt, fx))
+        # replicated onto the devices with the first block of masks (one transfer call)
+        self.yt, self.fx = yt, fx
+        self._operands_placed = False
         self.code = code
         self.count = 0
 
@@ -291,7 +311,7 @@ class MaskEvaluator:
     @code.setter
     def code(self, code: AbstractCode) -> None:
         leaves, self._treedef = jax.tree.flatten(code)
-        self._leaves = self._place_rest(leaves)
+        self._leaves = self._place_rest(leaves, cached=True)
         self._code = code
 
     def _chunk_for(self, masks: Bool[np.ndarray, "p n"]) -> int:
@@ -308,6 +328,14 @@ class MaskEvaluator:
             return self.chunk
         hint = self.code.cpu_chunk_size(masks[:1])
         return self.chunk if hint is None else min(as_int(hint, "cpu_chunk_size", 1), self.chunk)
+
+    def _plan_for(self, first: Bool[np.ndarray, "1 n"]) -> Any:
+        """The code's :meth:`AbstractCode.decode_plan` for a block whose first row is ``first``,
+        on the devices (the default loss only: it is what runs :meth:`decode_chunks`)."""
+        if self.per_mask is not pattern_loss:
+            return None
+        plan = self.code.decode_plan(first)
+        return None if plan is None else self._place_rest(plan, cached=True)
 
     def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
         """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""
@@ -339,14 +367,22 @@ class MaskEvaluator:
             if size < step:  # pad (keeps one compiled shape) with copies of the first row, so
                 # the padded chunk has the same number of stragglers as the others
                 block = np.concatenate([block, np.repeat(block[:1], step - size, axis=0)], axis=0)
-            run = _compiled_blocks(self.code, self.devices, block[:1], self.per_mask)
+            first = block[:1]  # the host row the code's hints read
+            run = _compiled_blocks(self.code, self.devices, first, self.per_mask)
+            block = block.reshape(groups, chunk, n)
+            if self._operands_placed:
+                block = self._place_masks(block)
+            else:
+                block, (self.yt, self.fx) = self._place_masks(block, (self.yt, self.fx))
+                self._operands_placed = True
             res = run(
                 self.per_mask,
                 self._treedef,
                 self._leaves,
                 self.yt,
                 self.fx,
-                self._place_masks(block.reshape(groups, chunk, n)),
+                block,
+                self._plan_for(first),
             )
             leaves, treedef = jax.tree_util.tree_flatten(res)
             if out is None:

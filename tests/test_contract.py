@@ -121,17 +121,21 @@ def test_vmap_over_masks_equals_loop(case):
 
 
 _CHUNKS = jax.jit(
-    lambda c, y, chunks: c.decode_chunks(y, chunks, lambda d: (d.value, d.status, d.value.sum()))
+    lambda c, y, chunks, plan: c.decode_chunks(
+        y, chunks, lambda d: (d.value, d.status, d.value.sum()), plan
+    )
 )
 
 
 def test_decode_chunks_equals_the_per_mask_loop(case):
     """``decode_chunks`` (the mask evaluator's entry) gives ``then`` of every chunk's decode,
-    stacked: equal to the per-mask decode loop, whatever a code does once for all chunks."""
+    stacked: equal to the per-mask decode loop, whatever a code does once for all chunks (and
+    with the code's own ``decode_plan`` for the masks, as the evaluator passes it)."""
     code, y = _setup(case)
     masks = _masks(case, code.num_workers, seed=5)
     chunks = np.stack([masks, masks[::-1]])  # (2, p, n)
-    value, status, total = (np.asarray(a) for a in _CHUNKS(code, y, jnp.asarray(chunks)))
+    plan = code.decode_plan(masks[:1])
+    value, status, total = (np.asarray(a) for a in _CHUNKS(code, y, jnp.asarray(chunks), plan))
     assert value.shape == (2, masks.shape[0], code.num_inputs, *y.shape[1:])
     assert status.shape == total.shape[:1] + (masks.shape[0],)
     for g in range(2):

@@ -78,6 +78,42 @@ def _chunks(t, lam, y, tq, chunks):
     return values, status, dd.downdate_chunks(t, lam, y, tq, chunks, _one_chunk)[1]
 
 
+@jax.jit
+def _decode_with(t, lam, y, tq, masks, plan):
+    return jax.tree.map(
+        lambda a: a[0], dd.decode_chunks(t, lam, y, tq, masks[None], _one_chunk, plan)
+    )
+
+
+def test_a_plan_is_used_only_for_the_fit_it_was_made_for():
+    """A plan (the base's part that does not depend on ``y``) made for this call's nodes, λ,
+    query points and S is used: a copy with a doctored ``G`` changes the values. One made for
+    other nodes, λ, query points or S, or in another dtype, is not: the values stay the Kalman
+    pass's."""
+    t, tq, y = _problem()
+    lam = jnp.asarray(1e-6)
+    masks = _masks(3, 6)
+    ref, ref_status = _kalman(t, lam, y, tq, masks)
+    plan = dd.plan(t, lam, tq, jnp.int32(6))
+    got, status = _decode_with(t, lam, y, tq, masks, plan)
+    np.testing.assert_array_equal(status, ref_status)
+    assert _rel(got, ref) < 1e-11
+    doctored = plan._replace(g=plan.g * 1.5)
+    assert _rel(_decode_with(t, lam, y, tq, masks, doctored)[0], ref) > 1e-3
+    others = [
+        dd.plan(t, 2 * lam, tq, jnp.int32(6)),
+        dd.plan(jnp.linspace(t[0], t[-1], N), lam, tq, jnp.int32(6)),
+        dd.plan(t, lam, tq / 2, jnp.int32(6)),
+        dd.plan(t, lam, tq, jnp.int32(7)),
+        dd.plan(t.astype(jnp.float32), lam.astype(jnp.float32), tq.astype(jnp.float32), 6),
+    ]
+    for other in others:
+        doctored = other._replace(g=other.g * 1.5)  # would show if it were used
+        got, status = _decode_with(t, lam, y, tq, masks, doctored)
+        np.testing.assert_array_equal(status, ref_status)
+        assert _rel(got, ref) < 1e-11
+
+
 def test_block_of_chunks_takes_the_kalman_pass_only_where_the_downdate_does_not_fit():
     """Several chunks in one call: the base is the first chunk's; a later chunk with one mask of
     another straggler count, or with an ill-conditioned ``P_dd``, is smoothed by the Kalman pass
@@ -155,7 +191,8 @@ def test_sweep_inverse_matches_numpy(size):
     assert float(jnp.min(dd.sweep_inverse(indefinite)[1])) < 0
 
 
-@pytest.mark.parametrize(("n", "size"), [(N, 12), (100, 24), (200, 12), (300, 12)])  # every form
+# whole words (64, 1024), a partial last word (100, 200, 300), fewer dead than slots or more
+@pytest.mark.parametrize(("n", "size"), [(N, 12), (100, 24), (200, 12), (300, 12), (1024, 24)])
 def test_dead_workers_match_a_loop(n, size):
     masks = np.array(gcc.sample_masks(jax.random.key(9), n, num=P, p=0.15))  # 0 … ~20 dead
     masks[0] = True  # none dead

@@ -135,9 +135,9 @@ def test_evaluator_cuts_chunks_of_the_codes_hint_unless_told(monkeypatch):
     widths = []
     decode_chunks = gcc.SplineCode.decode_chunks
 
-    def spy(self, y, chunks, then):
+    def spy(self, y, chunks, then, plan=None):
         widths.append(chunks.shape[1])  # at trace time: the chunk's width
-        return decode_chunks(self, y, chunks, then)
+        return decode_chunks(self, y, chunks, then, plan)
 
     monkeypatch.setattr(gcc.SplineCode, "decode_chunks", spy)
     monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 32)
@@ -154,6 +154,55 @@ def test_evaluator_cuts_chunks_of_the_codes_hint_unless_told(monkeypatch):
     monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 0)
     with pytest.raises(ValueError, match="cpu_chunk_size"):
         gcc.MaskEvaluator(code, yt, fx)(masks)
+
+
+def test_decode_plan_is_made_once_per_code_and_straggler_count_and_reaches_the_blocks(
+    monkeypatch,
+):
+    """SplineCode's plan is computed once per code object and straggler count (the same object
+    again; another code object with equal values gets its own, equal one), only where the
+    downdate applies; the evaluator passes it to every block's decode_chunks."""
+    spline = gcc.SplineCode.chebyshev
+
+    def masks(n, s):
+        return np.arange(n)[None, :] >= np.full((3, 1), s)
+
+    code = spline(num_inputs=4, num_workers=100)
+    plan = code.decode_plan(masks(100, 10))
+    assert code.decode_plan(masks(100, 10)) is plan and int(plan.dead) == 10
+    other_s = code.decode_plan(masks(100, 12))
+    assert other_s is not plan and int(other_s.dead) == 12
+    twin = gcc.SplineCode(
+        alpha=jnp.array(code.alpha),
+        beta=jnp.array(code.beta),
+        lam_enc=jnp.array(code.lam_enc),
+        lam_dec=jnp.array(code.lam_dec),
+    )
+    twin_plan = twin.decode_plan(masks(100, 10))
+    assert twin_plan is not plan
+    chex.assert_trees_all_close(twin_plan, plan, rtol=0, atol=0)
+    assert code.decode_plan(masks(100, 25)) is None
+    assert spline(num_inputs=4, num_workers=63).decode_plan(masks(63, 5)) is None
+    kernel = spline(num_inputs=4, num_workers=100, solver="kernel")
+    assert kernel.decode_plan(masks(100, 10)) is None
+    berrut = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100)
+    assert berrut.decode_plan(masks(100, 10)) is None
+
+    code, x = _setup(n=64)
+    yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
+    sample = np.asarray(gcc.sample_masks(jax.random.key(8), 64, num=64, stragglers=6))
+    plans = []
+    decode_chunks = gcc.SplineCode.decode_chunks
+
+    def spy(self, y, chunks, then, plan=None):
+        plans.append(None if plan is None else plan.p.shape)  # at trace time
+        return decode_chunks(self, y, chunks, then, plan)
+
+    monkeypatch.setattr(gcc.SplineCode, "decode_chunks", spy)
+    loss, status = gcc.MaskEvaluator(code, yt, fx, chunk_size=32)(sample)
+    assert plans == [(64, 64)]
+    assert not status.any()
+    np.testing.assert_allclose(loss, _loop_loss(code, x, sample), rtol=1e-9, atol=1e-15)
 
 
 def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monkeypatch):
@@ -176,6 +225,10 @@ def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monk
     assert size >= 1
     ev(np.asarray(gcc.sample_masks(jax.random.key(6), 64, num=64, stragglers=6)))
     assert run._cache_size() == size
+    other_s = np.asarray(gcc.sample_masks(jax.random.key(6), 64, num=64, stragglers=9))
+    loss, status = ev(other_s)  # another straggler count: another plan, the same program
+    assert run._cache_size() == size and not status.any()
+    np.testing.assert_allclose(loss, _loop_loss(code, x, other_s), rtol=1e-9, atol=1e-15)
     # a code of the same structure with new λs and nodes decodes the same outputs: no new
     # compilation, and the values of a per-mask loop with that code
     nodes = 0.9 * code.beta + 0.1 * code.beta**3  # increasing: another node placement

@@ -231,6 +231,7 @@ class AbstractCode(abc.ABC):
         y: Shaped[ArrayLike, "n *m"],
         chunks: Bool[ArrayLike, "g p n"],
         then: Callable[[Decoded], Any],
+        plan: Any = None,
     ) -> Any:
         """``then(decode_batch_with_status(y, chunk))`` for every chunk of masks, stacked.
 
@@ -240,6 +241,9 @@ class AbstractCode(abc.ABC):
         masks are cut into chunks. ``then`` (a pure function of one chunk's decode, e.g. its
         losses) runs per chunk, so only its outputs are kept for all chunks.
         :class:`gcc_jax.MaskEvaluator` calls it once per block, inside its compiled call.
+        ``plan`` is what :meth:`decode_plan` returned for these masks (or ``None``): work that
+        depends on the code and the masks' shape of straggling but not on ``y``, done once for
+        many calls. It never changes the values; derivatives do not flow through its arrays.
 
         Example:
             >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -251,8 +255,30 @@ class AbstractCode(abc.ABC):
             >>> values.shape, bool(jnp.allclose(values.reshape(ref.shape), ref))
             ((2, 5, 3, 1), True)
         """
+        del plan  # no shared work to save
         chunks = as_mask_rows(chunks, self.num_workers, "chunks", chunked=True)
         return map_chunks(lambda masks: then(self.decode_batch_with_status(y, masks)), chunks)
+
+    def decode_plan(self, masks: Bool[np.ndarray, "p n"]) -> Any:
+        """Work for :meth:`decode_chunks` of blocks of ``masks`` that does not depend on the
+        outputs, done once: a pytree of arrays, or ``None`` (the default: nothing to save).
+
+        A performance hint, like :meth:`cpu_compiler_options` (``masks`` is a host array, the
+        first row of the block about to be decoded). :class:`gcc_jax.MaskEvaluator` asks for it
+        once per call and passes it to every block's :meth:`decode_chunks`; the code is free to
+        ignore a plan that does not fit the call (the values never depend on it). ``SplineCode``
+        returns the downdate's full fit without its outputs for the masks' number of stragglers
+        (its Kalman pass of the identity: :mod:`gcc_jax._downdate`), computed once per code
+        object and straggler count.
+
+        Example:
+            >>> import numpy as np, gcc_jax as gcc
+            >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
+            >>> code.decode_plan(np.ones((4, 8), bool)) is None
+            True
+        """
+        del masks
+        return None
 
     def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
         """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled block of ``masks`` on a CPU,

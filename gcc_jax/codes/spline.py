@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, decode_chunks
+from .._cache import IdentityCache
+from .._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, decode_chunks, plan
 from .._misc import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
 from .._spline import (
     as_solver,
@@ -22,6 +23,9 @@ from .._types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
 from .._xla_flags import FLAG as CLASSIC_EMITTERS
 from .._xla_flags import compiler_options
 from ._base import AbstractNodeCode, Decoded
+
+# downdate plans by code arrays and straggler count (SplineCode.decode_plan)
+_PLANS = IdentityCache(size=8)
 
 
 @jax.tree_util.register_dataclass
@@ -195,6 +199,7 @@ class SplineCode(AbstractNodeCode):
         y: Shaped[ArrayLike, "n ..."],
         chunks: Bool[ArrayLike, "g p n"],
         then: Callable[[Decoded], Any],
+        plan: Any = None,
     ) -> Any:
         """``then(decode_batch_with_status(y, chunk))`` for every chunk, the shared work done once.
 
@@ -202,7 +207,8 @@ class SplineCode(AbstractNodeCode):
         :mod:`gcc_jax._downdate`, the fit with every worker live, for the first chunk's first
         valid mask's number of stragglers, is computed once and every chunk is downdated from
         it; the chunks whose masks do not fit it are then smoothed by the Kalman pass (the same
-        values to rounding).
+        values to rounding). With a ``plan`` (:meth:`decode_plan`) for this code and that number
+        of stragglers, the fit's part that does not depend on ``y`` is taken from it.
         """
         n = self.num_workers
         y = check_outputs(y, jnp.ones((n,), bool), n)[0]
@@ -222,7 +228,35 @@ class SplineCode(AbstractNodeCode):
             self.alpha.astype(dtype),
             chunks,
             decoded,
+            plan,
         )
+
+    def decode_plan(self, masks: Bool[np.ndarray, "p n"]) -> Any:
+        """The downdate's full fit without the outputs (an ``Operator`` of
+        :mod:`gcc_jax._downdate`: its Kalman pass of the identity and interpolation matrix)
+        for the first mask's number of stragglers, when the downdate applies to ``masks`` (as
+        in :meth:`cpu_compiler_options`); else ``None``
+        (:meth:`gcc_jax.AbstractCode.decode_plan`).
+
+        Computed once per code object and straggler count and kept while the code's arrays
+        live, so Monte Carlo calls with the same code do not redo it: 0.2–0.6 ms a call at
+        N = 100 on a 2-core CPU, 10–15% of :func:`gcc_jax.monte_carlo_loss` at 4,096 masks
+        (``bench/README.md``). :meth:`decode_chunks` checks in its compiled code that the plan
+        was made from its own nodes, ``λ`` and query points (and recomputes the fit if not).
+
+        Example:
+            >>> import numpy as np, gcc_jax as gcc
+            >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=100)
+            >>> masks = np.arange(100)[None, :] >= 10  # S = 10
+            >>> plan = code.decode_plan(masks)
+            >>> plan.p.shape, int(plan.dead), code.decode_plan(masks) is plan
+            ((100, 100), 10, True)
+        """
+        if not self._downdate_applies(masks):
+            return None
+        dead = int(np.sum(~np.asarray(masks)[0]))
+        leaves = (self.beta, self.lam_dec, self.alpha)
+        return _PLANS(leaves, dead, lambda: plan(*leaves, jnp.int32(dead)))
 
     def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
         """XLA's classic CPU emitters when the downdate decoder applies to ``masks`` (Kalman
