@@ -128,21 +128,24 @@ def test_cpu_chunk_size_follows_the_code_and_the_masks():
 
 def test_evaluator_cuts_chunks_of_the_codes_hint_unless_told(monkeypatch):
     """With no chunk_size the evaluator decodes chunks of the code's cpu_chunk_size (capped by
-    auto_chunk_size); a chunk_size given wins; the losses are the same."""
+    auto_chunk_size); a chunk_size given wins; the losses are the same. The code's plan is passed
+    to its decode_chunks."""
     code, x = _setup(n=64)
     yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
     masks = np.asarray(gcc.sample_masks(jax.random.key(7), 64, num=96, stragglers=6))
-    widths = []
+    widths, plans = [], []
     decode_chunks = gcc.SplineCode.decode_chunks
 
     def spy(self, y, chunks, then, plan=None):
         widths.append(chunks.shape[1])  # at trace time: the chunk's width
+        plans.append(None if plan is None else plan.p.shape)  # and the code's plan
         return decode_chunks(self, y, chunks, then, plan)
 
     monkeypatch.setattr(gcc.SplineCode, "decode_chunks", spy)
     monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 32)
     hinted, status = gcc.MaskEvaluator(code, yt, fx)(masks)
     assert widths == [32] and not status.any()
+    assert plans == [(64, 64)]  # the evaluator passes SplineCode.decode_plan on
     told, _ = gcc.MaskEvaluator(code, yt, fx, chunk_size=16)(masks)
     assert widths == [32, 16]
     monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 4096)
@@ -156,12 +159,10 @@ def test_evaluator_cuts_chunks_of_the_codes_hint_unless_told(monkeypatch):
         gcc.MaskEvaluator(code, yt, fx)(masks)
 
 
-def test_decode_plan_is_made_once_per_code_and_straggler_count_and_reaches_the_blocks(
-    monkeypatch,
-):
+def test_decode_plan_is_made_once_per_code_and_straggler_count():
     """SplineCode's plan is computed once per code object and straggler count (the same object
     again; another code object with equal values gets its own, equal one), only where the
-    downdate applies; the evaluator passes it to every block's decode_chunks."""
+    downdate applies (the evaluator passing it on: the next test)."""
     spline = gcc.SplineCode.chebyshev
 
     def masks(n, s):
@@ -188,22 +189,6 @@ def test_decode_plan_is_made_once_per_code_and_straggler_count_and_reaches_the_b
     berrut = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100)
     assert berrut.decode_plan(masks(100, 10)) is None
 
-    code, x = _setup(n=64)
-    yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
-    sample = np.asarray(gcc.sample_masks(jax.random.key(8), 64, num=64, stragglers=6))
-    plans = []
-    decode_chunks = gcc.SplineCode.decode_chunks
-
-    def spy(self, y, chunks, then, plan=None):
-        plans.append(None if plan is None else plan.p.shape)  # at trace time
-        return decode_chunks(self, y, chunks, then, plan)
-
-    monkeypatch.setattr(gcc.SplineCode, "decode_chunks", spy)
-    loss, status = gcc.MaskEvaluator(code, yt, fx, chunk_size=32)(sample)
-    assert plans == [(64, 64)]
-    assert not status.any()
-    np.testing.assert_allclose(loss, _loop_loss(code, x, sample), rtol=1e-9, atol=1e-15)
-
 
 def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monkeypatch):
     """The evaluator compiles a SplineCode block on the downdate with the code's CPU options
@@ -228,7 +213,7 @@ def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monk
     other_s = np.asarray(gcc.sample_masks(jax.random.key(6), 64, num=64, stragglers=9))
     loss, status = ev(other_s)  # another straggler count: another plan, the same program
     assert run._cache_size() == size and not status.any()
-    np.testing.assert_allclose(loss, _loop_loss(code, x, other_s), rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(loss[:8], _loop_loss(code, x, other_s[:8]), rtol=1e-9, atol=1e-15)
     # a code of the same structure with new λs and nodes decodes the same outputs: no new
     # compilation, and the values of a per-mask loop with that code
     nodes = 0.9 * code.beta + 0.1 * code.beta**3  # increasing: another node placement
