@@ -214,17 +214,19 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
         by_mask = NamedSharding(mesh, P(None, "p", None))
         replicated = NamedSharding(mesh, P())
 
-    def place_rest(tree, cached: bool = False):
-        leaves = jax.tree.leaves(tree)
+    def place(tree):
         if all(
             isinstance(a, jax.Array) and a.sharding.is_equivalent_to(replicated, a.ndim)
-            for a in leaves
+            for a in jax.tree.leaves(tree)
         ):
             return tree
-        if cached:
-            key = (jax.tree.structure(tree), tuple(devices))
-            return _PLACED(leaves, key, lambda: jax.device_put(tree, replicated))
         return jax.device_put(tree, replicated)
+
+    def place_rest(tree, cached: bool = False):
+        if cached:  # found by identity first, before any sharding check
+            key = (jax.tree.structure(tree), tuple(devices))
+            return _PLACED(jax.tree.leaves(tree), key, lambda: place(tree))
+        return place(tree)
 
     def place_masks(block, rest=None):
         """The block; with ``rest``, also ``rest`` replicated, in the same transfer call (each
