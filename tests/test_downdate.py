@@ -296,8 +296,8 @@ def test_statuses_and_stragglers_garbage():
 
 
 def test_float32_close_to_float64():
-    """float32 takes the downdate where its tighter gates pass (κ∞(P̃_dd) ≤ 100, at most S outputs
-    above 1/10 of a column's largest) and agrees with float64 to 1e-5 there; where they fail
+    """float32 takes the downdate where its tighter gates pass (κ∞(P̃_dd) ≤ 100, at least S + 1
+    outputs within 10x of a column's largest) and agrees with float64 to 1e-5 there; where they fail
     (a straggler's output 50x the rest; contiguous gaps of 10 at λ = 1e-8, κ∞ ~ 1e3) it takes the
     float32 Kalman pass."""
     t, tq, y = _problem()
