@@ -109,7 +109,7 @@ def test_cpu_compiler_options_follow_the_code_the_masks_and_the_user(monkeypatch
 
 
 def test_cpu_chunk_size_follows_the_code_and_the_masks():
-    """SplineCode asks for 64-mask chunks where the downdate applies and N ≤ 512, else nothing."""
+    """SplineCode asks for 64-mask chunks where the downdate applies, else nothing."""
     spline = gcc.SplineCode.chebyshev
 
     def masks(n, s):
@@ -118,7 +118,8 @@ def test_cpu_chunk_size_follows_the_code_and_the_masks():
     assert spline(num_inputs=4, num_workers=100).cpu_chunk_size(masks(100, 10)) == 64
     assert spline(num_inputs=4, num_workers=512).cpu_chunk_size(masks(512, 24)) == 64
     assert spline(num_inputs=4, num_workers=100).cpu_chunk_size(masks(100, 25)) is None
-    assert spline(num_inputs=4, num_workers=1024).cpu_chunk_size(masks(1024, 10)) is None
+    assert spline(num_inputs=4, num_workers=1024).cpu_chunk_size(masks(1024, 10)) == 64
+    assert spline(num_inputs=4, num_workers=1025).cpu_chunk_size(masks(1025, 10)) is None
     assert spline(num_inputs=4, num_workers=63).cpu_chunk_size(masks(63, 5)) is None
     kernel = spline(num_inputs=4, num_workers=100, solver="kernel")
     assert kernel.cpu_chunk_size(masks(100, 10)) is None

@@ -307,7 +307,7 @@ class AbstractCode(abc.ABC):
         :func:`gcc_jax.auto_chunk_size`, which also caps the hint.
 
         A performance hint, like :meth:`cpu_compiler_options`: the values do not depend on the
-        chunk size. ``SplineCode`` asks for 64 where its downdate decoder applies and ``N ≤ 512``
+        chunk size. ``SplineCode`` asks for 64 where its downdate decoder applies
         (each mask's work is small there, and a narrower chunk keeps it in cache).
 
         Example:

@@ -283,16 +283,18 @@ class SplineCode(AbstractNodeCode):
 
     def cpu_chunk_size(self, masks: Bool[np.ndarray, "p n"]) -> int | None:
         """64 masks per chunk when the downdate decoder applies to ``masks`` (as in
-        :meth:`cpu_compiler_options`) and ``N ≤ 512``, else the evaluator's default
+        :meth:`cpu_compiler_options`), else the evaluator's default
         (:meth:`gcc_jax.AbstractCode.cpu_chunk_size`).
 
         Measured with jaxlib 0.10.2 on 2 cores (``monte_carlo_loss``, 4,096 masks, 64 against
         256 masks per chunk, masks/s): N = 100, S = 10, float64: 375,000 against 285,000 on one
         CPU device, 597,000 against 540,000 on two; float32: 426,000 against 390,000 and
         669,000 against 642,000; N = 100, S = 24: 94,000 against 81,000; N = 256, S = 20:
-        85,200 against 74,500; N = 512, S = 10: 144,000 against 147,000 (even); N = 1024,
-        S = 10: 64,700 against 75,500 (there the per-chunk scan over the workers that finds
-        the stragglers dominates, so 256 stays).
+        85,200 against 74,500. Until the dead workers were found by bit scans, N = 1024 kept
+        256 (64,700 against 75,500 at S = 10: the per-chunk scan over the workers dominated);
+        since, two devices: N = 1024, S = 10, float64 252,000 against 247,000, float32 473,000
+        against 461,000; S = 24 float64 119,000 against 84,000, float32 208,000 against 217,000;
+        N = 512, S = 10, float64 575,000 against 524,000.
 
         Example:
             >>> import numpy as np, gcc_jax as gcc
@@ -300,7 +302,7 @@ class SplineCode(AbstractNodeCode):
             >>> code.cpu_chunk_size(np.arange(100)[None, :] >= 10)  # S = 10
             64
         """
-        return 64 if self.num_workers <= 512 and self._downdate_applies(masks) else None
+        return 64 if self._downdate_applies(masks) else None
 
     def _downdate_applies(self, masks: Bool[np.ndarray, "p n"]) -> bool:
         """Whether the downdate decoder's static gates let it decode ``masks``: Kalman solver,
