@@ -61,11 +61,26 @@ def csaps_peer(beta, alpha, yt, masks, lam):
     return out
 
 
-def floor(yt, num_inputs: int, num_masks: int, repeat: int) -> tuple[int, float, float]:
+def best_of_rounds(fns: dict, repeat: int, rounds: int = 3) -> dict:
+    """:func:`best_of` of each function, in ``rounds`` rounds of ``repeat`` calls each (``a`` ×
+    repeat, ``b`` × repeat, …, then again): this machine's speed drifts by 10–25% within
+    minutes, so each function's best comes from the same stretch of time as the others'.
+    Within a round each function runs back to back, warm, as a loop of it would. (Calling them
+    in strict turn instead made the float32 floor 1.7x slower: a call after another
+    function's starts from a cold state.) ``{name: (wall, cpu)}``, the best over all rounds."""
+    best = {name: (float("inf"), float("inf")) for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            wall, cpu = best_of(fn, repeat)
+            best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
+    return best
+
+
+def floor_call(yt, num_inputs: int, num_masks: int):
     """The matmul floor: random ``K × N`` decoder matrices applied to the outputs ``yt`` in one
     batched ``einsum('pkn,nm->pkm')`` (``yt``'s dtype), on a memory-capped subset of masks.
 
-    Returns the number of masks timed and the best wall and CPU seconds (:func:`best_of`).
+    Returns the number of masks and a function running one call to completion (compiled).
     """
     import jax
     import jax.numpy as jnp
@@ -75,7 +90,14 @@ def floor(yt, num_inputs: int, num_masks: int, repeat: int) -> tuple[int, float,
     dmat = jax.random.normal(jax.random.key(1), (num, num_inputs, n), yt.dtype)
     mm = jax.jit(lambda d: jnp.einsum("pkn,nm->pkm", d, yt))
     jax.block_until_ready(mm(dmat))
-    return num, *best_of(lambda: jax.block_until_ready(mm(dmat)), repeat)
+    return num, lambda: jax.block_until_ready(mm(dmat))
+
+
+def floor(yt, num_inputs: int, num_masks: int, repeat: int) -> tuple[int, float, float]:
+    """:func:`floor_call` timed on its own: the number of masks timed and the best wall and CPU
+    seconds (:func:`best_of`)."""
+    num, call = floor_call(yt, num_inputs, num_masks)
+    return num, *best_of(call, repeat)
 
 
 def use_cpu_devices(count: int | None) -> None:

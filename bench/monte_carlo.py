@@ -20,10 +20,14 @@ S = 10 stragglers each, in float64 and float32. In the same run:
   moves the masks and operands onto the devices and the losses back, every call.
 
 Correctness is checked before timing (our decode vs SciPy on 16 masks, float64 reference).
+``monte_carlo_loss``, the decoder alone and the floor are timed in three rounds of ``--repeat``
+calls each (``bench/_common.best_of_rounds``), best of all rounds, so that each one's best comes
+from the same stretch of this machine's drifting speed.
 Prints masks/s and the ratios; writes JSON to ``bench/results/``.
 
 Usage: python bench/monte_carlo.py [--masks 4096] [--peer-masks 200] [--repeat 10]
        [--workers 100] [--dtypes float64,float32] [--device cpu|gpu] [--cpu-devices 2]
+       (``--repeat``: calls per round, three rounds)
        [--out PATH]
 
 ``--cpu-devices C`` splits the CPU into C JAX devices (one per core is the fast setting on CPU;
@@ -41,9 +45,10 @@ import jax.numpy as jnp
 import numpy as np
 from _common import (
     best_of,
+    best_of_rounds,
     csaps_peer,
     environment,
-    floor,
+    floor_call,
     scipy_peer,
     use_cpu_devices,
     worker_function,
@@ -78,11 +83,17 @@ def run(dtype: str, masks_np, args) -> dict:
     t0 = time.perf_counter()
     ours_run()
     first = time.perf_counter() - t0
-    seconds, cpu_seconds = best_of(ours_run, args.repeat)
-
-    dec_s, dec_cpu, dec_err = decoder_alone(gcc, code, yt, masks_np, args.chunk, args.repeat)
+    decoder_run, dec_err = decoder_alone(gcc, code, yt, masks_np, args.chunk)
     # the floor: precomputed decoder matrices applied to the outputs (same dtype, capped count)
-    num_floor, floor_s, floor_cpu = floor(yt, K, masks_np.shape[0], max(args.repeat, 3))
+    num_floor, floor_run = floor_call(yt, K, masks_np.shape[0])
+    best = best_of_rounds(
+        {"ours": ours_run, "decoder": decoder_run, "floor": floor_run}, max(args.repeat, 3)
+    )
+    (seconds, cpu_seconds), (dec_s, dec_cpu), (floor_s, floor_cpu) = (
+        best["ours"],
+        best["decoder"],
+        best["floor"],
+    )
     return dict(
         dtype=dtype,
         masks=int(masks_np.shape[0]),
@@ -99,9 +110,10 @@ def run(dtype: str, masks_np, args) -> dict:
     )
 
 
-def decoder_alone(gcc, code, yt, masks_np, chunk, repeat) -> tuple[float, float, float]:
-    """Best wall and CPU seconds of the batched decoder over device-resident masks (values out),
-    and its largest relative difference from ``code.decode_batch_with_status`` on 16 masks."""
+def decoder_alone(gcc, code, yt, masks_np, chunk) -> tuple:
+    """A function running the batched decoder over device-resident masks (values out) to
+    completion, compiled, and its largest relative difference from
+    ``code.decode_batch_with_status`` on 16 masks."""
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
@@ -140,8 +152,7 @@ def decoder_alone(gcc, code, yt, masks_np, chunk, repeat) -> tuple[float, float,
     out = np.asarray(run(code, yt, chunks, plan)).reshape(num, K, M_OUT)
     ref = np.asarray(code.decode_batch_with_status(yt, jnp.asarray(masks_np[:16])).value)
     err = float(np.max(np.abs(out[:16] - ref)) / np.max(np.abs(ref)))
-    wall, cpu_s = best_of(lambda: jax.block_until_ready(run(code, yt, chunks, plan)), repeat)
-    return wall, cpu_s, err
+    return (lambda: jax.block_until_ready(run(code, yt, chunks, plan))), err
 
 
 def main() -> None:
@@ -150,7 +161,9 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=100)
     p.add_argument("--stragglers", type=int, default=10)
     p.add_argument("--peer-masks", type=int, default=200)
-    p.add_argument("--repeat", type=int, default=10, help="best of this many timed calls")
+    p.add_argument(
+        "--repeat", type=int, default=10, help="timed calls per round (three rounds), best of all"
+    )
     p.add_argument("--chunk", type=int, default=None, help="masks per chunk (default: auto)")
     p.add_argument("--dtypes", default="float64,float32")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "monte_carlo.json"))

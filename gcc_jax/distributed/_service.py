@@ -210,10 +210,13 @@ class CodedInferenceService:
         >>> from gcc_jax.distributed import CodedInferenceService, LocalExecutor
         >>> code = gcc.SplineCode.chebyshev(num_inputs=2, num_workers=6)
         >>> with CodedInferenceService(LocalExecutor(jnp.tanh, num_workers=6), code,
-        ...                            stragglers=1) as svc:
+        ...                            stragglers=1, max_wait_s=5.0) as svc:
         ...     answers = svc.serve(jnp.linspace(-1, 1, 4)[:, None])
         >>> [a.ok for a in answers], len(answers[0].workers_answered), svc.stats()["rounds"]
         ([True, True, True, True], 5, 2)
+
+        (Each round takes ``K = 2`` queries; a batch waits up to ``max_wait_s`` for them, so
+        with the default 10 ms a busy machine may send a round with one query.)
     """
 
     def __init__(
