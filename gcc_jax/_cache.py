@@ -54,7 +54,12 @@ class IdentityCache:
                 return hit[1]
         value = compute()
 
-        refs = tuple(weakref.ref(a, lambda _, full=full: self._dead.append(full)) for a in arrays)
+        try:
+            refs = tuple(
+                weakref.ref(a, lambda _, full=full: self._dead.append(full)) for a in arrays
+            )
+        except TypeError:  # an array type without weak references: nothing is kept
+            return value
         with self._lock:
             self._entries[full] = (refs, value)
             while len(self._entries) > self.size:

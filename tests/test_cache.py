@@ -62,3 +62,17 @@ def test_the_least_recently_used_entry_goes_beyond_the_size():
     assert compute.calls == 4
     cache.clear()
     assert not cache._entries
+
+
+def test_arrays_without_weak_references_are_not_kept(monkeypatch):
+    """Should a JAX version's arrays refuse weak references, nothing is cached (no error)."""
+    import gcc_jax._cache as cache_module
+
+    def refuse(*args):
+        raise TypeError("cannot create weak reference")
+
+    monkeypatch.setattr(cache_module.weakref, "ref", refuse)
+    cache, compute = IdentityCache(), _Count()
+    a = jnp.arange(3.0)
+    assert cache((a,), 0, compute) is not cache((a,), 0, compute)
+    assert compute.calls == 2 and not cache._entries
