@@ -1,6 +1,7 @@
 """gcc_jax._cache.IdentityCache: values kept by array identity, while the arrays live."""
 
 import gc
+import types
 
 import jax.numpy as jnp
 import numpy as np
@@ -71,7 +72,7 @@ def test_arrays_without_weak_references_are_not_kept(monkeypatch):
     def refuse(*args):
         raise TypeError("cannot create weak reference")
 
-    monkeypatch.setattr(cache_module.weakref, "ref", refuse)
+    monkeypatch.setattr(cache_module, "weakref", types.SimpleNamespace(ref=refuse))
     cache, compute = IdentityCache(), _Count()
     a = jnp.arange(3.0)
     assert cache((a,), 0, compute) is not cache((a,), 0, compute)
