@@ -356,9 +356,9 @@ def dead_workers(masks: Bool[Array, "p n"], size: int) -> Int[Array, "size p"]:
     That is ``O(size · n/32)`` integer operations a mask, against ``O(size · n)`` for counting
     the dead workers below each position (the form used before: a running count by a product
     with a triangular matrix of ones, or a scan beyond ``n = 128``, then ``#{i : c_i ≤ k}``).
-    Per chunk of 64 masks on one CPU core (XLA classic emitters, float32): N = 100, S = 10:
-    24.8 → 5.3 µs; N = 256, S = 20: 129 → 15 µs; N = 1024, S = 10: 424 → 21 µs
-    (``monte_carlo_loss``: see ``bench/README.md``).
+    Per chunk of 64 masks on one CPU core (``bench/dead_workers.py``, the former code as its
+    peer): N = 100, S = 10: 25.2 → 5.7 µs; N = 256, S = 20: 122 → 14.5 µs; N = 1024, S = 10:
+    393 → 20.4 µs; N = 1024, S = 24: 722 → 26.8 µs (``monte_carlo_loss``: ``bench/README.md``).
 
     The indices are int32 whatever the precision (int64 indices cost a fifth of the throughput
     at N = 100, measured with the counting form).
