@@ -1,6 +1,6 @@
 """A/B: the batch Kalman pass as a conditional's branch (the library) or called directly.
 
-``gcc_jax._kalman_batch.in_sequence`` runs the batch smoother as the taken branch of a
+``gcc_jax.spline._kalman.in_sequence`` runs the batch smoother as the taken branch of a
 ``lax.cond`` whose predicate is always true. This script measures what that buys inside the mask
 evaluator (``monte_carlo_loss``, float64, K = 20, m = 10, S = N/10, so the downdate path does not
 apply): for each N, one subprocess runs the library as it is and one with ``in_sequence``
@@ -30,7 +30,7 @@ def point(n: int, num: int, direct: bool) -> dict:
     from _common import best_of, worker_function
 
     import gcc_jax as gcc
-    from gcc_jax import _kalman_batch
+    from gcc_jax.spline import _kalman as _kalman_batch
 
     if direct:
         _kalman_batch.in_sequence = lambda s, fn: fn()

@@ -1,6 +1,6 @@
 """Benchmark: the downdate's dead-worker search (bit scans) against the counting form it replaced.
 
-``gcc_jax._downdate.dead_workers`` packs each mask's dead workers into 32-bit words and takes the
+``gcc_jax.spline._downdate.dead_workers`` packs each mask's dead workers into 32-bit words and takes the
 lowest set bit of the first non-zero word per slot (``O(S · N/32)`` a mask). The peer is the
 code it replaced (session 14's, kept here): running counts of the dead workers compared with
 every slot, or a scan over the workers (``O(S · N)`` a mask).
@@ -23,8 +23,8 @@ import numpy as np
 from _common import best_of, environment
 from jax import lax
 
-from gcc_jax import _downdate as dd
-from gcc_jax._xla_flags import FLAG, compiler_options
+from gcc_jax.evaluation._xla_flags import FLAG, compiler_options
+from gcc_jax.spline import _downdate as dd
 
 CASES = ((100, 10, 12), (256, 20, 24), (1024, 10, 12), (1024, 24, 24))  # (N, S, slots)
 CHUNKS, WIDTH = 32, 64

@@ -1,6 +1,6 @@
 """Error of the rank-S downdate decoder (float64 or float32), and how often its gates let it run.
 
-The many-mask decoder (``gcc_jax/_downdate.py``) decodes each chunk of masks as rank-S downdates
+The many-mask decoder (``gcc_jax/spline/_downdate.py``) decodes each chunk of masks as rank-S downdates
 of one fit when the chunk passes its gates, else by the Kalman pass. This measures the downdate
 in the chosen precision against the float64 Kalman pass over a grid meant to break it:
 
@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 from _common import environment  # noqa: E402
 
 import gcc_jax as gcc  # noqa: E402
-from gcc_jax import _downdate as dd  # noqa: E402
-from gcc_jax._kalman_batch import smooth_batch_with_status  # noqa: E402
+from gcc_jax.spline import _downdate as dd  # noqa: E402
+from gcc_jax.spline._kalman import smooth_batch_with_status  # noqa: E402
 
 LAMS = [0.0, 1e-12, 1e-8, 1e-6, 1e-4, 1e-2, 1.0, 1e4]
 STRAGGLERS = [8, 10, 24]

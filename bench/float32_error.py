@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 from _common import environment  # noqa: E402
 
 import gcc_jax as gcc  # noqa: E402
-from gcc_jax._kalman_batch import smooth_batch_with_status  # noqa: E402
+from gcc_jax.spline._kalman import smooth_batch_with_status  # noqa: E402
 
 LAMS = [0.0, 1e-10, 1e-6, 1e-2, 1.0, 1e10, 1e30]
 

@@ -69,7 +69,7 @@ def main() -> None:
     t = gcc.chebyshev_nodes(n, kind=2)
     y = jax.random.normal(jax.random.key(1), (n, M_OUT))
     masks = gcc.sample_masks(jax.random.key(2), n, num=chunk, stragglers=100)
-    from gcc_jax._kalman import solve_kalman
+    from gcc_jax.spline._kalman import solve_kalman
 
     full = jax.jit(jax.vmap(lambda m: solve_kalman(t, m, jnp.asarray(1e-6), y)))
 

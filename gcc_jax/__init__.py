@@ -3,71 +3,172 @@
 A master encodes K inputs into N coded inputs, N workers each evaluate an arbitrary function f,
 some straggle, and the master decodes approximations of f on the original inputs from whoever
 answered. See docs/design.md (the method) and docs/conventions.md (the binding conventions).
+
+Every public name below is loaded on first use (PEP 562): ``import gcc_jax`` imports neither
+JAX nor Flax, Optax, matplotlib, scikit-learn, tqdm or Ray; ``gcc.SplineCode`` imports JAX and
+the spline codes, ``gcc.train_parity_model`` Flax and Optax.
 """
 
-from . import tuning as tuning
-from ._adversary import Adversary as Adversary
-from ._adversary import AttackResult as AttackResult
-from ._adversary import adversary_positions as adversary_positions
-from ._adversary import attack as attack
-from ._adversary import attack_loss as attack_loss
-from ._adversary import attack_losses as attack_losses
-from ._adversary import targeted_attack as targeted_attack
-from ._adversary import worst_case_adversaries as worst_case_adversaries
-from ._evaluator import MaskEvaluator as MaskEvaluator
-from ._evaluator import auto_chunk_size as auto_chunk_size
-from ._evaluator import evaluate_masks as evaluate_masks
-from ._evaluator import mask_losses as mask_losses
-from ._metrics import mean_ci as mean_ci
-from ._metrics import mse as mse
-from ._metrics import ratio_ci as ratio_ci
-from ._metrics import rel_acc as rel_acc
-from ._metrics import rmse as rmse
-from ._nodes import chebyshev_nodes as chebyshev_nodes
-from ._nodes import equispaced_nodes as equispaced_nodes
-from ._pipeline import MonteCarloResult as MonteCarloResult
-from ._pipeline import apply_workers as apply_workers
-from ._pipeline import coded_apply as coded_apply
-from ._pipeline import monte_carlo_loss as monte_carlo_loss
-from ._precision import Float32PrecisionWarning as Float32PrecisionWarning
-from ._precision import precision_floor as precision_floor
-from ._smoothing import effective_dof as effective_dof
-from ._smoothing import lam_from_dof as lam_from_dof
-from ._spline import Spline as Spline
-from ._spline import fit_smoothing_spline as fit_smoothing_spline
-from ._spline import fit_smoothing_spline_with_status as fit_smoothing_spline_with_status
-from ._spline import resolve_solver as resolve_solver
-from ._spline import smoother_matrix as smoother_matrix
-from ._spline import smoother_matrix_with_status as smoother_matrix_with_status
-from ._status import GCCValueError as GCCValueError
-from ._status import Status as Status
-from ._status import describe_status as describe_status
-from ._stragglers import contiguous_masks as contiguous_masks
-from ._stragglers import sample_masks as sample_masks
-from ._worst_case import WorstCase as WorstCase
-from ._worst_case import worst_case_mask as worst_case_mask
-from .codes import AbstractCode as AbstractCode
-from .codes import AbstractLinearCode as AbstractLinearCode
-from .codes import AbstractNodeCode as AbstractNodeCode
-from .codes import ApproxIFERCode as ApproxIFERCode
-from .codes import BerrutCode as BerrutCode
-from .codes import Decoded as Decoded
-from .codes import Encoded as Encoded
-from .codes import LagrangeCode as LagrangeCode
-from .codes import LagrangeECCode as LagrangeECCode
-from .codes import LearnedCode as LearnedCode
-from .codes import ParityModelCode as ParityModelCode
-from .codes import ReplicationCode as ReplicationCode
-from .codes import RobustSplineCode as RobustSplineCode
-from .codes import SplineCode as SplineCode
-from .codes import UncodedCode as UncodedCode
-from .codes import adversarial_lam_dec as adversarial_lam_dec
-from .training import TrainedCode as TrainedCode
-from .training import train_learned_code as train_learned_code
-from .training import train_parity_model as train_parity_model
-from .tuning import StragglerModel as StragglerModel
-from .tuning import expected_loss as expected_loss
-from .tuning import gcv_lam_dec as gcv_lam_dec
-from .tuning import tune as tune
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+#: public name -> the subpackage that defines it
+_EXPORTS: dict[str, str] = {
+    "Float32PrecisionWarning": "_core.precision",
+    "precision_floor": "_core.precision",
+    "GCCValueError": "_core.status",
+    "Status": "_core.status",
+    "describe_status": "_core.status",
+    "AbstractCode": "codes",
+    "AbstractLinearCode": "codes",
+    "AbstractNodeCode": "codes",
+    "ApproxIFERCode": "codes",
+    "BerrutCode": "codes",
+    "Decoded": "codes",
+    "Encoded": "codes",
+    "LagrangeCode": "codes",
+    "LagrangeECCode": "codes",
+    "LearnedCode": "codes",
+    "ParityModelCode": "codes",
+    "ReplicationCode": "codes",
+    "RobustSplineCode": "codes",
+    "SplineCode": "codes",
+    "UncodedCode": "codes",
+    "adversarial_lam_dec": "codes",
+    "Adversary": "evaluation",
+    "AttackResult": "evaluation",
+    "MaskEvaluator": "evaluation",
+    "MonteCarloResult": "evaluation",
+    "WorstCase": "evaluation",
+    "adversary_positions": "evaluation",
+    "apply_workers": "evaluation",
+    "attack": "evaluation",
+    "attack_loss": "evaluation",
+    "attack_losses": "evaluation",
+    "auto_chunk_size": "evaluation",
+    "coded_apply": "evaluation",
+    "contiguous_masks": "evaluation",
+    "evaluate_masks": "evaluation",
+    "mask_losses": "evaluation",
+    "mean_ci": "evaluation",
+    "monte_carlo_loss": "evaluation",
+    "mse": "evaluation",
+    "ratio_ci": "evaluation",
+    "rel_acc": "evaluation",
+    "rmse": "evaluation",
+    "sample_masks": "evaluation",
+    "targeted_attack": "evaluation",
+    "worst_case_adversaries": "evaluation",
+    "worst_case_mask": "evaluation",
+    "TrainedCode": "nn.training",
+    "train_learned_code": "nn.training",
+    "train_parity_model": "nn.training",
+    "Spline": "spline",
+    "chebyshev_nodes": "spline",
+    "effective_dof": "spline",
+    "equispaced_nodes": "spline",
+    "fit_smoothing_spline": "spline",
+    "fit_smoothing_spline_with_status": "spline",
+    "lam_from_dof": "spline",
+    "resolve_solver": "spline",
+    "smoother_matrix": "spline",
+    "smoother_matrix_with_status": "spline",
+    "StragglerModel": "tuning",
+    "expected_loss": "tuning",
+    "gcv_lam_dec": "tuning",
+    "tune": "tuning",
+}
+
+_SUBPACKAGES = ("codes", "distributed", "evaluation", "experiments", "nn", "spline", "tuning")
+
+__all__ = sorted(_EXPORTS) + list(_SUBPACKAGES) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and documentation tools
+    from . import codes as codes
+    from . import distributed as distributed
+    from . import evaluation as evaluation
+    from . import experiments as experiments
+    from . import nn as nn
+    from . import spline as spline
+    from . import tuning as tuning
+    from ._core.precision import Float32PrecisionWarning as Float32PrecisionWarning
+    from ._core.precision import precision_floor as precision_floor
+    from ._core.status import GCCValueError as GCCValueError
+    from ._core.status import Status as Status
+    from ._core.status import describe_status as describe_status
+    from .codes import AbstractCode as AbstractCode
+    from .codes import AbstractLinearCode as AbstractLinearCode
+    from .codes import AbstractNodeCode as AbstractNodeCode
+    from .codes import ApproxIFERCode as ApproxIFERCode
+    from .codes import BerrutCode as BerrutCode
+    from .codes import Decoded as Decoded
+    from .codes import Encoded as Encoded
+    from .codes import LagrangeCode as LagrangeCode
+    from .codes import LagrangeECCode as LagrangeECCode
+    from .codes import LearnedCode as LearnedCode
+    from .codes import ParityModelCode as ParityModelCode
+    from .codes import ReplicationCode as ReplicationCode
+    from .codes import RobustSplineCode as RobustSplineCode
+    from .codes import SplineCode as SplineCode
+    from .codes import UncodedCode as UncodedCode
+    from .codes import adversarial_lam_dec as adversarial_lam_dec
+    from .evaluation import Adversary as Adversary
+    from .evaluation import AttackResult as AttackResult
+    from .evaluation import MaskEvaluator as MaskEvaluator
+    from .evaluation import MonteCarloResult as MonteCarloResult
+    from .evaluation import WorstCase as WorstCase
+    from .evaluation import adversary_positions as adversary_positions
+    from .evaluation import apply_workers as apply_workers
+    from .evaluation import attack as attack
+    from .evaluation import attack_loss as attack_loss
+    from .evaluation import attack_losses as attack_losses
+    from .evaluation import auto_chunk_size as auto_chunk_size
+    from .evaluation import coded_apply as coded_apply
+    from .evaluation import contiguous_masks as contiguous_masks
+    from .evaluation import evaluate_masks as evaluate_masks
+    from .evaluation import mask_losses as mask_losses
+    from .evaluation import mean_ci as mean_ci
+    from .evaluation import monte_carlo_loss as monte_carlo_loss
+    from .evaluation import mse as mse
+    from .evaluation import ratio_ci as ratio_ci
+    from .evaluation import rel_acc as rel_acc
+    from .evaluation import rmse as rmse
+    from .evaluation import sample_masks as sample_masks
+    from .evaluation import targeted_attack as targeted_attack
+    from .evaluation import worst_case_adversaries as worst_case_adversaries
+    from .evaluation import worst_case_mask as worst_case_mask
+    from .nn.training import TrainedCode as TrainedCode
+    from .nn.training import train_learned_code as train_learned_code
+    from .nn.training import train_parity_model as train_parity_model
+    from .spline import Spline as Spline
+    from .spline import chebyshev_nodes as chebyshev_nodes
+    from .spline import effective_dof as effective_dof
+    from .spline import equispaced_nodes as equispaced_nodes
+    from .spline import fit_smoothing_spline as fit_smoothing_spline
+    from .spline import fit_smoothing_spline_with_status as fit_smoothing_spline_with_status
+    from .spline import lam_from_dof as lam_from_dof
+    from .spline import resolve_solver as resolve_solver
+    from .spline import smoother_matrix as smoother_matrix
+    from .spline import smoother_matrix_with_status as smoother_matrix_with_status
+    from .tuning import StragglerModel as StragglerModel
+    from .tuning import expected_loss as expected_loss
+    from .tuning import gcv_lam_dec as gcv_lam_dec
+    from .tuning import tune as tune

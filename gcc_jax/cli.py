@@ -10,11 +10,11 @@ import os
 import sys
 
 from . import __version__
-from ._xla_flags import use_classic_cpu_emitters
-from .data import DatasetError
+from .evaluation._xla_flags import use_classic_cpu_emitters
 from .experiments import COMMANDS, Command, save_result
 from .experiments._checks import ConfigError, check_config, check_out, effective_config
 from .experiments._command import Interrupted
+from .nn.data import DatasetError
 
 
 def _toy(args: argparse.Namespace) -> bool:

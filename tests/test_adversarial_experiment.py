@@ -107,9 +107,9 @@ def test_lenet5_job_calibrates_on_held_out_training_images(monkeypatch):
     the scored jobs (purpose 0) are test images."""
     import jax.numpy as jnp
 
-    from gcc_jax import training
-    from gcc_jax.data import load_digits
-    from gcc_jax.models import ModelApply
+    from gcc_jax.nn import training
+    from gcc_jax.nn.data import load_digits
+    from gcc_jax.nn.models import ModelApply
 
     class _Scaled(training.TrainedModel):
         def worker_fn(self, output="probs"):  # f(x) = (Σ x, ..., Σ x): cheap, known

@@ -1,4 +1,4 @@
-"""gcc_jax._cache.IdentityCache: values kept by array identity, while the arrays live."""
+"""gcc_jax._core.cache.IdentityCache: values kept by array identity, while the arrays live."""
 
 import gc
 import types
@@ -6,7 +6,7 @@ import types
 import jax.numpy as jnp
 import numpy as np
 
-from gcc_jax._cache import IdentityCache
+from gcc_jax._core.cache import IdentityCache
 
 
 class _Count:
@@ -67,7 +67,7 @@ def test_the_least_recently_used_entry_goes_beyond_the_size():
 
 def test_arrays_without_weak_references_are_not_kept(monkeypatch):
     """Should a JAX version's arrays refuse weak references, nothing is cached (no error)."""
-    import gcc_jax._cache as cache_module
+    import gcc_jax._core.cache as cache_module
 
     def refuse(*args):
         raise TypeError("cannot create weak reference")

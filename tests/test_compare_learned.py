@@ -14,10 +14,10 @@ import pytest
 
 import gcc_jax as gcc
 from gcc_jax.cli import main
-from gcc_jax.data import load_digits
 from gcc_jax.experiments import learned as exp
-from gcc_jax.models import make_model
-from gcc_jax.training import train_classifier
+from gcc_jax.nn.data import load_digits
+from gcc_jax.nn.models import make_model
+from gcc_jax.nn.training import train_classifier
 
 
 @pytest.fixture(scope="module")
@@ -202,5 +202,5 @@ def test_fashion_mnist_absent_falls_back_to_digits(tmp_path):
     ds, requested, note = exp._load("fashion_mnist", tmp_path)  # an empty directory
     assert ds.name == "digits" and requested == "fashion_mnist"
     assert "Fashion-MNIST not found" in note and str(tmp_path) in note
-    with pytest.raises(gcc.data.DatasetNotFoundError):
+    with pytest.raises(gcc.nn.data.DatasetNotFoundError):
         exp._load("mnist", tmp_path)  # only Fashion-MNIST falls back

@@ -1,4 +1,4 @@
-"""Tests for gcc_jax.data: tiny files written in the exact on-disk formats, read back."""
+"""Tests for gcc_jax.nn.data: tiny files written in the exact on-disk formats, read back."""
 
 import gzip
 import pickle
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gcc_jax.data import (
+from gcc_jax.nn.data import (
     DEFAULT_FASHION_MNIST_DIR,
     Dataset,
     DatasetFormatError,

@@ -299,8 +299,8 @@ def model_cache(tmp_path_factory):
 def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
     """`gcc-jax serve-bench --toy`: table, JSON and PNG; stats recomputed from the raw data."""
     from gcc_jax.cli import main
-    from gcc_jax.data import load_digits
-    from gcc_jax.training import train_classifier
+    from gcc_jax.nn.data import load_digits
+    from gcc_jax.nn.training import train_classifier
 
     out = tmp_path / "out"
     schemes = "uncoded,equal,parm,gcc"
@@ -349,10 +349,10 @@ def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
 
 def test_parm_scheme_of_serve_bench_decodes_by_subtraction(model_cache):
     """serve-bench's ParM plumbing in process: K base-logit workers + the parity worker."""
-    from gcc_jax.data import load_digits
     from gcc_jax.distributed import LocalExecutor
     from gcc_jax.experiments.serve import _parm_scheme
-    from gcc_jax.training import train_classifier
+    from gcc_jax.nn.data import load_digits
+    from gcc_jax.nn.training import train_classifier
 
     tm = train_classifier("mlp", "digits", epochs=1, progress=False)
     ds = load_digits()

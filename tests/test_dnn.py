@@ -15,9 +15,9 @@ import pytest
 from scipy import stats
 
 import gcc_jax as gcc
-from gcc_jax.data import load_digits
 from gcc_jax.experiments import dnn
-from gcc_jax.training import train_classifier, tree_fingerprint
+from gcc_jax.nn.data import load_digits
+from gcc_jax.nn.training import train_classifier, tree_fingerprint
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ API_PAGES = {
     "gcc_jax.codes": "api/codes",
     "gcc_jax.tuning": "api/tuning",
     "gcc_jax.distributed": "api/distributed",
-    "gcc_jax.models": "api/models",
-    "gcc_jax.data": "api/data",
-    "gcc_jax.training": "api/training",
+    "gcc_jax.nn.models": "api/models",
+    "gcc_jax.nn.data": "api/data",
+    "gcc_jax.nn.training": "api/training",
 }
 
 

@@ -1,4 +1,4 @@
-"""The rank-S downdate decoder (gcc_jax._downdate) against independent references.
+"""The rank-S downdate decoder (gcc_jax.spline._downdate) against independent references.
 
 References: the Kalman pass (``smooth_batch_with_status``, itself held against SciPy in
 tests/test_kalman_batch.py), SciPy's ``make_smoothing_spline`` on the survivors, and a roughness
@@ -14,8 +14,8 @@ import pytest
 from scipy.interpolate import CubicSpline, make_smoothing_spline
 
 import gcc_jax as gcc
-from gcc_jax import _downdate as dd
-from gcc_jax._kalman_batch import sanitise, smooth_batch_with_status
+from gcc_jax.spline import _downdate as dd
+from gcc_jax.spline._kalman import sanitise, smooth_batch_with_status
 
 N, K, P = 64, 8, 32  # workers, query points, masks per chunk (the smallest gated-in sizes)
 

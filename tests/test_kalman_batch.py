@@ -1,4 +1,4 @@
-"""The batch-native scale-free smoother (gcc_jax._kalman_batch) against independent references."""
+"""The batch-native scale-free smoother (gcc_jax.spline._kalman) against independent references."""
 
 import jax
 import jax.numpy as jnp
@@ -8,8 +8,8 @@ from jax.test_util import check_grads
 from scipy.interpolate import CubicSpline, make_smoothing_spline
 
 import gcc_jax as gcc
-from gcc_jax._evaluator import batch_losses, pattern_loss
-from gcc_jax._kalman_batch import smooth_at, smooth_batch_with_status, smooth_nodes
+from gcc_jax.evaluation._evaluator import batch_losses, pattern_loss
+from gcc_jax.spline._kalman import smooth_at, smooth_batch_with_status, smooth_nodes
 
 # Jitted once per file: eagerly, every call compiles each operation and scan again, and a
 # compiled program per shape is what a test here costs (running is free).

@@ -1,4 +1,4 @@
-"""Validation shared by the whole API (``gcc_jax/_misc.py``) and the defects found by fuzzing it.
+"""Validation shared by the whole API (``gcc_jax/_core/checks.py``) and the defects found by fuzzing it.
 
 Static problems (complex or string data, non-numeric λ, ints passed as PRNG keys, non-boolean
 masks) raise ``TypeError``/``ValueError`` naming the argument; any integral type is a valid

@@ -1,4 +1,4 @@
-"""Tests for gcc_jax.models: shapes, purity, nnx split/merge faithfulness, worker functions."""
+"""Tests for gcc_jax.nn.models: shapes, purity, nnx split/merge faithfulness, worker functions."""
 
 import math
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from gcc_jax.models import (
+from gcc_jax.nn.models import (
     MLP,
     MODEL_NAMES,
     LeNet5,

@@ -1,4 +1,4 @@
-"""The parallel-in-time solver (gcc_jax._parallel) against the sequential one, SciPy and loops."""
+"""The parallel-in-time solver (gcc_jax.spline._parallel) against the sequential one, SciPy and loops."""
 
 import chex
 import jax
@@ -84,7 +84,7 @@ def test_modest_size_equals_kalman():
 
 
 def test_float32_close_to_float64():
-    # documented tolerance (gcc_jax._parallel): ~1e-5 up to n = 10^4; held to 1e-4 here
+    # documented tolerance (gcc_jax.spline._parallel): ~1e-5 up to n = 10^4; held to 1e-4 here
     t, y, mask = _problem(n=300)
     for lam in (0.0, 1e-6, 1e-2):
         ref = _fit(t, y, lam, mask, "kalman")(t)
@@ -169,7 +169,7 @@ def test_selectable_everywhere():
 
 
 def test_auto_resolves_by_backend_and_size():
-    from gcc_jax._spline import AUTO_PARALLEL_MAX_N_CPU, as_solver
+    from gcc_jax.spline._fit import AUTO_PARALLEL_MAX_N_CPU, as_solver
 
     assert as_solver("auto") == "auto" and as_solver("parallel") == "parallel"
     cpu = jax.default_backend() == "cpu"

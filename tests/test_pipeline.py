@@ -59,11 +59,11 @@ def test_f_is_applied_once_and_compiles_once():
         chunk_size=7,
     )
     assert len(calls) - first <= 1  # vmap(f)(x) outside jit re-traces f once, never per mask
-    size_before = gcc._evaluator._blocks._cache_size()
+    size_before = gcc.evaluation._evaluator._blocks._cache_size()
     gcc.monte_carlo_loss(
         code, f, x, gcc.sample_masks(jax.random.key(3), 40, num=9, stragglers=9), chunk_size=7
     )
-    assert gcc._evaluator._blocks._cache_size() == size_before
+    assert gcc.evaluation._evaluator._blocks._cache_size() == size_before
 
 
 def test_an_evaluator_given_new_lambdas_reuses_its_compiled_blocks():
@@ -74,11 +74,11 @@ def test_an_evaluator_given_new_lambdas_reuses_its_compiled_blocks():
     masks = np.asarray(gcc.sample_masks(jax.random.key(4), 40, num=16, stragglers=5))
     ev = gcc.MaskEvaluator(code, yt, fx)
     ev(masks)
-    size_before = gcc._evaluator._blocks._cache_size()
+    size_before = gcc.evaluation._evaluator._blocks._cache_size()
     smoother = gcc.SplineCode.chebyshev(num_inputs=6, num_workers=40, lam_dec=1e-2)
     ev.code = smoother
     loss, status = ev(masks)
-    assert gcc._evaluator._blocks._cache_size() == size_before
+    assert gcc.evaluation._evaluator._blocks._cache_size() == size_before
     for mask, got, st in zip(masks, loss, status, strict=True):  # loop reference, new λ
         dec = smoother.decode_with_status(yt, mask)
         assert int(st) == int(dec.status) == 0
@@ -201,8 +201,8 @@ def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monk
     masks = np.asarray(gcc.sample_masks(jax.random.key(5), 64, num=64, stragglers=6))
     options = code.cpu_compiler_options(masks)
     assert options
-    run = gcc._evaluator._blocks_on(tuple(jax.devices()), tuple(sorted(options.items())))
-    assert run is not gcc._evaluator._blocks
+    run = gcc.evaluation._evaluator._blocks_on(tuple(jax.devices()), tuple(sorted(options.items())))
+    assert run is not gcc.evaluation._evaluator._blocks
     yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
     ev = gcc.MaskEvaluator(code, yt, fx, chunk_size=32)
     loss, status = ev(masks)

@@ -253,9 +253,9 @@ def test_cli_regimes_toy(tmp_path, capsys, monkeypatch):
 
 
 def test_lenet_workloads_cross_validate_on_held_out_training_images(monkeypatch):
-    from gcc_jax import training
-    from gcc_jax.data import load_digits
-    from gcc_jax.models import ModelApply
+    from gcc_jax.nn import training
+    from gcc_jax.nn.data import load_digits
+    from gcc_jax.nn.models import ModelApply
 
     ds = load_digits()
     stub = ModelApply(None, "stub", (8, 8, 1), 10)  # never run: only the images are tested

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import signal
 
-from gcc_jax.models import make_model, reparameterize_repvgg
+from gcc_jax.nn.models import make_model, reparameterize_repvgg
 
 
 def _conv_same(x, kernel, bias, stride):

@@ -1,7 +1,7 @@
 """The mask batch sharded over 4 (forced host) devices gives the single-device result.
 
 N = 64 and 32-mask chunks (8 per device) put the chunks whose masks share the first chunk's
-straggler count on the downdate decoder (``gcc_jax/_downdate.py``) and the others on the Kalman
+straggler count on the downdate decoder (``gcc_jax/spline/_downdate.py``) and the others on the Kalman
 pass, so both paths run sharded; a caller's per-pattern function with a pytree of extra operands
 runs sharded too (the vmapped path)."""
 
@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
     jax.config.update("jax_disable_most_optimizations", True)  # as the suite (conftest.py)
     import jax.numpy as jnp, numpy as np
     import gcc_jax as gcc
-    from gcc_jax._evaluator import _placement
+    from gcc_jax.evaluation._evaluator import _placement
 
     devs = jax.devices()
     code = gcc.SplineCode.chebyshev(num_inputs=6, num_workers=64, lam_dec=1e-5)

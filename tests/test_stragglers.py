@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gcc_jax as gcc
-from gcc_jax import _stragglers as stragglers_module
+from gcc_jax.evaluation import _stragglers as stragglers_module
 
 
 @pytest.mark.parametrize("n, s", [(5, 0), (10, 3), (30, 29), (7, 7)])

@@ -1,4 +1,4 @@
-"""Tests for gcc_jax.training: the jitted step, determinism, accuracy on digits, the cache, and
+"""Tests for gcc_jax.nn.training: the jitted step, determinism, accuracy on digits, the cache, and
 the training of ParM parity models and learned codes (losses against NumPy, checkpoints)."""
 
 import contextlib
@@ -13,10 +13,10 @@ import optax
 import pytest
 
 import gcc_jax as gcc
-from gcc_jax.data import load_digits
-from gcc_jax.models import make_model
-from gcc_jax.models._coder import mlp_apply
-from gcc_jax.training import (
+from gcc_jax.nn.data import load_digits
+from gcc_jax.nn.models import make_model
+from gcc_jax.nn.models._coder import mlp_apply
+from gcc_jax.nn.training import (
     CACHE_ENV_VAR,
     Batch,
     CacheWarning,
@@ -26,8 +26,8 @@ from gcc_jax.training import (
     make_train_step,
     train_classifier,
 )
-from gcc_jax.training import _learned as learned_training
-from gcc_jax.training import _parity as parity_training
+from gcc_jax.nn.training import _learned as learned_training
+from gcc_jax.nn.training import _parity as parity_training
 
 HYPER = dict(epochs=10, batch_size=32, lr=3e-3, seed=0, progress=False)
 

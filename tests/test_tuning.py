@@ -138,7 +138,7 @@ def test_check_grads_each_group_kalman(code, loss, name):
 
 
 def test_gradient_through_a_flax_model(masks):
-    from gcc_jax.models import make_model, worker_function
+    from gcc_jax.nn.models import make_model, worker_function
 
     apply, mparams = make_model("mlp", input_shape=(2, 2, 1), num_classes=3, key=0, hidden=(8,))
     f = worker_function(apply, mparams)

@@ -3,7 +3,7 @@
 import jaxlib
 import pytest
 
-from gcc_jax import _xla_flags
+from gcc_jax.evaluation import _xla_flags
 
 
 def test_flag_appended_to_the_users_flags(monkeypatch):

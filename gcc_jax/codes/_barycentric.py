@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._types import Array, Bool, Float, Int
+from .._core.types import Array, Bool, Float, Int
 
 
 def live_ranks(mask: Bool[Array, " n"]) -> Int[Array, " n"]:

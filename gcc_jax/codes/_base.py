@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._misc import (
+from .._core.checks import (
     as_int,
     as_mask,
     as_mask_rows,
@@ -30,9 +30,9 @@ from .._misc import (
     input_status,
     map_chunks,
 )
-from .._nodes import chebyshev_nodes
-from .._status import Status, combine, raise_if_bad
-from .._types import Array, ArrayLike, Bool, Float, Int, Shaped
+from .._core.status import Status, combine, raise_if_bad
+from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
+from ..spline._nodes import chebyshev_nodes
 
 __all__ = ["AbstractCode", "AbstractLinearCode", "AbstractNodeCode", "Decoded", "Encoded"]
 
@@ -237,7 +237,7 @@ class AbstractCode(abc.ABC):
 
         ``lax.map`` over the ``g`` chunks by default. A code may do once here what every chunk
         shares (``SplineCode``: the full fit that each mask's fit is a rank-S downdate of, and
-        the choice of solver, see :mod:`gcc_jax._downdate`); the values do not depend on how the
+        the choice of solver, see :mod:`gcc_jax.spline._downdate`); the values do not depend on how the
         masks are cut into chunks. ``then`` (a pure function of one chunk's decode, e.g. its
         losses) runs per chunk, so only its outputs are kept for all chunks.
         :class:`gcc_jax.MaskEvaluator` calls it once per block, inside its compiled call.
@@ -268,7 +268,7 @@ class AbstractCode(abc.ABC):
         once per call and passes it to every block's :meth:`decode_chunks`; the code is free to
         ignore a plan that does not fit the call (the values never depend on it). ``SplineCode``
         returns the downdate's full fit without its outputs for the masks' number of stragglers
-        (its Kalman pass of the identity: :mod:`gcc_jax._downdate`), computed once per code
+        (its Kalman pass of the identity: :mod:`gcc_jax.spline._downdate`), computed once per code
         object and straggler count.
 
         Example:
@@ -289,7 +289,7 @@ class AbstractCode(abc.ABC):
         evaluator reads without copying the block off its device). The options change the
         generated machine code, not the arithmetic; each set of options is compiled once. The
         default is none. ``SplineCode`` asks for XLA's classic CPU emitters where its downdate
-        decoder applies (:mod:`gcc_jax._downdate`).
+        decoder applies (:mod:`gcc_jax.spline._downdate`).
 
         Example:
             >>> import numpy as np, gcc_jax as gcc

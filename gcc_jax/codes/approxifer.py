@@ -11,9 +11,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from .._misc import as_int, check_node_leaves, check_outputs, float_dtype, node_status
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, Shaped
+from .._core.checks import as_int, check_node_leaves, check_outputs, float_dtype, node_status
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Float, Shaped
 from ._base import AbstractErrorLocatingCode, AbstractNodeCode, Decoded, Encoded
 from .berrut import BerrutCode
 

@@ -5,9 +5,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from .._misc import as_mask, float_dtype, node_status
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, Int
+from .._core.checks import as_mask, float_dtype, node_status
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ._barycentric import barycentric_matrix, berrut_weights
 from ._base import AbstractNodeCode
 

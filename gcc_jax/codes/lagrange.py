@@ -6,9 +6,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from .._misc import as_int, as_mask, float_dtype, node_status
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, Int
+from .._core.checks import as_int, as_mask, float_dtype, node_status
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ._barycentric import barycentric_matrix, lagrange_weights, live_ranks
 from ._base import AbstractNodeCode
 

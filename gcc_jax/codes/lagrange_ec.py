@@ -5,9 +5,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from .._misc import as_int, check_node_leaves, check_outputs, float_dtype
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, Shaped
+from .._core.checks import as_int, check_node_leaves, check_outputs, float_dtype
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Float, Shaped
 from ._base import AbstractErrorLocatingCode, AbstractNodeCode, Decoded, Encoded
 from .approxifer import chebyshev_basis
 from .lagrange import LagrangeCode

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._misc import (
+from .._core.checks import (
     as_int,
     as_mask,
     check_inputs,
@@ -42,9 +42,9 @@ from .._misc import (
     float_dtype,
     input_status,
 )
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, PRNGKeyArray, Shaped
-from ..models._coder import CONV_DILATIONS, conv_init, decode_outputs, encode_parities, mlp_init
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Float, PRNGKeyArray, Shaped
+from ..nn.models._coder import CONV_DILATIONS, conv_init, decode_outputs, encode_parities, mlp_init
 from ._base import AbstractCode, Decoded, Encoded
 
 __all__ = [

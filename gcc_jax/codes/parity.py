@@ -16,7 +16,7 @@ Encoders ``E``:
   (top-left, top-right, bottom-left, bottom-right = ``x_1..x_4``) for ``k = 4``. Channels are
   encoded separately (R with R, ...).
 
-Training: :func:`gcc_jax.training.train_parity_model` (ParM's ``parity_model_trainer``).
+Training: :func:`gcc_jax.nn.training.train_parity_model` (ParM's ``parity_model_trainer``).
 """
 
 import dataclasses
@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from .._misc import (
+from .._core.checks import (
     as_int,
     as_mask,
     check_inputs,
@@ -36,8 +36,8 @@ from .._misc import (
     float_dtype,
     input_status,
 )
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, Shaped
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Float, Shaped
 from ._base import AbstractCode, Decoded, Encoded
 
 __all__ = ["ENCODERS", "ParityModelCode", "parity_input"]
@@ -142,7 +142,7 @@ class ParityModelCode(AbstractCode):
     Attributes:
         parity_params: the parity model's parameters (a pytree of arrays).
         parity_apply: ``parity_apply(params, x) -> output`` for one input (the base model's
-            architecture, e.g. a :class:`gcc_jax.models.ModelApply`); hashable.
+            architecture, e.g. a :class:`gcc_jax.nn.models.ModelApply`); hashable.
         num_inputs: ``k ≥ 2`` (static).
         encoder: ``"sum"`` (default) or ``"concat"`` (images, ``k ∈ {2, 4}``).
 

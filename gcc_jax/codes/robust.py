@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._misc import (
+from .._core.checks import (
     as_float_array,
     as_int,
     as_lam,
@@ -31,9 +31,9 @@ from .._misc import (
     lam_status,
     node_status,
 )
-from .._spline import fit_smoothing_spline_with_status
-from .._status import Status, combine, is_concrete
-from .._types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
+from .._core.status import Status, combine, is_concrete
+from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
+from ..spline._fit import fit_smoothing_spline_with_status
 from ._base import AbstractCode, Decoded, Encoded, NodeSizes
 from .spline import SplineCode
 

@@ -9,19 +9,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._cache import IdentityCache
-from .._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, decode_chunks, plan
-from .._misc import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
-from .._spline import (
+from .._core.cache import IdentityCache
+from .._core.checks import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
+from .._core.status import is_concrete
+from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
+from ..evaluation._xla_flags import FLAG as CLASSIC_EMITTERS
+from ..evaluation._xla_flags import compiler_options
+from ..spline._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, decode_chunks, plan
+from ..spline._fit import (
     as_solver,
     fit_smoothing_spline_with_status,
     resolve_solver,
     smoother_matrix_with_status,
 )
-from .._status import is_concrete
-from .._types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
-from .._xla_flags import FLAG as CLASSIC_EMITTERS
-from .._xla_flags import compiler_options
 from ._base import AbstractNodeCode, Decoded
 
 # downdate plans by code arrays and straggler count (SplineCode.decode_plan)
@@ -169,9 +169,9 @@ class SplineCode(AbstractNodeCode):
 
         One chunk of :meth:`decode_chunks`: for at least 32 masks that all have the same
         number S ≤ 24 of stragglers and 64 ≤ N ≤ 1024, each mask's fit is a rank-S downdate of
-        one full fit (:mod:`gcc_jax._downdate`: an S × S inverse per mask); otherwise the masks
+        one full fit (:mod:`gcc_jax.spline._downdate`: an S × S inverse per mask); otherwise the masks
         are the vectorised axis of one forward/backward smoother pass
-        (:mod:`gcc_jax._kalman_batch`) that returns the spline only at ``alpha``. Values
+        (:mod:`gcc_jax.spline._kalman`) that returns the spline only at ``alpha``. Values
         ``(p, k, *m)`` and statuses ``(p,)`` equal the per-mask decode's (same flags; NaN where
         not OK); ``solver="auto"`` takes this path too. Falls back to ``vmap(decode_with_status)``
         for the kernel and parallel solvers and for more columns than workers (the
@@ -204,7 +204,7 @@ class SplineCode(AbstractNodeCode):
         """``then(decode_batch_with_status(y, chunk))`` for every chunk, the shared work done once.
 
         See :meth:`gcc_jax.AbstractCode.decode_chunks`: when the chunks pass the static gates of
-        :mod:`gcc_jax._downdate`, the fit with every worker live, for the first chunk's first
+        :mod:`gcc_jax.spline._downdate`, the fit with every worker live, for the first chunk's first
         valid mask's number of stragglers, is computed once and every chunk is downdated from
         it; the chunks whose masks do not fit it are then smoothed by the Kalman pass (the same
         values to rounding). With a ``plan`` (:meth:`decode_plan`) for this code and that number
@@ -233,7 +233,7 @@ class SplineCode(AbstractNodeCode):
 
     def decode_plan(self, masks: Bool[np.ndarray, "p n"]) -> Any:
         """The downdate's full fit without the outputs (an ``Operator`` of
-        :mod:`gcc_jax._downdate`: its Kalman pass of the identity and interpolation matrix)
+        :mod:`gcc_jax.spline._downdate`: its Kalman pass of the identity and interpolation matrix)
         for the first mask's number of stragglers, when the downdate applies to ``masks`` (as
         in :meth:`cpu_compiler_options`); else ``None``
         (:meth:`gcc_jax.AbstractCode.decode_plan`).
@@ -271,7 +271,7 @@ class SplineCode(AbstractNodeCode):
         against 56,567; N = 512, S = 50: 16,059 against 13,342; N = 1000, S = 100: 8,337
         against 7,028. Either way the classic ones compile in 1.4–2 s less and with about 400 MB
         less peak memory (N = 100, S = 10: 890 → 467 MB). ``XLA_FLAGS`` naming the option wins
-        (:func:`gcc_jax._xla_flags.compiler_options`).
+        (:func:`gcc_jax.evaluation._xla_flags.compiler_options`).
 
         Example:
             >>> import numpy as np, gcc_jax as gcc
@@ -306,7 +306,7 @@ class SplineCode(AbstractNodeCode):
 
     def _downdate_applies(self, masks: Bool[np.ndarray, "p n"]) -> bool:
         """Whether the downdate decoder's static gates let it decode ``masks``: Kalman solver,
-        ``64 ≤ N ≤ 1024``, the first mask's stragglers ``S ≤ 24`` (:mod:`gcc_jax._downdate`)."""
+        ``64 ≤ N ≤ 1024``, the first mask's stragglers ``S ≤ 24`` (:mod:`gcc_jax.spline._downdate`)."""
         masks = np.asarray(masks)
         if self.solver != "kalman" or not MIN_WORKERS <= self.num_workers <= MAX_WORKERS:
             return False

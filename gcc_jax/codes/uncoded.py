@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._misc import (
+from .._core.checks import (
     as_int,
     as_mask,
     check_inputs,
@@ -35,8 +35,8 @@ from .._misc import (
     float_dtype,
     input_status,
 )
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Int, Shaped
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Int, Shaped
 from ._base import AbstractCode, Decoded, Encoded
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._types import Float
+from .._core.types import Float
 
 __all__ = ["FAULT_KINDS", "DelayModel", "Fault", "faults_for_round"]
 

@@ -23,8 +23,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._misc import check_code
-from .._types import Bool, Float, Int
+from .._core.checks import check_code
+from .._core.types import Bool, Float, Int
 from ..codes import AbstractCode
 
 __all__ = [

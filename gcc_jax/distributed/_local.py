@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._types import Float
+from .._core.types import Float
 from ._delays import DelayModel, Fault, check_faults, faults_for_round, garbage_like
 from ._executor import (
     Executor,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .._types import Float
+from .._core.types import Float
 from ._delays import DelayModel, Fault, check_faults, faults_for_round, garbage_like
 from ._executor import (
     Executor,
@@ -311,7 +311,7 @@ class RayExecutor(Executor):
 
     Usage (starts processes, so not a doctest)::
 
-        tm = gcc_jax.training.train_classifier("mlp", "digits")
+        tm = gcc_jax.nn.training.train_classifier("mlp", "digits")
         with RayExecutor(tm.worker_fn(), num_workers=8, input_shape=tm.input_shape,
                          validate=probability_check()) as ex:
             code = gcc_jax.SplineCode.chebyshev(num_inputs=4, num_workers=8)

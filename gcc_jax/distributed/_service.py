@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._misc import check_code
-from .._status import describe_status
-from .._types import ArrayLike, Float, Real
+from .._core.checks import check_code
+from .._core.status import describe_status
+from .._core.types import ArrayLike, Float, Real
 from ..codes import AbstractCode
 from ._executor import (
     Executor,

@@ -8,7 +8,7 @@ test image.
   ``np.random.default_rng((seed, 0xD1A)).permutation``.
 * **Cross-validation** batches: the first ``num_cv_batches·K`` of the model's held-out
   validation images — *training-split* images it was not trained on,
-  :meth:`gcc_jax.training.TrainedModel.validation_indices` — shuffled with
+  :meth:`gcc_jax.nn.training.TrainedModel.validation_indices` — shuffled with
   ``np.random.default_rng((seed, 0xC5)).permutation`` (the whole training split if the model
   was trained without a validation split; ``cv_pool`` says which).
 """
@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..data import Dataset
-from ..training import TrainedModel
+from ..nn.data import Dataset
+from ..nn.training import TrainedModel
 
 __all__ = ["ImageSplit", "split_images"]
 
@@ -75,8 +75,8 @@ def split_images(
         ValueError: if the test split or the held-out training images are too few.
 
     Example:
-        >>> from gcc_jax.models import make_model
-        >>> from gcc_jax.data import load_digits
+        >>> from gcc_jax.nn.models import make_model
+        >>> from gcc_jax.nn.data import load_digits
         >>> ds = load_digits()
         >>> apply, params = make_model("mlp", input_shape=ds.input_shape, num_classes=10, key=0)
         >>> tm = TrainedModel(apply, params, "mlp", ds.name, 0.0, 0.0, (), (), 0, False, None,

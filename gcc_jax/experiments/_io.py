@@ -34,7 +34,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._env import environment, git_commit, versions
+from .._core.env import environment, git_commit, versions
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -21,7 +21,7 @@ correction (:class:`gcc_jax.LagrangeECCode`).
 
 Functions: ``xsinx`` (``x·sin x``, ``x_k ~ U(−3, 3)``, ``M = 2``), ``cubic`` (``x³ − 3x``,
 ``x_k ~ U(−2, 2)``, ``M = 2``; degree 3 so LCC-EC applies) and ``lenet5`` (LeNet-5 logits on
-scikit-learn digits images, trained by :func:`gcc_jax.training.train_classifier` and cached;
+scikit-learn digits images, trained by :func:`gcc_jax.nn.training.train_classifier` and cached;
 ``M`` = 1.25 × the largest honest |logit| of a calibration batch; the calibration of ``M`` and
 of ``c`` uses the model's held-out *training* images, the scored jobs test images) and ``zero``
 (``f ≡ 0``, ``M = 2``: no smoothing bias, so the loss is the adversaries' influence alone — the
@@ -42,14 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._adversary import (
-    Adversary,
-    adversary_positions,
-    attack_losses,
-    targeted_attack,
-    worst_case_adversaries,
-)
-from .._types import ArrayLike, Real
+from .._core.types import ArrayLike, Real
 from ..codes import (
     ApproxIFERCode,
     BerrutCode,
@@ -58,6 +51,13 @@ from ..codes import (
     RobustSplineCode,
     SplineCode,
     adversarial_lam_dec,
+)
+from ..evaluation._adversary import (
+    Adversary,
+    adversary_positions,
+    attack_losses,
+    targeted_attack,
+    worst_case_adversaries,
 )
 from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, new_figure, save_result
@@ -181,8 +181,8 @@ class _Job:
             return
         if name != "lenet5":
             raise ValueError(f"unknown function {name!r}; use xsinx, cubic, zero or lenet5")
-        from ..data import load_dataset
-        from ..training import train_classifier
+        from ..nn.data import load_dataset
+        from ..nn.training import train_classifier
 
         ds = load_dataset("digits")
         trained = train_classifier("lenet5", ds, epochs=lenet_epochs, seed=seed, progress=progress)

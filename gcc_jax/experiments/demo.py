@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._misc import as_int
-from .._pipeline import monte_carlo_loss
-from .._stragglers import sample_masks
-from .._types import Array, Float
+from .._core.checks import as_int
+from .._core.types import Array, Float
 from ..codes import SplineCode
+from ..evaluation._pipeline import monte_carlo_loss
+from ..evaluation._stragglers import sample_masks
 from ._command import Command, StopOnInterrupt, int_list, merge_config
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, positive

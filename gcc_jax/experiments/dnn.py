@@ -3,7 +3,7 @@
 Protocol (LeTCC §5, method-notes §1.9–1.10):
 
 * **Worker function.** ``f(x) = softmax(apply(params, x))``: a classifier trained by
-  :func:`gcc_jax.training.train_classifier` (or loaded from its cache); the worker output is the
+  :func:`gcc_jax.nn.training.train_classifier` (or loaded from its cache); the worker output is the
   softmax vector (``m`` = number of classes).
 * **Batches** (:func:`gcc_jax.experiments.split_images`). Each batch of ``K`` images is one
   coded computation over ``N`` workers. The *evaluation* batches are the first
@@ -11,7 +11,7 @@ Protocol (LeTCC §5, method-notes §1.9–1.10):
   (``np.random.default_rng((seed, 0xD1A)).permutation``). The *cross-validation* batches
   (GCC's λ, and ``GCC-tuned``'s gradient steps) never see a test image: they are the first
   ``num_cv_batches·K`` of the model's held-out validation images — training-split images it was
-  not trained on (:meth:`gcc_jax.training.TrainedModel.validation_indices`) — shuffled with
+  not trained on (:meth:`gcc_jax.nn.training.TrainedModel.validation_indices`) — shuffled with
   ``np.random.default_rng((seed, 0xC5)).permutation`` (all training images if the model was
   trained without a validation split).
 * **Straggler sets.** For every ``S`` and every batch, ``num_trials`` patterns with exactly ``S``
@@ -38,7 +38,7 @@ Protocol (LeTCC §5, method-notes §1.9–1.10):
   local search whose loss is a lower bound); the metrics at that pattern are reported. Uncoded's
   adversary kills ``min(S, K)`` of its ``K`` workers.
 
-Metrics (:mod:`gcc_jax._metrics`, public as ``gcc.rmse``, ``gcc.mse``, ``gcc.rel_acc``), per
+Metrics (:mod:`gcc_jax.evaluation._metrics`, public as ``gcc.rmse``, ``gcc.mse``, ``gcc.rel_acc``), per
 trial (one batch and one pattern) with ``ŷ_k`` the decoded estimate of ``f(x_k)``:
 
 * ``rmse`` = ``(1/K) Σ_k ‖f(x_k) − ŷ_k‖₂`` (the paper's RMSE), ``mse`` = ``(1/K) Σ_k ‖·‖₂²``;
@@ -61,7 +61,7 @@ degrees of freedom).
       "model": {name, dataset, test_accuracy, val_accuracy, epochs, seed, num_params,
                 params_fingerprint, from_cache, train_time_s},
                 # pinned: seeded, cached by its hyper-parameters; params_fingerprint =
-                # gcc_jax.training.tree_fingerprint(params): equal on a rerun that retrains
+                # gcc_jax.nn.training.tree_fingerprint(params): equal on a rerun that retrains
       "base": {accuracy, num_images},          # base model on the evaluation images
       "images": {"cv_split": "train", "cv_pool": "validation" | "train",
                  "cv": [[i...]...],            # training-split indices per CV batch
@@ -106,19 +106,19 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from .._evaluator import MaskEvaluator
-from .._metrics import mean_ci, mse, ratio_ci, rmse
-from .._misc import check_code, check_inputs
-from .._pipeline import apply_workers
-from .._precision import Float32PrecisionWarning
-from .._status import describe_status
-from .._stragglers import sample_masks
-from .._types import Array, ArrayLike, Bool, Float, Int
-from .._worst_case import worst_case_mask
+from .._core.checks import check_code, check_inputs
+from .._core.precision import Float32PrecisionWarning
+from .._core.status import describe_status
+from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode
-from ..data import Dataset, load_dataset
-from ..models import count_params
-from ..training import TrainedModel, train_classifier, tree_fingerprint
+from ..evaluation._evaluator import MaskEvaluator
+from ..evaluation._metrics import mean_ci, mse, ratio_ci, rmse
+from ..evaluation._pipeline import apply_workers
+from ..evaluation._stragglers import sample_masks
+from ..evaluation._worst_case import worst_case_mask
+from ..nn.data import Dataset, load_dataset
+from ..nn.models import count_params
+from ..nn.training import TrainedModel, train_classifier, tree_fingerprint
 from ..tuning import StragglerModel, grid_search, tune
 from ._command import (
     Command,
@@ -377,8 +377,8 @@ def run_dnn(
     ``jax_enable_x64`` on: the spline solves lose digits in float32 once ``λ > 0``.
 
     Args:
-        dataset: a data-set name for :func:`gcc_jax.data.load_dataset` or a ``Dataset``.
-        model: a model name for :func:`gcc_jax.models.make_model`.
+        dataset: a data-set name for :func:`gcc_jax.nn.data.load_dataset` or a ``Dataset``.
+        model: a model name for :func:`gcc_jax.nn.models.make_model`.
         num_workers: ``N`` (at least ``K`` and ``max(S) + 2``).
         num_inputs: ``K`` images per coded batch (``≥ 2``).
         stragglers: the ``S`` values, each in ``[0, N − 2]``.
@@ -398,7 +398,7 @@ def run_dnn(
         trained: a trained classifier to use instead of training one (its data set must be
             ``dataset``).
         epochs, batch_size, lr, model_kwargs: training hyper-parameters
-            (:func:`gcc_jax.training.train_classifier`).
+            (:func:`gcc_jax.nn.training.train_classifier`).
         data_path: directory of the data files.
         cache_dir: checkpoint cache directory (default: ``$GCC_JAX_CACHE`` or the XDG cache).
         use_cache: read/write the checkpoint cache.

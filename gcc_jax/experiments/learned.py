@@ -5,7 +5,7 @@ unavailable base-model output from ``k`` queries and ``r = 1`` extra worker. Thi
 measures it head to head with the training-free codes:
 
 * **Base models.** MLP (784-200-100-10) and LeNet-5 trained by
-  :func:`gcc_jax.training.train_classifier` (cached) on Fashion-MNIST, or on scikit-learn's digits
+  :func:`gcc_jax.nn.training.train_classifier` (cached) on Fashion-MNIST, or on scikit-learn's digits
   when the Fashion-MNIST files are absent (a note says so).
 * **ParM** (:class:`gcc_jax.ParityModelCode`): ``k + 1`` workers, the parity model trained by
   :func:`gcc_jax.train_parity_model` on the base model's logits; the summation encoder for every
@@ -79,14 +79,14 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from .._evaluator import MaskEvaluator
-from .._metrics import mean_ci
-from .._stragglers import sample_masks
-from .._types import Array, Bool, Float, Int
+from .._core.types import Array, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, SplineCode
-from ..data import Dataset, DatasetNotFoundError, load_dataset
-from ..models import count_params, make_model
-from ..training import base_outputs, train_classifier, train_learned_code, train_parity_model
+from ..evaluation._evaluator import MaskEvaluator
+from ..evaluation._metrics import mean_ci
+from ..evaluation._stragglers import sample_masks
+from ..nn.data import Dataset, DatasetNotFoundError, load_dataset
+from ..nn.models import count_params, make_model
+from ..nn.training import base_outputs, train_classifier, train_learned_code, train_parity_model
 from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 from ._plots import legend_outside
@@ -332,7 +332,7 @@ def run_compare_learned(
         dataset: data-set name (default Fashion-MNIST; digits when its files are absent) or a
             ``Dataset``.
         data_path: directory of the data files.
-        models: base models (:func:`gcc_jax.models.make_model` names).
+        models: base models (:func:`gcc_jax.nn.models.make_model` names).
         ks: numbers of inputs per group ``k`` (each ``≥ 2``).
         base_epochs: base-model epochs (default :data:`DEFAULT_BASE_EPOCHS` per model).
         code_epochs: epochs of every parity model and learned code.
@@ -779,7 +779,7 @@ def format_compare_table(result: ExperimentResult) -> str:
             )
         lines.append(
             f"  a {pub['base_model']} base on {pub['dataset']} at the published budget is not "
-            "run here (no ResNet-18 in gcc_jax.models and no GPU budget); the gap depends on how "
+            "run here (no ResNet-18 in gcc_jax.nn.models and no GPU budget); the gap depends on how "
             "long the base model was trained (its epochs are in every row of the JSON)"
         )
     t = result["timing_s"]

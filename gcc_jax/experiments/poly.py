@@ -24,9 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._pipeline import monte_carlo_loss
-from .._stragglers import sample_masks
 from ..codes import BerrutCode, LagrangeCode, SplineCode
+from ..evaluation._pipeline import monte_carlo_loss
+from ..evaluation._stragglers import sample_masks
 from ._command import Command, StopOnInterrupt, merge_config
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, log_errorbar

@@ -56,13 +56,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._evaluator import MaskEvaluator
-from .._pipeline import outputs_and_targets
-from .._precision import Float32PrecisionWarning
-from .._stragglers import sample_masks
-from .._types import Array, ArrayLike, Float, Real
-from .._worst_case import search_worst_case
+from .._core.precision import Float32PrecisionWarning
+from .._core.types import Array, ArrayLike, Float, Real
 from ..codes import BerrutCode, SplineCode
+from ..evaluation._evaluator import MaskEvaluator
+from ..evaluation._pipeline import outputs_and_targets
+from ..evaluation._stragglers import sample_masks
+from ..evaluation._worst_case import search_worst_case
 from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import legend_outside

@@ -38,7 +38,7 @@ A missing result (uncoded, replication, ParM) is the fill value ``0``: it enters
 
 Workloads (:data:`WORKLOADS`): ``xsinx`` (``f(x) = x sin x``, ``x ~ U(−3, 3)``), ``vector_map``
 (:func:`smooth_vector_map`, ℝ² → ℝ³, ``x ~ U(−1, 1)²``), and a LeNet-5 trained by
-:func:`gcc_jax.training.train_classifier` (cached, seeded) on Fashion-MNIST — or on scikit-learn's
+:func:`gcc_jax.nn.training.train_classifier` (cached, seeded) on Fashion-MNIST — or on scikit-learn's
 digits when the Fashion-MNIST files are absent (the JSON's ``data_note`` says so) — whose worker
 output is its ``lenet_logits`` or its ``lenet_softmax``.
 
@@ -117,14 +117,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._evaluator import MaskEvaluator
-from .._metrics import mean_ci, ratio_ci
-from .._misc import as_int, check_inputs, check_outputs
-from .._pipeline import outputs_and_targets
-from .._status import Status
-from .._stragglers import sample_masks
-from .._types import Array, ArrayLike, Bool, Float
-from .._worst_case import worst_case_mask
+from .._core.checks import as_int, check_inputs, check_outputs
+from .._core.status import Status
+from .._core.types import Array, ArrayLike, Bool, Float
 from ..codes import (
     AbstractCode,
     BerrutCode,
@@ -136,7 +131,12 @@ from ..codes import (
     SplineCode,
     UncodedCode,
 )
-from ..training import train_parity_model
+from ..evaluation._evaluator import MaskEvaluator
+from ..evaluation._metrics import mean_ci, ratio_ci
+from ..evaluation._pipeline import outputs_and_targets
+from ..evaluation._stragglers import sample_masks
+from ..evaluation._worst_case import worst_case_mask
+from ..nn.training import train_parity_model
 from ..tuning import StragglerModel, grid_search
 from ._command import Command, StopOnInterrupt, float_list, merge_config, str_list
 from ._images import split_images
@@ -594,9 +594,9 @@ def _synthetic_workload(name: str, k: int, n_cv: int, n_eval: int, seed: int, dt
 def _lenet_workloads(
     names, k, n_cv, n_eval, seed, dtype, dataset, epochs, data_path, cache_dir, use_cache, progress
 ):
-    from ..data import DatasetNotFoundError, load_dataset
-    from ..models import make_model, worker_function
-    from ..training import train_classifier
+    from ..nn.data import DatasetNotFoundError, load_dataset
+    from ..nn.models import make_model, worker_function
+    from ..nn.training import train_classifier
 
     note = None
     try:

@@ -48,7 +48,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._evaluator import MaskEvaluator
 from ..codes import BerrutCode, ReplicationCode, SplineCode, UncodedCode
 from ..distributed import (
     CodedInferenceService,
@@ -58,6 +57,7 @@ from ..distributed import (
     init_local_ray,
     poisson_arrivals,
 )
+from ..evaluation._evaluator import MaskEvaluator
 from ._command import StopOnInterrupt
 from ._io import ExperimentResult, new_figure, save_result
 
@@ -228,8 +228,8 @@ def deadline_sweep(
 
 def _parm_scheme(tm, ds, k: int, epochs: int, seed: int, progress: bool):
     """ParM's code, its ``K + 1`` worker functions (logits; parity model last) and its notes."""
-    from ..models import make_model
-    from ..training import train_parity_model
+    from ..nn.models import make_model
+    from ..nn.training import train_parity_model
 
     _, init = make_model(
         tm.model_name, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed + 1
@@ -361,8 +361,8 @@ def run_serve_bench(
         ``base_accuracy``, ``query_indices``, ``base_predictions``, ``schemes`` (per scheme:
         see :func:`summarize_answers`), ``gap_ratios``, ``deadline_sweep`` and ``notes``.
     """
-    from ..data import load_dataset
-    from ..training import train_classifier
+    from ..nn.data import load_dataset
+    from ..nn.training import train_classifier
 
     t_start = time.perf_counter()
     k, g = int(num_inputs), int(groups)

@@ -46,10 +46,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._memory import release_memory
-from .._metrics import ratio_ci
-from .._precision import Float32PrecisionWarning
+from .._core.memory import release_memory
+from .._core.precision import Float32PrecisionWarning
 from ..codes import SplineCode
+from ..evaluation._metrics import ratio_ci
 from ..tuning import (
     StragglerModel,
     cv_lam_dec,
@@ -139,8 +139,8 @@ def toy_config() -> bool:
 
 def _lenet_worker(toy: bool, progress: bool) -> tuple[Callable, np.ndarray, np.ndarray, float]:
     """LeNet-5 on digits (cached): the worker function, train and test images, test accuracy."""
-    from ..data import load_digits
-    from ..training import train_classifier
+    from ..nn.data import load_digits
+    from ..nn.training import train_classifier
 
     ds = load_digits()
     tm = train_classifier("lenet5", ds, epochs=2 if toy else 10, progress=progress)

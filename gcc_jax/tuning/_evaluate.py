@@ -11,12 +11,12 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from .._evaluator import MaskEvaluator
-from .._misc import check_key
-from .._status import GCCValueError, Status
-from .._types import ArrayLike, Bool, Float, PRNGKeyArray
-from .._worst_case import search_worst_case
+from .._core.checks import check_key
+from .._core.status import GCCValueError, Status
+from .._core.types import ArrayLike, Bool, Float, PRNGKeyArray
 from ..codes import AbstractCode
+from ..evaluation._evaluator import MaskEvaluator
+from ..evaluation._worst_case import search_worst_case
 from ._loss import job_pattern_loss, targets, worker_outputs
 from ._stragglers import StragglerModel
 

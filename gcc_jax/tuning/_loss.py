@@ -7,11 +7,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._evaluator import pattern_loss
-from .._misc import as_masks, check_inputs
-from .._status import Status
-from .._types import Array, ArrayLike, Bool, Float, Int
+from .._core.checks import as_masks, check_inputs
+from .._core.status import Status
+from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode
+from ..evaluation._evaluator import pattern_loss
 from ._params import SplineParams
 
 __all__ = ["expected_loss", "as_code"]
@@ -96,7 +96,7 @@ def expected_loss(
     chain is one JAX graph, so the loss is differentiable with respect to ``log λ_enc``,
     ``log λ_dec`` and the node gap logits of :class:`SplineParams` (nodes strictly increasing in
     ``[−1, 1]`` for every value), through any JAX ``f`` — a closure over a Flax model included
-    (e.g. :func:`gcc_jax.models.worker_function`). The mean is the paper's loss (DESIGN §1.5)
+    (e.g. :func:`gcc_jax.nn.models.worker_function`). The mean is the paper's loss (DESIGN §1.5)
     averaged over the given patterns, the same numbers as :func:`gcc_jax.monte_carlo_loss`.
 
     Args:

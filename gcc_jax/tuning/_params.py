@@ -26,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._misc import float_dtype
-from .._status import GCCValueError, is_concrete
-from .._types import Array, ArrayLike, Float
+from .._core.checks import float_dtype
+from .._core.status import GCCValueError, is_concrete
+from .._core.types import Array, ArrayLike, Float
 from ..codes import SplineCode
 
 __all__ = ["SplineParams", "nodes_from_logits", "logits_from_nodes", "params_from_code"]

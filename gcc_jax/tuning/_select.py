@@ -30,11 +30,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._misc import as_int, check_outputs, data_status
-from .._spline import fit_smoothing_spline_with_status, smoother_matrix_with_status
-from .._status import Status, combine
-from .._types import Array, ArrayLike, Bool, Float, Int
+from .._core.checks import as_int, check_outputs, data_status
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import SplineCode
+from ..spline._fit import fit_smoothing_spline_with_status, smoother_matrix_with_status
 
 __all__ = [
     "LamChoice",

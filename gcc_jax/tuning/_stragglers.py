@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from .._misc import as_int, as_prob, check_key
-from .._stragglers import contiguous_masks, sample_masks
-from .._types import Array, Bool, PRNGKeyArray
+from .._core.checks import as_int, as_prob, check_key
+from .._core.types import Array, Bool, PRNGKeyArray
+from ..evaluation._stragglers import contiguous_masks, sample_masks
 
 __all__ = ["StragglerModel"]
 

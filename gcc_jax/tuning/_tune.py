@@ -12,15 +12,15 @@ import jax.random as jr
 import numpy as np
 import optax
 
-from .._evaluator import MaskEvaluator
-from .._memory import release_memory
-from .._misc import as_int, check_key
-from .._precision import Float32PrecisionWarning
-from .._status import GCCValueError
-from .._stragglers import contiguous_masks
-from .._types import ArrayLike, Float, PRNGKeyArray
-from .._worst_case import search_worst_case
+from .._core.checks import as_int, check_key
+from .._core.memory import release_memory
+from .._core.precision import Float32PrecisionWarning
+from .._core.status import GCCValueError
+from .._core.types import ArrayLike, Float, PRNGKeyArray
 from ..codes import SplineCode
+from ..evaluation._evaluator import MaskEvaluator
+from ..evaluation._stragglers import contiguous_masks
+from ..evaluation._worst_case import search_worst_case
 from ._evaluate import (
     DEFAULT_SEARCH,
     Evaluation,
@@ -234,7 +234,7 @@ def tune(
     Args:
         code: the :class:`~gcc_jax.SplineCode` to start from (nodes inside ``[−1, 1]``).
         f: worker function, one input → one output (any JAX function, e.g.
-            :func:`gcc_jax.models.worker_function` of a Flax model).
+            :func:`gcc_jax.nn.models.worker_function` of a Flax model).
         x_train: training jobs, shape ``(B, K, ...)``.
         key: PRNG key (validation split, patterns, job minibatches, search).
         straggler_model: a :class:`StragglerModel`.

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._types import Array, ArrayLike, Float
-from ..codes.learned import LearnedCode, check_size, erasure_patterns
+from ..._core.types import Array, ArrayLike, Float
+from ...codes.learned import LearnedCode, check_size, erasure_patterns
 from ..models._coder import decode_outputs, encode_parities
 from ._cached import cached_fit, tree_fingerprint
 from ._parity import (
@@ -114,11 +114,11 @@ def train_learned_code(
 
     ``Y = (F(x_1), …, F(x_k), F(E_θ(x)_1), …, F(E_θ(x)_r))`` and ``𝒫`` =
     :func:`erasure_patterns` — the gradient reaches ``θ`` through ``F``. Adam(``lr``) with an
-    L2 weight decay (:func:`gcc_jax.training.adam_l2`), random groups of ``k`` training
-    images reshuffled every epoch (:func:`gcc_jax.training.fit`: deterministic for a seed,
+    L2 weight decay (:func:`gcc_jax.nn.training.adam_l2`), random groups of ``k`` training
+    images reshuffled every epoch (:func:`gcc_jax.nn.training.fit`: deterministic for a seed,
     progress bar), a held-out ``val_fraction`` of the images in fixed groups on which the
     degraded-mode reconstruction accuracy is recorded after each epoch, and the checkpoint
-    cached (:func:`gcc_jax.training.cached_fit`) under a key hashing every hyper-parameter, the
+    cached (:func:`gcc_jax.nn.training.cached_fit`) under a key hashing every hyper-parameter, the
     base model's parameters and the training images.
 
     Args:
@@ -139,14 +139,14 @@ def train_learned_code(
         progress: progress bar and a one-line summary.
 
     Returns:
-        A :class:`gcc_jax.training.TrainedCode` holding the :class:`LearnedCode`.
+        A :class:`gcc_jax.nn.training.TrainedCode` holding the :class:`LearnedCode`.
 
     Raises:
         ValueError: bad sizes or hyper-parameters.
 
     Example:
         >>> import numpy as np, jax.numpy as jnp, gcc_jax as gcc
-        >>> from gcc_jax.data import load_digits
+        >>> from gcc_jax.nn.data import load_digits
         >>> lin = lambda p, x: p @ jnp.ravel(x)
         >>> w = jnp.asarray(np.random.default_rng(0).normal(size=(10, 64)), jnp.float32)
         >>> tc = gcc.train_learned_code(lin, w, load_digits().x_train, num_inputs=2,

@@ -1,6 +1,6 @@
 """Validation shared by everything in gcc_jax: dtypes, integers, nodes, λ, masks, inputs.
 
-One place, one policy (see :mod:`gcc_jax._status`): *static* problems (wrong shapes, ranks or
+One place, one policy (see :mod:`gcc_jax._core.status`): *static* problems (wrong shapes, ranks or
 dtypes, non-boolean masks, non-integral sizes, complex or string data) raise ``TypeError`` /
 ``ValueError`` at trace time with a message naming the argument; *value* problems (NaN/Inf,
 negative λ, unsorted nodes) raise :class:`gcc_jax.GCCValueError` in eager calls and become
@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._status import GCCValueError, Status, combine, is_concrete
-from ._types import Array, ArrayLike, Bool, Float, Int
+from .status import GCCValueError, Status, combine, is_concrete
+from .types import Array, ArrayLike, Bool, Float, Int
 
 __all__ = [
     "as_float_array",
@@ -307,7 +307,7 @@ def check_node_leaves(code, names: tuple[str, ...]) -> None:
 
 def check_code(code, name: str = "code"):
     """``code`` must be a :class:`gcc_jax.AbstractCode` (every code in gcc_jax is one)."""
-    from .codes import AbstractCode  # the codes import this module
+    from ..codes import AbstractCode  # the codes import this module
 
     if not isinstance(code, AbstractCode):
         raise TypeError(

@@ -34,11 +34,11 @@ import jax.random as jr
 import numpy as np
 import optax
 
+from .._core.checks import as_float_array, as_int, as_mask, as_masks, check_code, check_key
+from .._core.types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
+from ..codes import AbstractCode, AbstractLinearCode
 from ._evaluator import MaskEvaluator
-from ._misc import as_float_array, as_int, as_mask, as_masks, check_code, check_key
-from ._types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 from ._worst_case import search_worst_case
-from .codes import AbstractCode, AbstractLinearCode
 
 __all__ = [
     "Adversary",

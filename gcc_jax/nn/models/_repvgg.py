@@ -120,7 +120,7 @@ def reparameterize_repvgg(
         x64 the deploy form reproduces the training form to round-off.
 
     Example:
-        >>> from gcc_jax.models import make_model
+        >>> from gcc_jax.nn.models import make_model
         >>> train, p = make_model("repvgg", input_shape=(8, 8, 1), num_classes=3)
         >>> deploy, _ = make_model("repvgg", input_shape=(8, 8, 1), num_classes=3, deploy=True)
         >>> x = jnp.linspace(0.0, 1.0, 128).reshape(2, 8, 8, 1)

@@ -5,7 +5,7 @@ convolution stack on the images stacked on the channel axis) and decoder ``D_φ`
 masked outputs). Parameters are plain pytrees (lists of ``{"w", "b"}`` dicts) initialised with
 PyTorch's default ``U(±1/√fan_in)`` from a NumPy generator (no compilation, bit-identical for a
 seed); the code (:mod:`gcc_jax.codes.learned`) and its training
-(:func:`gcc_jax.training.train_learned_code`) both apply them through this module.
+(:func:`gcc_jax.nn.training.train_learned_code`) both apply them through this module.
 """
 
 import functools
@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._types import Array
+from ..._core.types import Array
 
 __all__ = [
     "CONV_DILATIONS",

@@ -3,7 +3,7 @@
 Minimise ``mean((F_P(E(x_1..x_k)) − Σ_i F(x_i))²)`` over random groups of ``k`` training images
 (regrouped every epoch) with Adam and an L2 weight decay added to the gradient (PyTorch's
 ``Adam(weight_decay=…)``, ParM's ``parity_model_trainer``), ``F`` being the base model's raw
-outputs; cached by :func:`gcc_jax.training.cached_fit`.
+outputs; cached by :func:`gcc_jax.nn.training.cached_fit`.
 """
 
 import dataclasses
@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._types import Array, ArrayLike, Float
-from ..codes import AbstractCode
-from ..codes.parity import ParityModelCode, check_encoder, check_num_inputs, parity_input
+from ..._core.types import Array, ArrayLike, Float
+from ...codes import AbstractCode
+from ...codes.parity import ParityModelCode, check_encoder, check_num_inputs, parity_input
 from ._cached import CachedFit, cached_fit, tree_fingerprint
 from ._loop import fit
 
@@ -226,15 +226,15 @@ def train_parity_model(
     (:func:`adam_l2`), ``F = base_apply(base_params, ·)``'s raw outputs computed once per
     training image. A ``val_fraction`` of the images (chosen by ``seed``) is held out as fixed
     groups of ``k``; the rest is reshuffled into new random groups every epoch by
-    :func:`gcc_jax.training.fit` (deterministic for a seed; progress bar). After each epoch the
+    :func:`gcc_jax.nn.training.fit` (deterministic for a seed; progress bar). After each epoch the
     degraded-mode reconstruction accuracy on the held-out groups is recorded (every base output
-    erased in turn). The checkpoint is cached (:func:`gcc_jax.training.cached_fit`) under a key
+    erased in turn). The checkpoint is cached (:func:`gcc_jax.nn.training.cached_fit`) under a key
     hashing every hyper-parameter, the parity model's initial parameters, the base model's
     parameters and the training images.
 
     Args:
         base_apply: ``base_apply(params, x)``: one input → the base model's raw outputs
-            ``(m,)`` (e.g. a :class:`gcc_jax.models.ModelApply`, which gives logits).
+            ``(m,)`` (e.g. a :class:`gcc_jax.nn.models.ModelApply`, which gives logits).
         base_params: the (frozen) base model's parameters.
         x_train: training inputs ``(n, ...)`` (images ``(n, H, W, C)`` for ``"concat"``).
         num_inputs: ``k ≥ 2``.
@@ -261,7 +261,7 @@ def train_parity_model(
 
     Example:
         >>> import numpy as np, jax.numpy as jnp, gcc_jax as gcc
-        >>> from gcc_jax.data import load_digits
+        >>> from gcc_jax.nn.data import load_digits
         >>> lin = lambda p, x: p @ jnp.ravel(x)      # a linear base model: F_P = F is exact
         >>> w = jnp.asarray(np.random.default_rng(0).normal(size=(10, 64)), jnp.float32)
         >>> tc = gcc.train_parity_model(lin, w, load_digits().x_train, num_inputs=2,

@@ -1,9 +1,9 @@
 """Cubic smoothing splines with weights and straggler masks: fit, evaluate, smoother matrix.
 
 The public entry points take ``solver="kalman"`` (default, O(n) Kalman filter + smoother:
-:mod:`gcc_jax._kalman`; ``"banded"`` is an accepted alias), ``solver="parallel"`` (the same
-posterior mean by associative scans, O(log n) depth for accelerators: :mod:`gcc_jax._parallel`)
-or ``solver="kernel"`` (the Gram-form reference, O(n³): :mod:`gcc_jax._kernel`); all return a
+:mod:`gcc_jax.spline._kalman`; ``"banded"`` is an accepted alias), ``solver="parallel"`` (the same
+posterior mean by associative scans, O(log n) depth for accelerators: :mod:`gcc_jax.spline._parallel`)
+or ``solver="kernel"`` (the Gram-form reference, O(n³): :mod:`gcc_jax.spline._kernel`); all return a
 :class:`Spline` stored by values and slopes at every node. ``solver="auto"`` picks one of the
 first two per fit (:func:`resolve_solver`).
 
@@ -27,12 +27,12 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from .._core.checks import as_float_array, as_lam, as_mask, as_nodes, as_weights, float_dtype
+from .._core.status import Status, combine, is_concrete, raise_if_bad
+from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 from ._kalman import evaluate, solve_kalman
 from ._kernel import solve_kernel
-from ._misc import as_float_array, as_lam, as_mask, as_nodes, as_weights, float_dtype
 from ._parallel import solve_parallel
-from ._status import Status, combine, is_concrete, raise_if_bad
-from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
 
 __all__ = [
     "Spline",
@@ -283,11 +283,11 @@ def fit_smoothing_spline(
         mask: boolean ``(n,)``, True where the point is live; ``None`` means all live.
         weights: non-negative observation weights ``(n,)``; ``None`` means all 1. The Kalman
             solver treats ``w_i`` as observation noise variance ``∝ 1/w_i``.
-        solver: ``"kalman"`` (default; O(n) Kalman filter + smoother, see ``gcc_jax._kalman``;
+        solver: ``"kalman"`` (default; O(n) Kalman filter + smoother, see ``gcc_jax.spline._kalman``;
             ``"banded"`` is an alias), ``"parallel"`` (the same fit by associative scans over
             the filter and smoother elements, O(log n) depth, for a single large-n fit on a
-            GPU/TPU; see ``gcc_jax._parallel``), ``"kernel"`` (the Gram-form reference,
-            O(n³), see ``gcc_jax._kernel``) or ``"auto"`` (parallel on a GPU/TPU and on a CPU
+            GPU/TPU; see ``gcc_jax.spline._parallel``), ``"kernel"`` (the Gram-form reference,
+            O(n³), see ``gcc_jax.spline._kernel``) or ``"auto"`` (parallel on a GPU/TPU and on a CPU
             for one column and ``n ≤ 3·10⁴``, else kalman: :func:`gcc_jax.resolve_solver`).
 
     Precision (measured, n = 100 Chebyshev nodes, random masks): the Kalman form

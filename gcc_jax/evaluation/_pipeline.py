@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.checks import as_masks, check_code, check_inputs
+from .._core.precision import warn_if_round_off
+from .._core.status import GCCValueError, describe_status
+from .._core.types import Array, ArrayLike, Bool, Float, Int
+from ..codes import AbstractCode
 from ._evaluator import evaluate_masks
-from ._misc import as_masks, check_code, check_inputs
-from ._precision import warn_if_round_off
-from ._status import GCCValueError, describe_status
-from ._types import Array, ArrayLike, Bool, Float, Int
-from .codes import AbstractCode
 
 __all__ = ["apply_workers", "coded_apply", "monte_carlo_loss", "MonteCarloResult"]
 
@@ -97,7 +97,7 @@ def monte_carlo_loss(
     memory is bounded for any ``M`` (O(chunk · N · m) for the Kalman decoder, O(chunk · N²) for
     the kernel one) and there is one compilation per shape: new masks, new λs or new nodes reuse
     it. A ``SplineCode`` with 64 ≤ N ≤ 1024 and masks of one straggler count S ≤ 24
-    decodes each mask as a rank-S downdate of one full fit (``gcc_jax/_downdate.py``).
+    decodes each mask as a rank-S downdate of one full fit (``gcc_jax/spline/_downdate.py``).
 
     Args:
         code: any :class:`gcc_jax.AbstractCode`.

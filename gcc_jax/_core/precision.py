@@ -18,7 +18,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
-from ._types import ArrayLike
+from .types import ArrayLike
 
 __all__ = ["Float32PrecisionWarning", "precision_floor", "warn_if_round_off"]
 

@@ -25,8 +25,8 @@ comes from the spread of the per-batch totals (Student t with ``batches − 1`` 
 import jax.numpy as jnp
 import numpy as np
 
-from ._misc import float_dtype
-from ._types import Array, ArrayLike, Bool, Float, Int, Real
+from .._core.checks import float_dtype
+from .._core.types import Array, ArrayLike, Bool, Float, Int, Real
 
 __all__ = ["mean_ci", "mse", "ratio_ci", "rel_acc", "rmse"]
 

@@ -1,6 +1,6 @@
 """Batch-native, scale-free O(n) smoothing-spline solver: many masks, outputs at the query points.
 
-Same objective and convention as :mod:`gcc_jax._spline` (DESIGN §1): for each mask ``p`` minimise
+Same objective and convention as :mod:`gcc_jax.spline._fit` (DESIGN §1): for each mask ``p`` minimise
 ``Σ_i w_pi (y_i − s(t_i))² + λ'_p ∫ s''²`` with ``λ'_p = n_live,p λ``; the minimiser is the natural
 cubic spline with knots at the live nodes (linear outside their hull).
 
@@ -68,10 +68,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._status import Status, combine
-from ._types import Array, ArrayLike, Bool, Float, Int, Shaped
+from .._core.status import Status, combine
+from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 
-__all__ = ["smooth_at", "smooth_nodes", "smooth_batch_with_status"]
+__all__ = ["smooth_at", "smooth_nodes", "smooth_batch_with_status", "solve_kalman", "evaluate"]
 
 
 def _grid(tt: Array) -> tuple[Array, Array, Array, Array]:
@@ -507,3 +507,40 @@ def in_sequence(s: Sanitised, fn):
     """
     shape = jax.eval_shape(fn)
     return lax.cond(jnp.all(s.status >= 0), fn, lambda: jnp.zeros(shape.shape, shape.dtype))
+
+
+def solve_kalman(t: Array, w: Array, lam: Array, y: Array) -> tuple[Array, Array]:
+    """Values and slopes of the fitted spline at all nodes, each of shape ``(n, r)``.
+
+    Args:
+        t: strictly increasing nodes ``(n,)``.
+        w: weights ``(n,)``, ``≥ 0`` (a boolean mask is the 0/1 case); 0 = not observed.
+        lam: ``λ ≥ 0`` (mean-data-term convention; ``λ' = (Σw) λ`` is formed here).
+        y: data ``(n, r)``; zero-weight rows must be finite (they are never used).
+    """
+    return smooth_nodes(t, w, lam, y)
+
+
+@jax.jit  # one program per shape: an eager spline(tq) call would dispatch ~20 operations
+def evaluate(t: Array, g: Array, sigma: Array, tq: Array) -> Array:
+    """Evaluate the cubic Hermite interpolant of values ``g`` and slopes ``σ`` at ``tq``.
+
+    Cubic between nodes; linear beyond ``t_1`` and ``t_n`` with the end slopes (the natural
+    spline's extension). ``g`` and ``σ`` have shape ``(n, r)``; returns ``(q, r)``.
+    """
+    n = t.shape[0]
+    j = jnp.clip(jnp.searchsorted(t, tq, side="right") - 1, 0, n - 2)
+    t0 = t[j]
+    h = (t[j + 1] - t0)[:, None]
+    u = (jnp.clip(tq, t[0], t[-1])[:, None] - t0[:, None]) / h
+    u2 = u * u
+    u3 = u2 * u
+    inside = (
+        (2 * u3 - 3 * u2 + 1) * g[j]
+        + (u3 - 2 * u2 + u) * h * sigma[j]
+        + (3 * u2 - 2 * u3) * g[j + 1]
+        + (u3 - u2) * h * sigma[j + 1]
+    )
+    below = jnp.minimum(tq - t[0], 0.0)[:, None]
+    above = jnp.maximum(tq - t[-1], 0.0)[:, None]
+    return inside + below * sigma[0][None, :] + above * sigma[-1][None, :]

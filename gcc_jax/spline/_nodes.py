@@ -7,8 +7,8 @@ nothing, and float32 nodes are the correctly rounded float64 ones.
 import jax.numpy as jnp
 import numpy as np
 
-from ._misc import as_int
-from ._types import Array, Float
+from .._core.checks import as_int
+from .._core.types import Array, Float
 
 
 def _check_count(n: int, minimum: int, name: str = "n") -> int:

@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._misc import as_float_array, as_lam, as_mask, as_nodes, float_dtype
-from ._spline import as_solver, fit_smoothing_spline_with_status
-from ._status import is_concrete
-from ._types import Array, ArrayLike, Bool, Float
+from .._core.checks import as_float_array, as_lam, as_mask, as_nodes, float_dtype
+from .._core.status import is_concrete
+from .._core.types import Array, ArrayLike, Bool, Float
+from ._fit import as_solver, fit_smoothing_spline_with_status
 
 __all__ = ["effective_dof", "lam_from_dof"]
 

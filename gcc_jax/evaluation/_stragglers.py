@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax import lax
 
-from ._misc import as_int, as_prob, check_key
-from ._types import Array as _Array
-from ._types import Bool, PRNGKeyArray
+from .._core.checks import as_int, as_prob, check_key
+from .._core.types import Array as _Array
+from .._core.types import Bool, PRNGKeyArray
 
 
 def sample_masks(

@@ -1,7 +1,7 @@
 """Gram-form (reproducing-kernel) smoothing spline: the O(n³) reference solver.
 
-Same objective and convention as :mod:`gcc_jax._spline` (DESIGN §1); the default O(n) solver is
-the Kalman smoother in :mod:`gcc_jax._kalman`.
+Same objective and convention as :mod:`gcc_jax.spline._fit` (DESIGN §1); the default O(n) solver is
+the Kalman smoother in :mod:`gcc_jax.spline._kalman`.
 
 Representation (reproducing kernel of ``{g : g(a) = g'(a) = 0}`` on ``[a, ∞)``):
 
@@ -25,13 +25,13 @@ a-posteriori error estimate; above ``TOLERANCE`` the solver refuses (NaN, report
 ``Status.ILL_CONDITIONED``) rather than return a silently wrong number. For ``λ' > 0`` the
 exact limit ``γ_i = (y_i − s(t_i))/λ'`` of a dead row re-enters through a zero-valued
 correction term, so gradients w.r.t. a weight are exact at ``w_i = 0`` too. Cost O(n³) per
-fit (see :mod:`gcc_jax._kalman` for the O(n) path).
+fit (see :mod:`gcc_jax.spline._kalman` for the O(n) path).
 """
 
 import jax
 import jax.numpy as jnp
 
-from ._types import Array, Float
+from .._core.types import Array, Float
 
 __all__ = ["kernel", "kernel_ds", "solve_kernel", "estimated_error", "TOLERANCE"]
 

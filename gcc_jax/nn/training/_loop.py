@@ -78,7 +78,7 @@ def make_train_step(
         once per batch shape.
 
     Example:
-        >>> from gcc_jax.models import make_model
+        >>> from gcc_jax.nn.models import make_model
         >>> apply, params = make_model("mlp", input_shape=(8, 8, 1), num_classes=10)
         >>> opt = optax.adam(1e-3)
         >>> step = make_train_step(apply, opt)
@@ -138,7 +138,7 @@ def accuracy(
         The accuracy in ``[0, 1]`` (``nan`` for an empty set).
 
     Example:
-        >>> from gcc_jax.models import make_model
+        >>> from gcc_jax.nn.models import make_model
         >>> apply, params = make_model("mlp", input_shape=(8, 8, 1), num_classes=10)
         >>> 0.0 <= accuracy(apply, params, np.zeros((5, 8, 8, 1)), np.zeros(5, np.int32)) <= 1.0
         True
@@ -191,7 +191,7 @@ def fit(
             ``loss_fn``, any hashable object that loss understands).
         params: initial parameters.
         x_train: inputs ``(n, ...)`` (images ``(n, H, W, C)`` for the models of
-            :mod:`gcc_jax.models`).
+            :mod:`gcc_jax.nn.models`).
         y_train: integer labels ``(n,)`` (with a custom ``loss_fn``, any per-example targets
             ``(n, ...)``).
         optimizer: an Optax gradient transformation.
@@ -215,8 +215,8 @@ def fit(
         ValueError: for an empty training set, non-positive ``epochs`` or ``batch_size``.
 
     Example:
-        >>> from gcc_jax.data import load_digits
-        >>> from gcc_jax.models import make_model
+        >>> from gcc_jax.nn.data import load_digits
+        >>> from gcc_jax.nn.models import make_model
         >>> ds = load_digits()
         >>> apply, params = make_model("mlp", input_shape=ds.input_shape, num_classes=10)
         >>> res = fit(apply, params, ds.x_train, ds.y_train, optimizer=optax.adam(1e-3),

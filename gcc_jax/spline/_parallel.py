@@ -1,10 +1,10 @@
 """Parallel-in-time smoothing spline (``solver="parallel"``): O(log n) depth, values and slopes.
 
-Same objective and convention as :mod:`gcc_jax._spline` (DESIGN §1): minimise
+Same objective and convention as :mod:`gcc_jax.spline._fit` (DESIGN §1): minimise
 ``Σ_i w_i (y_i − s(t_i))² + λ' ∫ s''²`` with ``w_i ≥ 0`` and ``λ' = (Σw) λ``; the minimiser is
 the natural cubic spline with knots at the live (``w_i > 0``) nodes. :func:`solve_parallel`
 returns its values and slopes at every node, like the sequential ``"kalman"`` solver
-(:mod:`gcc_jax._kalman`), so :class:`gcc_jax.Spline` evaluates both the same way.
+(:mod:`gcc_jax.spline._kalman`), so :class:`gcc_jax.Spline` evaluates both the same way.
 
 Model (Wahba 1978). The state ``x = (s, s')`` is an integrated Wiener process,
 ``x_k = F_k x_{k−1} + ε_k`` with ``F_k = [[1, h_k], [0, 1]]`` and
@@ -58,7 +58,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._types import Array, Float
+from .._core.types import Array, Float
 
 __all__ = ["solve_parallel"]
 
@@ -140,7 +140,7 @@ def solve_parallel(
 ) -> tuple[Float[Array, "n r"], Float[Array, "n r"]]:
     """Values and slopes ``(n, r)`` of the smoothing spline at all nodes, by associative scans.
 
-    No validation (the callers in :mod:`gcc_jax._spline` check and guard): ``t`` strictly
+    No validation (the callers in :mod:`gcc_jax.spline._fit` check and guard): ``t`` strictly
     increasing, at least 2 positive weights, ``y`` finite, ``λ ≥ 0``. ``w = 0`` is a straggler
     (a missing observation); ``λ' = (Σw) λ``, noise variance ``λ'/w_i``. Differentiable in
     ``t``, ``w``, ``λ`` and ``y``; the maths is in the module docstring.

@@ -75,7 +75,7 @@ class TrainedModel:
     ) -> Callable[[Float[Array, "*shape"]], Float[Array, " m"]]:
         """The single-input worker function ``f(x) -> softmax probs (num_classes,)``.
 
-        See `gcc_jax.models.worker_function`.
+        See `gcc_jax.nn.models.worker_function`.
         """
         return worker_function(self.apply, self.params, output=output)
 

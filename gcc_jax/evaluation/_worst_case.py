@@ -9,12 +9,12 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from .._core.checks import as_float_array, as_int, check_code, check_inputs, check_key
+from .._core.status import GCCValueError
+from .._core.types import ArrayLike, Bool, PRNGKeyArray
+from ..codes import AbstractCode
 from ._evaluator import MaskEvaluator
-from ._misc import as_float_array, as_int, check_code, check_inputs, check_key
 from ._pipeline import outputs_and_targets as _outputs_and_targets
-from ._status import GCCValueError
-from ._types import ArrayLike, Bool, PRNGKeyArray
-from .codes import AbstractCode
 
 __all__ = ["WorstCase", "search_worst_case", "worst_case_mask"]
 

@@ -12,7 +12,7 @@ __all__ = ["Dataset", "DatasetError", "DatasetNotFoundError", "DatasetFormatErro
 
 
 class DatasetError(Exception):
-    """Base class of the errors raised by the `gcc_jax.data` loaders."""
+    """Base class of the errors raised by the `gcc_jax.nn.data` loaders."""
 
 
 class DatasetNotFoundError(DatasetError, FileNotFoundError):

@@ -1,6 +1,6 @@
 """Many masks over one set of outputs: each mask's smoothing spline as a rank-S downdate of one fit.
 
-Same objective and convention as :mod:`gcc_jax._kalman_batch` (DESIGN §1). In Monte Carlo one set
+Same objective and convention as :mod:`gcc_jax.spline._kalman` (DESIGN §1). In Monte Carlo one set
 of worker outputs ``y`` is decoded under many masks, typically all with the same number ``S`` of
 stragglers. Then every mask's fit has the same ``λ' = (n − S) λ``, and each is a rank-``S`` change
 of one fit that gives every worker weight 1. With ``Ω`` the roughness matrix of the nodes
@@ -24,7 +24,7 @@ accurate for the given ``c``:
 
 * ``P = Q (R + c QᵀQ)⁻¹ Qᵀ``, with Reinsch's band matrices (``Ω = Q R⁻¹ Qᵀ``; a Cholesky solve):
   exact as ``c → 0`` (``P → Ω``: interpolation, λ = 0 included), ill-conditioned for large ``c``;
-* ``c P = I − B``, with ``B`` from the Kalman pass (:func:`gcc_jax._kalman_batch.smooth_nodes`)
+* ``c P = I − B``, with ``B`` from the Kalman pass (:func:`gcc_jax.spline._kalman.smooth_nodes`)
   of the identity: accurate for large ``c``, but it cancels as ``c → 0``.
 
 The first is used when ``c ≤ h̄³`` (``h̄`` the mean node spacing, time normalised to [−1, 1]),
@@ -80,15 +80,15 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._kalman_batch import (
+from .._core.checks import map_chunks
+from .._core.types import Array, Bool, Float, Int
+from ._kalman import (
     Sanitised,
     finish,
     sanitise,
     smooth_batch_with_status,
     smooth_nodes,
 )
-from ._misc import map_chunks
-from ._types import Array, Bool, Float, Int
 
 __all__ = [
     "SIZES",
@@ -488,7 +488,7 @@ def decode_chunks(
     """``then(values, status)`` of every chunk of masks, stacked over the chunks.
 
     ``values`` ``(p, q, r)`` and ``status`` ``(p,)`` equal (to rounding)
-    :func:`gcc_jax._kalman_batch.smooth_batch_with_status` of the chunk. When ``n`` and the
+    :func:`gcc_jax.spline._kalman.smooth_batch_with_status` of the chunk. When ``n`` and the
     chunk width pass the static gates, every chunk is first downdated from one base
     (:func:`downdate_chunks`); the chunks whose masks did not fit it, if any, then take the Kalman
     pass, so the control flow is decided once per call, not per chunk (a conditional per chunk

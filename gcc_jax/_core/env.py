@@ -1,7 +1,7 @@
 """Where a result was computed: package versions, backend and devices, the git commit, argv.
 
 One place for the provenance that experiment results (:mod:`gcc_jax.experiments._io`) and
-training checkpoints (:func:`gcc_jax.training.cached_fit`) record.
+training checkpoints (:func:`gcc_jax.nn.training.cached_fit`) record.
 """
 
 import subprocess
@@ -21,7 +21,7 @@ def versions() -> dict[str, str]:
     import jaxlib
     import optax
 
-    from . import __version__
+    from .. import __version__
 
     return {
         "gcc_jax": __version__,

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jaxtyping import PyTree
 
-from .._env import versions
+from ..._core.env import versions
 from ._cache import (
     CacheError,
     CacheWarning,
@@ -82,7 +82,7 @@ def cached_fit(
     """Load the checkpoint of ``(kind, config)`` from the cache, or call ``train`` and store it.
 
     The checkpoint lives at ``<cache>/<kind>/<kind>-<key>.{npz,json}`` with ``key`` the SHA-256
-    of ``config`` (:func:`gcc_jax.training._cache.cache_key`), ``<cache>`` being ``cache_dir``,
+    of ``config`` (:func:`gcc_jax.nn.training._cache.cache_key`), ``<cache>`` being ``cache_dir``,
     else ``$GCC_JAX_CACHE``, else ``$XDG_CACHE_HOME/gcc_jax``, else ``~/.cache/gcc_jax``. Put
     every hyper-parameter and a fingerprint of every input array (`tree_fingerprint`) in
     ``config``: equal configs must mean equal results. A corrupt or mismatched checkpoint gives

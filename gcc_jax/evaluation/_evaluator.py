@@ -18,10 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._cache import IdentityCache
-from ._misc import as_int, as_masks
-from ._types import Array, ArrayLike, Bool, Float, Int
-from .codes import AbstractCode
+from .._core.cache import IdentityCache
+from .._core.checks import as_int, as_masks
+from .._core.types import Array, ArrayLike, Bool, Float, Int
+from ..codes import AbstractCode
 
 __all__ = [
     "MaskEvaluator",
@@ -201,7 +201,7 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
     call moved them again: 0.25 ms a block at N = 100 on two CPU devices. Rebuilding the code
     object on the devices re-ran its validation, 0.46 ms for a ``SplineCode``, so its leaves
     are placed instead.) ``cached=True`` (the code's leaves, its plan) keeps the copies for as
-    long as the arrays copied live (:mod:`gcc_jax._cache`), so evaluators built for the same
+    long as the arrays copied live (:mod:`gcc_jax._core.cache`), so evaluators built for the same
     code do not copy it again (each transfer between CPU devices cost 40–100 µs).
     """
     if len(devices) == 1:
