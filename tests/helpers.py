@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import gcc_jax as gcc
-from gcc_jax.experiments.regimes import GroupedParityCode
+from gcc_jax.codes import GroupedParityCode
 
 __all__ = ["ALL_CODES", "CodeCase", "garbage_wrong_answers", "random_mask", "robust_service_codes"]
 

@@ -1,5 +1,5 @@
 """Codes: :class:`AbstractCode` and one module per code (spline, berrut, lagrange, uncoded,
-parity, learned; robust, approxifer, lagrange_ec for Byzantine workers)."""
+parity, grouped_parity, learned; robust, approxifer, lagrange_ec for Byzantine workers)."""
 
 from ._base import AbstractCode as AbstractCode
 from ._base import AbstractLinearCode as AbstractLinearCode
@@ -8,6 +8,7 @@ from ._base import Decoded as Decoded
 from ._base import Encoded as Encoded
 from .approxifer import ApproxIFERCode as ApproxIFERCode
 from .berrut import BerrutCode as BerrutCode
+from .grouped_parity import GroupedParityCode as GroupedParityCode
 from .lagrange import LagrangeCode as LagrangeCode
 from .lagrange_ec import LagrangeECCode as LagrangeECCode
 from .learned import LearnedCode as LearnedCode
