@@ -1,20 +1,23 @@
 """The ``gcc-jax`` command line: a registry of the experiments' subcommands.
 
-Each experiment module defines a :class:`gcc_jax.experiments.Command` (its flags, toy sizes, run
-and report functions); this module only lists them and adds the common flags (``--toy``,
-``--seed``, ``--out``, ``--no-progress``).
+Each experiment has a :class:`gcc_jax.experiments.Command` (its flags, toy sizes, argument rules,
+and its run and report functions, imported when called); this module lists them and adds the
+common flags (``--toy``, ``--seed``, ``--out``, ``--no-progress``). Arguments are parsed and
+checked before JAX is imported: ``gcc-jax --version`` and every argument error return at once.
 """
 
 import argparse
+import importlib.util
 import os
 import sys
 
 from . import __version__
-from .evaluation._xla_flags import use_classic_cpu_emitters
-from .experiments import COMMANDS, Command, save_result
+from .experiments import COMMANDS, Command
 from .experiments._checks import ConfigError, check_config, check_out, effective_config
 from .experiments._command import Interrupted
-from .nn.data import DatasetError
+
+#: what the experiments import beyond the core dependencies (module -> distribution)
+EXTRA_MODULES = {"matplotlib": "matplotlib", "sklearn": "scikit-learn", "tqdm": "tqdm"}
 
 
 def _toy(args: argparse.Namespace) -> bool:
@@ -38,7 +41,7 @@ def _checked_config(command: Command, args: argparse.Namespace) -> dict:
     try:
         check_out(args.out)
         config = command.config(args, _toy(args))
-        check_config(command.name, effective_config(command.name, command.run, config), args.seed)
+        check_config(command, effective_config(command, config), args.seed)
     except ConfigError as err:
         args.parser.error(str(err))  # the subcommand's usage, "error: ...", exit code 2
     return config
@@ -59,8 +62,7 @@ def _fast_toy_compile(command: Command, args: argparse.Namespace) -> bool:
     )
 
 
-def _execute(command: Command, args: argparse.Namespace) -> int:
-    config = _checked_config(command, args)
+def _execute(command: Command, config: dict, args: argparse.Namespace) -> int:
     import jax
 
     if command.x64 is not None:
@@ -98,11 +100,18 @@ def _execute(command: Command, args: argparse.Namespace) -> int:
 def _save_partial(command: Command, partial, out) -> dict:
     """Save an interrupted run's result: as usual, else (tables or plots of a partial result can
     fail) at least its JSON record."""
+    from .experiments._io import save_result
+
     try:
         return dict(command.save(partial, out))
     except Exception as err:  # noqa: BLE001 - the JSON record must still be written
         print(f"gcc-jax {command.name}: could not write the summary ({err})", file=sys.stderr)
         return dict(save_result(partial, out))
+
+
+def _missing_extras() -> list[str]:
+    """The distributions of the ``experiments`` extra that are not installed."""
+    return [d for m, d in EXTRA_MODULES.items() if importlib.util.find_spec(m) is None]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,9 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # report an unknown flag under the subcommand's usage, not the top level's
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
     command = args.command
+    config = _checked_config(command, args)  # before JAX is imported: errors return at once
+    missing = _missing_extras()
+    if missing:
+        args.parser.error(
+            f"the experiments need {', '.join(missing)}: pip install 'gcc_jax[experiments]'"
+        )
+    from .evaluation._xla_flags import use_classic_cpu_emitters
+    from .nn.data import DatasetError
+
     use_classic_cpu_emitters()  # compilation-bound experiments: half the compile time and memory
     try:
-        return _execute(command, args)
+        return _execute(command, config, args)
     except (*command.errors, DatasetError) as err:  # bad input: a clear message, no traceback
         print(f"gcc-jax {command.name}: error: {err}", file=sys.stderr)
         return 2

@@ -192,18 +192,70 @@ def test_console_script_exit_code_and_stderr(tmp_path):
 
 def test_every_flag_a_rule_names_exists_with_that_spelling():
     """The rules name flags as argparse does (``--num-inputs/-K``), and only real ones."""
-    from gcc_jax.experiments import _checks
-
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    _checks.check_config("poly", {"num_trials": 1, "settings": ((3, 5, 20),)})  # fills RULES
-    assert set(_checks.RULES) == set(sub.choices)
-    for name, subparser in sub.choices.items():
+    assert {c.name for c in COMMANDS} == set(sub.choices)
+    for command in COMMANDS:
+        subparser = sub.choices[command.name]
         labels = {"/".join(a.option_strings) for a in subparser._actions if a.option_strings}
-        flags = [f for rule in _checks.RULES[name] for f in rule.flags]
-        assert flags, name
+        flags = [f for rule in command.rules for f in rule.flags]
+        assert flags, command.name
         for flag in flags:
-            assert flag in labels, f"{name}: a rule names {flag}; its flags are {sorted(labels)}"
+            assert flag in labels, f"{command.name}: a rule names {flag}; flags: {sorted(labels)}"
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=NAMES)
+def test_command_defaults_are_the_run_functions(command):
+    """The defaults the rules check (kept apart so that no JAX is imported to check flags) are
+    the run function's own keyword defaults, and cover every setting a rule reads."""
+    import inspect
+
+    params = inspect.signature(command.run.target).parameters
+    for key, value in command.defaults.items():
+        assert key in params, f"{command.name}: {key} is not a keyword of the run function"
+        default = params[key].default
+        if default is not None:  # None: the run function picks its own (e.g. a search budget)
+            assert default == value or tuple(default) == tuple(value), (command.name, key)
+    read = {key for rule in command.rules for key in rule.keys}
+    assert read <= set(command.defaults) | {"settings", "stragglers"}, command.name
+
+
+def _run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_version_and_argument_errors_import_no_jax(tmp_path):
+    """`gcc-jax --version` and argument errors (unknown flag, K > N, negative λ, a bad count)
+    return before JAX (or NumPy) is imported."""
+    code = f"""
+import sys
+from gcc_jax import cli
+codes = []
+for argv in (["--version"], ["demo", "--bogus"], ["demo", "-K", "30", "-N", "12"],
+             ["rates", "--lam-dec-grid=0,-1"], ["serve-bench", "--queries", "0"],
+             ["run", "--codes", "gcc,nope"]):
+    try:
+        cli.main([*argv, "--out", {str(tmp_path)!r}] if argv[0] != "--version" else argv)
+    except SystemExit as stop:
+        codes.append(stop.code)
+print(codes, sorted(m for m in ("jax", "numpy", "matplotlib", "flax") if m in sys.modules))
+"""
+    proc = _run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[-2] == "[0, 2, 2, 2, 2, 2] []", proc.stdout
+
+
+def test_experiments_package_imports_no_jax():
+    """`import gcc_jax.experiments` lists the commands without importing JAX; the run
+    functions load on first use."""
+    proc = _run_python(
+        "import sys, gcc_jax.experiments as e; names = [c.name for c in e.COMMANDS]; "
+        "print(len(names), 'jax' in sys.modules); e.run_poly; print('jax' in sys.modules)"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["9", "False", "True"]
 
 
 @pytest.mark.parametrize("module", ["demo", "poly"])
@@ -271,3 +323,13 @@ def test_progress_goes_to_stderr_only(capsys):
     captured = capsys.readouterr()
     assert "deg= 3 K= 5 N= 20 S=  0" in captured.err
     assert captured.out == ""
+
+
+def test_command_name_lists_match_the_experiments():
+    """The names a command accepts are the ones its experiment knows."""
+    from gcc_jax.experiments import adversarial, rates
+    from gcc_jax.experiments._commands import adversarial as adversarial_command
+    from gcc_jax.experiments._commands import rates as rates_command
+
+    assert tuple(rates.FUNCTIONS) == rates_command.FUNCTION_NAMES
+    assert set(adversarial_command.FUNCTION_NAMES) == {*adversarial._ANALYTIC, "lenet5"}

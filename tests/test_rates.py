@@ -157,7 +157,7 @@ def test_cli_rates_and_poly_toy(toy_rates, toy_poly, tmp_path, capsys, monkeypat
 
     def run(command, config, args):
         run_fn, expected, result = fixtures[command.name]
-        assert command.run is run_fn
+        assert command.run.target is run_fn
         assert _with_defaults(run_fn, {**config, "seed": args.seed}) == _with_defaults(
             run_fn, expected
         )

@@ -439,7 +439,7 @@ class CodedInferenceService:
                 raise ValueError("`arrival_times` must be finite and non-decreasing")
         items: Iterable[int] = range(len(queries))
         if progress:
-            from tqdm.auto import tqdm
+            from .._core.progress import tqdm
 
             items = tqdm(items, desc=desc, unit="q")
         t0 = time.monotonic()

@@ -351,7 +351,7 @@ class MaskEvaluator:
         out = None
         starts = range(0, num, step)
         if self.progress:
-            from tqdm.auto import tqdm
+            from .._core.progress import tqdm
 
             starts = tqdm(starts, total=math.ceil(num / step), desc="decoding masks", unit="block")
         for start in starts:

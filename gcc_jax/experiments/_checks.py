@@ -1,24 +1,38 @@
-"""Argument checks for every ``gcc-jax`` subcommand, run before any compute.
+"""Argument checks for every ``gcc-jax`` subcommand, run before any compute (and before JAX).
 
-One table (:data:`RULES`) says, per subcommand, which setting comes from which flag and what its
-valid range is; the *shared* rules — sizes ``2 ≤ K ≤ N``, stragglers ``0 ≤ S ≤ N − 2``, counts
-``≥ 1``, probabilities, smoothing parameters ``λ ≥ 0`` — are the same functions for every
-subcommand, so ``-K 30 -N 12`` is rejected identically by ``run``, ``demo``, ``rates`` and
-``serve-bench``. The checks see the *effective* settings: the run function's defaults, then the
-toy sizes, then the flags given explicitly. A violation raises :class:`ConfigError`, which the
-command line reports as ``gcc-jax NAME: error: argument FLAG: ...`` with exit code 2 and the
-subcommand's usage.
+Each subcommand lists its rules (:attr:`gcc_jax.experiments.Command.rules`): which setting comes
+from which flag and what its valid range is. The rules are built from the library's scalar
+checks (:mod:`gcc_jax._core.scalars`: integers, real numbers in an interval, names), and the
+*shared* rules (sizes ``2 ≤ K ≤ N``, stragglers ``0 ≤ S ≤ N − 2``) are the same functions for
+every subcommand, so ``-K 30 -N 12`` is rejected identically by ``run``, ``demo``, ``rates`` and
+``serve-bench``. The checks see the *effective* settings: the run function's defaults
+(:attr:`~gcc_jax.experiments.Command.defaults`), then the toy sizes, then the flags given
+explicitly. A violation raises :class:`ConfigError`, which the command line reports as
+``gcc-jax NAME: error: argument FLAG: ...`` with exit code 2 and the subcommand's usage.
 """
 
-import inspect
-import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RULES", "ConfigError", "check_config", "check_out", "effective_config"]
+from .._core.scalars import as_choice, as_int, as_real, interval
+
+__all__ = [
+    "ConfigError",
+    "Rule",
+    "check_config",
+    "check_out",
+    "choice",
+    "count",
+    "effective_config",
+    "lam",
+    "nested",
+    "real",
+    "sizes",
+]
 
 
 class ConfigError(ValueError):
@@ -29,32 +43,33 @@ class ConfigError(ValueError):
         super().__init__(f"argument {flag}: {message}")
 
 
-Rule = Callable[[Mapping[str, Any]], None]
-"""A check of the effective settings; ``rule.flags`` lists the flags it names."""
+class Rule:
+    """A check of the effective settings (a mapping): ``rule(cfg)`` raises :class:`ConfigError`.
 
+    ``flags`` lists the flags it names, ``keys`` the settings it reads.
+    """
 
-def _named(rule, *flags: str):
-    rule.flags = tuple(f for f in flags if f)
-    return rule
+    def __init__(self, check: Callable[[Mapping[str, Any]], None], flags, keys):
+        self.check = check
+        self.flags = tuple(f for f in flags if f)
+        self.keys = tuple(keys)
+
+    def __call__(self, cfg: Mapping[str, Any]) -> None:
+        self.check(cfg)
 
 
 def _values(value) -> list:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _flag_error(flag: str, err: Exception) -> ConfigError:
+    """The library's message (``"`name` must be ..."``) under the flag's name."""
+    return ConfigError(flag, re.sub(r"^`[^`]*`:? ", "", str(err)))
 
 
-# -- rule builders (the shared rules) --------------------------------------------------------
-
-
-def _each(
-    key: str, flag: str, ok: Callable[[Any], bool], empty: str, bad: str, optional: bool
-) -> Rule:
-    """A rule: ``key`` (a value or a list) has at least one value and ``ok`` holds for each;
-    else a :class:`ConfigError` on ``flag``: ``"needs at least one value {empty}"`` or
-    ``"must be {bad}; got v"``. ``optional``: an absent (``None``) setting passes."""
+def _each(key: str, flag: str, check: Callable[[Any], Any], empty: str, optional: bool) -> Rule:
+    """A rule: ``key`` (a value or a list) has at least one value and ``check`` accepts each;
+    else a :class:`ConfigError` on ``flag``. ``optional``: an absent (``None``) setting passes."""
 
     def rule(cfg):
         value = cfg.get(key)
@@ -64,22 +79,20 @@ def _each(
         if not values:
             raise ConfigError(flag, f"needs at least one value {empty}")
         for v in values:
-            if not ok(v):
-                raise ConfigError(flag, f"must be {bad}; got {v!r}")
+            try:
+                check(v)
+            except (TypeError, ValueError) as err:
+                raise _flag_error(flag, err) from None
 
-    return _named(rule, flag)
+    return Rule(rule, (flag,), (key,))
+
+
+# -- rule builders (the shared rules) --------------------------------------------------------
 
 
 def count(key: str, flag: str, lo: int = 1, *, optional: bool = False) -> Rule:
     """Every value of ``key`` (an int or a list of ints) is an integer ``>= lo``."""
-    return _each(
-        key,
-        flag,
-        lambda v: _is_int(v) and v >= lo,
-        f"(each an integer >= {lo})",
-        f"an integer >= {lo}",
-        optional,
-    )
+    return _each(key, flag, lambda v: as_int(v, key, lo), f"(each an integer >= {lo})", optional)
 
 
 def real(
@@ -93,22 +106,14 @@ def real(
     optional: bool = False,
 ) -> Rule:
     """Every value of ``key`` is a finite number in the given (half-)open interval."""
-    left = "-inf" if lo is None else f"{lo:g}"
-    right = "inf" if hi is None else f"{hi:g}"
-    opening = "(" if lo_open or lo is None else "["
-    closing = ")" if hi_open or hi is None else "]"
-    interval = f"{opening}{left}, {right}{closing}"
-
-    def ok(v) -> bool:
-        return (
-            isinstance(v, int | float)
-            and not isinstance(v, bool)
-            and math.isfinite(v)
-            and (lo is None or (v > lo if lo_open else v >= lo))
-            and (hi is None or (v < hi if hi_open else v <= hi))
-        )
-
-    return _each(key, flag, ok, f"in {interval}", f"a finite number in {interval}", optional)
+    rng = interval(lo, hi, lo_open=lo_open, hi_open=hi_open)
+    return _each(
+        key,
+        flag,
+        lambda v: as_real(v, key, lo, hi, lo_open=lo_open, hi_open=hi_open),
+        f"in {rng}",
+        optional,
+    )
 
 
 def lam(key: str, flag: str, *, optional: bool = False) -> Rule:
@@ -123,12 +128,13 @@ def choice(key: str, flag: str, allowed: Sequence[str], *, case: bool = True) ->
         value = cfg.get(key)
         if value is None:
             return
-        names = allowed if case else [a.lower() for a in allowed]
         for v in _values(value):
-            if (v if case else str(v).lower()) not in names:
-                raise ConfigError(flag, f"unknown name {v!r}; choose from {', '.join(allowed)}")
+            try:
+                as_choice(v, key, allowed, case=case)
+            except ValueError as err:
+                raise _flag_error(flag, err) from None
 
-    return _named(rule, flag)
+    return Rule(rule, (flag,), (key,))
 
 
 def sizes(
@@ -171,7 +177,8 @@ def sizes(
                         f"valid range 0 <= S <= N - 2 = {n_min - 2}",
                     )
 
-    return _named(rule, *(x[1] for x in (k, n, s) if isinstance(x, tuple)))
+    pairs = [x for x in (k, n, s) if isinstance(x, tuple)]
+    return Rule(rule, (x[1] for x in pairs), (x[0] for x in pairs))
 
 
 def nested(key: str, rules: Sequence[Rule]) -> Rule:
@@ -183,203 +190,30 @@ def nested(key: str, rules: Sequence[Rule]) -> Rule:
             for r in rules:
                 r(sub)
 
-    return _named(rule, *(f for r in rules for f in r.flags))
+    return Rule(rule, (f for r in rules for f in r.flags), (key,))
 
 
-def _poly_settings(cfg):
-    for deg, k, n in cfg.get("settings") or ():
-        flag = "--n-low" if deg == 3 else "--n-high"
-        if n < k:
-            raise ConfigError(flag, f"N = {n} must be >= K = {k} (deg {deg}, K = {k}); got {n}")
-        if n < 2:
-            raise ConfigError(flag, f"must be >= 2; got {n}")
-        for s in cfg.get("stragglers") or ():
-            if not 0 <= s <= n - 2:
-                raise ConfigError(flag, f"S = {s} needs N >= S + 2; got N = {n}")
-
-
-_poly_settings.flags = ("--n-low", "--n-high")
-
-_SEARCH = (
+SEARCH = (
     count("restarts", "--restarts"),
     count("proposals", "--proposals"),
     count("max_iters", "--max-iters"),
 )
+"""The rules of a worst-case local-search budget (``restarts``, ``proposals``, ``max_iters``)."""
 
 
-def _rules() -> dict[str, tuple[Rule, ...]]:
-    from .adversarial import DECODERS, STRATEGIES
-    from .dnn import CODES
-    from .rates import FUNCTIONS
-    from .regimes import CODES as REGIME_CODES
-    from .regimes import MODES
-    from .regimes import WORKLOADS as REGIME_WORKLOADS
-    from .serve import SCHEMES
-    from .tune import REGIMES, WORKLOADS
-
-    return {
-        "run": (
-            sizes(
-                ("num_inputs", "--num-inputs/-K"),
-                ("num_workers", "--num-workers/-N"),
-                ("stragglers", "--stragglers/-S"),
-            ),
-            count("num_trials", "--trials"),
-            count("num_batches", "--batches"),
-            count("num_cv_batches", "--cv-batches"),
-            count("epochs", "--epochs"),
-            count("batch_size", "--batch-size"),
-            count("worst_case_batches", "--worst-case-batches"),
-            real("lr", "--lr", 0.0, lo_open=True),
-            lam("lam_enc_grid", "--lam-enc-grid", optional=True),
-            lam("lam_dec_grid", "--lam-dec-grid", optional=True),
-            choice("codes", "--codes", CODES, case=False),
-            nested("search", _SEARCH),
-        ),
-        "demo": (
-            sizes(
-                ("num_inputs", "--num-inputs/-K"),
-                ("num_workers", "--num-workers/-N"),
-                ("stragglers", "--stragglers/-S"),
-            ),
-            count("num_masks", "--masks/-M"),
-            count("dim", "--dim"),
-            lam("lam_enc", "--lam-enc"),
-            lam("lam_dec", "--lam-dec"),
-        ),
-        "rates": (
-            sizes(
-                ("num_inputs", "--num-inputs/-K"),
-                ("workers", "--workers/-N"),
-                ("stragglers", "--stragglers/-S"),
-            ),
-            count("num_masks", "--masks/-M"),
-            real("p", "--p", 0.0, 1.0, lo_open=True, hi_open=True),
-            count("draws", "--draws", 2),
-            count("cv_draws", "--cv-draws"),
-            count("cv_masks", "--cv-masks"),
-            count("bootstrap", "--bootstrap", 10),
-            real("noise", "--noise", 0.0),
-            lam("lam_dec_grid", "--lam-dec-grid", optional=True),
-            choice("functions", "--functions", tuple(FUNCTIONS)),
-            nested("search", _SEARCH),
-        ),
-        "regimes": (
-            count("num_inputs", "--num-inputs/-K", 2),
-            real("ratios", "--ratios", 1.0, lo_open=True),
-            real("fractions", "--fractions", 0.0, 1.0, hi_open=True),
-            choice("workloads", "--workloads", REGIME_WORKLOADS),
-            choice("codes", "--codes", REGIME_CODES),
-            choice("modes", "--modes", MODES),
-            count("num_trials", "--trials"),
-            count("num_batches", "--batches"),
-            count("num_cv_batches", "--cv-batches"),
-            count("worst_case_batches", "--worst-batches"),
-            count("epochs", "--epochs"),
-            count("parm_epochs", "--parm-epochs"),
-            nested("search", _SEARCH),
-        ),
-        "poly": (count("num_trials", "--trials"), _poly_settings),
-        "adversarial": (
-            sizes(("num_inputs", "--num-inputs/-K"), ("workers", "--workers/-N")),
-            sizes(("num_inputs", "--num-inputs/-K"), ("table_workers", "--table-workers")),
-            real("exponents", "--exponents", 0.0, 1.0, hi_open=True),
-            choice("functions", "--functions", ("xsinx", "cubic", "zero", "lenet5")),
-            choice("table_functions", "--table-functions", ("xsinx", "cubic", "zero", "lenet5")),
-            count("table_adversaries", "--table-adversaries", 0),
-            count("trials", "--trials"),
-            count("pgd_steps", "--pgd-steps"),
-            count("lenet_epochs", "--lenet-epochs"),
-            choice("decoders", "--decoders", DECODERS),
-            choice("strategies", "--strategies", STRATEGIES),
-            nested("search", (*_SEARCH, count("patience", "--patience"))),
-        ),
-        "serve-bench": (
-            count("num_inputs", "--num-inputs"),
-            count("groups", "--groups"),
-            count("num_queries", "--queries"),
-            real("rate", "--rate", 0.0, lo_open=True),
-            count("epochs", "--epochs"),
-            count("parm_epochs", "--parm-epochs"),
-            real("shift_ms", "--shift-ms", 0.0),
-            real("scale_ms", "--scale-ms", 0.0, lo_open=True),
-            choice("tail", "--tail", ("exponential", "pareto")),
-            real("straggle_prob", "--straggle-prob", 0.0, 1.0),
-            real("slowdown", "--slowdown", 1.0),
-            real("fail_prob", "--fail-prob", 0.0, 1.0, hi_open=True),
-            lam("lam_dec", "--lam-dec"),
-            choice("release", "--release", ("query", "batch")),
-            real("deadline_ms", "--deadline-ms", 0.0, lo_open=True, optional=True),
-            real("max_wait_ms", "--max-wait-ms", 0.0),
-            real("timeout_s", "--timeout", 0.0, lo_open=True),
-            count("max_in_flight", "--max-in-flight"),
-            count("max_queue", "--max-queue"),
-            real("max_seconds", "--max-seconds", 0.0, lo_open=True),
-            choice("schemes", "--schemes", SCHEMES),
-            sizes(
-                ("sweep_inputs", "--sweep-inputs"),
-                ("sweep_workers", "--sweep-workers"),
-                ("sweep_stragglers", "--sweep-stragglers"),
-            ),
-            count("sweep_queries", "--sweep-queries", 0),
-            real("sweep_deadlines_ms", "--sweep-deadlines-ms", 0.0, lo_open=True),
-            count("num_cpus", "--num-cpus"),
-        ),
-        "compare-learned": (
-            count("ks", "--ks/-k", 2),
-            count("base_epochs", "--base-epochs", optional=True),
-            count("code_epochs", "--code-epochs", optional=True),
-            count("code_train_size", "--code-train-size", optional=True),
-            count("eval_images", "--eval-images", 2, optional=True),
-            count("learned_hidden", "--learned-hidden", optional=True),
-            count("gcc_groups", "--gcc-groups", optional=True),
-            count("gcc_trials", "--gcc-trials", optional=True),
-            count("cv_images", "--cv-images", 2, optional=True),
-            lam("lam_dec_grid", "--lam-dec-grid", optional=True),
-        ),
-        "tune": (
-            choice("workloads", "--workloads", WORKLOADS),
-            choice("regimes", "--regimes", REGIMES),
-            count("steps", "--steps", 0, optional=True),
-        ),
-    }
+def effective_config(command, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` on top of the run function's keyword defaults (``command.defaults``): the
+    settings the run will really use."""
+    return dict(command.defaults) | dict(config)
 
 
-RULES: dict[str, tuple[Rule, ...]] = {}
-"""Subcommand → its rules (filled on first use: building it imports the experiments)."""
-
-
-def _run_function(name: str, run: Callable) -> Callable:
-    """The function whose keyword defaults apply (``serve-bench`` registers a lazy wrapper)."""
-    if name == "serve-bench":
-        from .serve import run_serve_bench
-
-        return run_serve_bench
-    return run
-
-
-def effective_config(name: str, run: Callable, config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` on top of ``run``'s keyword defaults: the settings the run will really use."""
-    run = _run_function(name, run)
+def check_config(command, config: Mapping[str, Any], seed: int = 0) -> None:
+    """Apply ``command``'s rules to its effective settings; raise :class:`ConfigError`."""
     try:
-        params = inspect.signature(run).parameters.values()
-    except (TypeError, ValueError):
-        params = ()
-    defaults = {
-        p.name: p.default
-        for p in params
-        if p.default is not inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD
-    }
-    return defaults | dict(config)
-
-
-def check_config(name: str, config: Mapping[str, Any], seed: int = 0) -> None:
-    """Apply subcommand ``name``'s rules to its effective settings; raise :class:`ConfigError`."""
-    if not RULES:
-        RULES.update(_rules())
-    if not _is_int(seed) or seed < 0:
-        raise ConfigError("--seed", f"must be an integer >= 0; got {seed!r}")
-    for rule in RULES.get(name, ()):
+        as_int(seed, "seed", 0)
+    except (TypeError, ValueError) as err:
+        raise _flag_error("--seed", err) from None
+    for rule in command.rules:
         rule(config)
 
 

@@ -1,15 +1,19 @@
 """The shape of a ``gcc-jax`` subcommand: what an experiment registers with the command line.
 
-An experiment module defines one :class:`Command`; :mod:`gcc_jax.cli` only lists them. Every
-subcommand gets the common flags ``--toy`` (also ``GCC_JAX_TOY=1``), ``--seed``, ``--out`` and
-``--no-progress``; the command adds its own (:attr:`Command.add_arguments`, defaults ``None`` so
-an explicit flag can be told apart), and :attr:`Command.config` turns the flags into the keyword
-arguments of its run function: the full-size defaults, then the toy sizes when ``--toy``, then
-every flag given explicitly (explicit flags always win).
+Each experiment has a command module in :mod:`gcc_jax.experiments._commands` that defines one
+:class:`Command`: its flags, toy sizes, defaults and rules, none of which imports JAX, and its
+run, report and save functions as :class:`Lazy` references, imported when called. So the command
+line parses and checks its arguments before it imports JAX. Every subcommand gets the common
+flags ``--toy`` (also ``GCC_JAX_TOY=1``), ``--seed``, ``--out`` and ``--no-progress``; the
+command adds its own (:attr:`Command.add_arguments`, defaults ``None`` so an explicit flag can
+be told apart), and :attr:`Command.config` turns the flags into the keyword arguments of its
+run function: the full-size defaults, then the toy sizes when ``--toy``, then every flag given
+explicitly (explicit flags always win).
 """
 
 import argparse
 import dataclasses
+import importlib
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,6 +22,7 @@ from typing import Any
 __all__ = [
     "Command",
     "Interrupted",
+    "Lazy",
     "StopOnInterrupt",
     "float_list",
     "int_list",
@@ -25,6 +30,31 @@ __all__ = [
     "merge_config",
     "str_list",
 ]
+
+
+class Lazy:
+    """A function named ``"module:attribute"``, imported at its first call.
+
+    Example:
+        >>> join = Lazy("os.path:join")
+        >>> join("a", "b") == __import__("os").path.join("a", "b")
+        True
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+
+    @property
+    def target(self) -> Callable:
+        """The function itself (imports its module)."""
+        module, name = self.path.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    def __call__(self, *args, **kwargs):
+        return self.target(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Lazy({self.path!r})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +67,12 @@ class Command:
         description: the paragraph of ``gcc-jax NAME --help``.
         add_arguments: ``add_arguments(parser)`` adds the command's own flags.
         config: ``config(args, toy) -> kwargs`` for ``run`` (without ``seed``/``progress``).
-        run: ``run(**kwargs, seed=, progress=) -> result``.
+        run: ``run(**kwargs, seed=, progress=) -> result`` (usually a :class:`Lazy`).
         report: ``report(result) -> str``, the plain-text summary printed (and saved).
         save: ``save(result, out) -> {name: path}``, writes JSON, text and figures to ``out``.
+        defaults: the run function's keyword defaults that the rules read (a test holds them
+            equal to the run function's signature).
+        rules: the checks of the effective settings (:mod:`gcc_jax.experiments._checks`).
         x64: enable float64 before running (``None``: leave JAX's setting alone); with
             ``float32_flag`` the command also gets ``--float32`` which turns it off.
         float32_flag: add a ``--float32`` flag.
@@ -58,6 +91,8 @@ class Command:
     run: Callable[..., Any]
     report: Callable[[Any], str]
     save: Callable[[Any, Path], Mapping[str, Path]]
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    rules: tuple[Callable[[Mapping[str, Any]], None], ...] = ()
     x64: bool | None = True
     float32_flag: bool = False
     errors: tuple[type[BaseException], ...] = (ValueError, TypeError)

@@ -31,7 +31,6 @@ adversarial term of the paper's bound, whose exponent is exactly ``6/5 (a − 1)
 Loss: ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` (the GCC papers' squared error).
 """
 
-import argparse
 import math
 import sys
 import time
@@ -59,13 +58,20 @@ from ..evaluation._adversary import (
     targeted_attack,
     worst_case_adversaries,
 )
-from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
+from ._command import StopOnInterrupt
+from ._commands.adversarial import (
+    DECODERS,
+    DEFAULTS,
+    FULL,
+    STRATEGIES,
+    TOY,
+    VALUE_STRATEGIES,
+)
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import integer_ticks, log_ticks
 from .rates import fit_slope
 
 __all__ = [
-    "COMMAND",
     "DECODERS",
     "DEFAULTS",
     "FULL",
@@ -77,56 +83,6 @@ __all__ = [
     "save_adversarial",
 ]
 
-STRATEGIES = ("max", "sign_flip", "random", "bias", "pgd", "targeted")
-VALUE_STRATEGIES = STRATEGIES[:5]
-"""The strategies that set values only; the table also runs each at searched positions."""
-DECODERS = ("gcc", "gcc-lam0", "huber", "tukey", "trim", "bacc", "approxifer", "lcc-ec")
-
-DEFAULTS = dict(
-    workers=(20, 40, 80, 160, 320),
-    exponents=(0.0, 0.25, 0.5),
-    num_inputs=10,
-    functions=("xsinx",),
-    table_functions=("xsinx", "cubic"),
-    table_workers=40,
-    table_adversaries=3,
-    trials=5,
-    constants=(1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
-    pgd_steps=40,
-    search=dict(restarts=1, proposals=16, max_iters=2, patience=1),
-    lenet_epochs=5,
-    rate_positions="sample",
-)
-"""Keyword arguments of :func:`run_adversarial` (the command line's defaults): a reduced run
-(707 s of CPU time on 2 cores). :data:`FULL` is the full-size one."""
-
-FULL = dict(
-    workers=(20, 28, 40, 56, 80, 113, 160, 226, 320, 453, 640, 905, 1280),
-    functions=("xsinx", "lenet5"),
-    table_workers=80,
-    trials=10,
-    search=dict(restarts=2, proposals=32, max_iters=4, patience=2),
-)
-"""The full-size settings (over :data:`DEFAULTS`; flags ``--workers 20,28,...,1280 --functions
-xsinx,lenet5 --table-workers 80 --trials 10 --restarts 2 --proposals 32 --max-iters 4
---patience 2``)."""
-
-TOY = dict(
-    workers=(12, 24),
-    exponents=(0.0, 0.5),
-    num_inputs=4,
-    functions=("xsinx",),
-    table_functions=("cubic",),
-    table_workers=12,
-    table_adversaries=1,
-    trials=2,
-    constants=(1e-3, 1e-1),
-    pgd_steps=5,
-    search=dict(restarts=1, proposals=4, max_iters=1, patience=1),
-    lenet_epochs=1,
-    rate_positions="sample",
-)
-"""Toy sizes (``--toy``)."""
 
 METRICS = {
     "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² of one coded job after the attack",
@@ -717,75 +673,3 @@ def save_adversarial(result: ExperimentResult, out: str | Path) -> dict[str, Pat
     )
     paths["plot"] = paths.pop("adversarial")
     return paths
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", "-N", type=int_list, help="N values (default 20,40,80,160,320)")
-    p.add_argument("--exponents", type=float_list, help="a values, γ = ⌈N^a⌉ (0,0.25,0.5)")
-    p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
-    p.add_argument(
-        "--functions", type=str_list, help="rate jobs: xsinx, cubic, zero, lenet5 (xsinx)"
-    )
-    p.add_argument("--table-functions", type=str_list, help="table jobs (xsinx,cubic)")
-    p.add_argument("--table-workers", type=int, help="N of the table (40)")
-    p.add_argument("--table-adversaries", type=int, help="γ of the table (3)")
-    p.add_argument("--decoders", type=str_list, default=DECODERS, help="table rows")
-    p.add_argument("--strategies", type=str_list, default=STRATEGIES, help="adversaries")
-    p.add_argument("--trials", type=int, help="jobs per cell (5)")
-    p.add_argument("--pgd-steps", type=int, help="gradient-attack steps (40)")
-    p.add_argument("--lenet-epochs", type=int, help="LeNet-5 training epochs (5, cached)")
-    p.add_argument(
-        "--rate-positions", choices=("sample", "search"), help="pgd positions in the rates (sample)"
-    )
-    p.add_argument("--restarts", type=int, help="worst-position search chains (1)")
-    p.add_argument("--proposals", type=int, help="swaps proposed per search step (16)")
-    p.add_argument("--max-iters", type=int, help="search steps per chain (2)")
-    p.add_argument("--patience", type=int, help="search steps without gain before stopping (1)")
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = dict(
-        workers=args.workers,
-        exponents=args.exponents,
-        num_inputs=args.num_inputs,
-        functions=args.functions,
-        table_functions=args.table_functions,
-        table_workers=args.table_workers,
-        table_adversaries=args.table_adversaries,
-        trials=args.trials,
-        pgd_steps=args.pgd_steps,
-        lenet_epochs=args.lenet_epochs,
-        rate_positions=args.rate_positions,
-    )
-    config = merge_config(DEFAULTS, TOY if toy else None, flags)
-    search = dict(
-        restarts=args.restarts,
-        proposals=args.proposals,
-        max_iters=args.max_iters,
-        patience=args.patience,
-    )
-    config["search"] = merge_config(config["search"], None, search)
-    return config | dict(decoders=args.decoders, strategies=args.strategies)
-
-
-COMMAND = Command(
-    name="adversarial",
-    help="Byzantine workers: the adversarial GCC rate experiment and decoder × adversary table",
-    description="γ = N^a adversarial workers return anything within [-M, M]: the worst loss of "
-    "GCC with the paper's λ_dec rule against N (slopes beside 6/5 (a − 1)), and a table of "
-    "every decoder (GCC, robust Huber/Tukey/trimmed splines, BACC, ApproxIFER, LCC with error "
-    "correction) against every adversary (largest value, sign flip, random, a bias on a block, "
-    "and the gradient attack at the worst positions). Writes adversarial.json, adversarial.txt "
-    "and adversarial.png. Run time on 2 CPU cores: the defaults (a reduced run: N = 20 ... "
-    "320 for x·sin(x), the table at N = 40, 5 jobs per cell) took 12-14 min of CPU time "
-    "(14 min 20 s wall with a core to itself, 20 min at load 7; 1.3-1.7 GB), most of it the "
-    "gradient attack on the robust decoders at searched positions; the full-size run "
-    "(docs/cli.md) takes far longer; --toy 37-40 s wall on the idle machine (40-42 s of CPU "
-    "time) and 0.9 GB. Ctrl-C "
-    "saves the finished rows (exit status 130).",
-    add_arguments=_add_arguments,
-    config=_config,
-    run=run_adversarial,
-    report=format_adversarial_table,
-    save=save_adversarial,
-)

@@ -4,7 +4,6 @@
 ``worst_loss`` (over the random straggler sets) and ``seconds``.
 """
 
-import argparse
 import time
 from pathlib import Path
 
@@ -17,18 +16,13 @@ from .._core.types import Array, Float
 from ..codes import SplineCode
 from ..evaluation._pipeline import monte_carlo_loss
 from ..evaluation._stragglers import sample_masks
-from ._command import Command, StopOnInterrupt, int_list, merge_config
+from ._command import StopOnInterrupt
+from ._commands.demo import DEFAULTS, TOY
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, positive
 
-__all__ = ["COMMAND", "DEFAULTS", "TOY", "format_demo_table", "run_demo", "save_demo", "smooth_map"]
+__all__ = ["DEFAULTS", "TOY", "format_demo_table", "run_demo", "save_demo", "smooth_map"]
 
-DEFAULTS = dict(
-    num_inputs=20, num_workers=100, stragglers=(0, 5, 10, 20, 30, 40), num_masks=1000, dim=4
-)
-"""Full-size keyword arguments of :func:`run_demo`."""
-TOY = dict(num_inputs=4, num_workers=16, stragglers=(0, 3), num_masks=20, dim=2)
-"""Toy sizes (``--toy``)."""
 
 METRICS = {
     "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² for one straggler set (f^ the GCC estimate)",
@@ -175,45 +169,3 @@ def save_demo(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     return save_result(
         result, out, summary=format_demo_table(result), figures={"demo": plot_demo(result)}
     )
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--num-inputs", "-K", type=int, help="K (default 20)")
-    p.add_argument("--num-workers", "-N", type=int, help="N (default 100)")
-    p.add_argument(
-        "--stragglers", "-S", type=int_list, help="comma-separated S values (default 0,5,...,40)"
-    )
-    p.add_argument("--masks", "-M", type=int, help="straggler sets per S (default 1000)")
-    p.add_argument("--dim", type=int, help="input dimension d (default 4)")
-    p.add_argument("--lam-enc", type=float, default=0.0, help="encoder smoothing (default 0)")
-    p.add_argument("--lam-dec", type=float, default=0.0, help="decoder smoothing (default 0)")
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = dict(
-        num_inputs=args.num_inputs,
-        num_workers=args.num_workers,
-        stragglers=args.stragglers,
-        num_masks=args.masks,
-        dim=args.dim,
-    )
-    return merge_config(DEFAULTS, TOY if toy else None, flags) | dict(
-        lam_enc=args.lam_enc, lam_dec=args.lam_dec
-    )
-
-
-COMMAND = Command(
-    name="demo",
-    help="synthetic GCC demo: loss versus S on a smooth vector-valued function",
-    description="GCC on a smooth vector-valued function R^d -> R^(d+2): mean, median and "
-    "largest loss versus the number of stragglers S over random straggler sets (loss = "
-    "(1/K) sum_k ||f^(x_k) - f(x_k)||^2). Writes demo.json, demo.txt and demo.png. "
-    "Run time on the 2-core development machine, shared (load 5): defaults 8 s of CPU time "
-    "(13 s wall, 0.4 GB); --toy about 6 s of CPU time.",
-    add_arguments=_add_arguments,
-    config=_config,
-    run=run_demo,
-    report=format_demo_table,
-    save=save_demo,
-    float32_flag=True,
-)

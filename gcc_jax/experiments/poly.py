@@ -13,7 +13,6 @@ The polynomial is ``f(x) = Σ_j c_j x^j`` with ``c_j ~ N(0, 1)`` drawn once from
 the inputs are ``x_k ~ U(−1, 1)``. GCC uses ``λ_enc = λ_dec = 0`` unless overridden.
 """
 
-import argparse
 import math
 import sys
 import time
@@ -27,13 +26,13 @@ import numpy as np
 from ..codes import BerrutCode, LagrangeCode, SplineCode
 from ..evaluation._pipeline import monte_carlo_loss
 from ..evaluation._stragglers import sample_masks
-from ._command import Command, StopOnInterrupt, merge_config
+from ._command import StopOnInterrupt
+from ._commands.poly import CODES, DEFAULTS, SETTINGS, TOY
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, log_errorbar
 from .rates import pick_solver
 
 __all__ = [
-    "COMMAND",
     "DEFAULTS",
     "TOY",
     "polynomial",
@@ -43,12 +42,6 @@ __all__ = [
     "save_poly",
 ]
 
-#: the paper's settings as (deg f, K, N); N is not given in the paper (see the module docstring)
-SETTINGS = ((3, 5, 20), (15, 10, 40))
-CODES = ("GCC", "BACC", "LCC")
-DEFAULTS = dict(settings=SETTINGS, stragglers=None, num_trials=20)
-"""Full-size keyword arguments of :func:`run_poly` (the command line's defaults)."""
-TOY = dict(settings=((3, 5, 20),), stragglers=(0, 7, 9), num_trials=3)
 """Toy sizes (``--toy``)."""
 METRICS = {
     "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² for one straggler set",
@@ -261,34 +254,3 @@ def save_poly(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     )
     paths["plot"] = paths.pop("poly")
     return paths
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trials", type=int, help="straggler sets per S (20)")
-    p.add_argument("--n-low", type=int, help="N for deg 3, K=5 (default 20)")
-    p.add_argument("--n-high", type=int, help="N for deg 15, K=10 (default 40)")
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = merge_config(DEFAULTS, TOY if toy else None, dict(num_trials=args.trials))
-    if args.n_low is not None or args.n_high is not None:
-        n_low = 20 if args.n_low is None else args.n_low
-        n_high = 40 if args.n_high is None else args.n_high
-        config["settings"] = ((3, 5, n_low), (15, 10, n_high))
-    return config
-
-
-COMMAND = Command(
-    name="poly",
-    help="GCC vs BACC vs LCC on polynomial f (loss versus S)",
-    description="LeTCC App. D: polynomial worker functions (deg 3 with K=5, deg 15 with "
-    "K=10), loss versus the number of stragglers S for GCC, BACC and LCC over random "
-    "straggler sets. Writes poly.json, poly.txt and poly.png. Run time on 2 CPU cores: "
-    "defaults 18 s of CPU time (29 s wall at load 5 on the shared development machine, "
-    "0.5 GB); --toy about 8 s of CPU time.",
-    add_arguments=_add_arguments,
-    config=_config,
-    run=run_poly,
-    report=format_poly_table,
-    save=save_poly,
-)

@@ -43,7 +43,6 @@ Functions: the papers' ``x·sin(x)`` (scalar inputs ``x_k ~ U(−3, 3)``) and a 
 ℝ² → ℝ³ (:func:`vector_map`, inputs ``x_k ~ U(−1, 1)²``).
 """
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -63,12 +62,12 @@ from ..evaluation._evaluator import MaskEvaluator
 from ..evaluation._pipeline import outputs_and_targets
 from ..evaluation._stragglers import sample_masks
 from ..evaluation._worst_case import search_worst_case
-from ._command import Command, StopOnInterrupt, float_list, int_list, merge_config, str_list
+from ._command import StopOnInterrupt
+from ._commands.rates import DEFAULTS, TOY
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import legend_outside
 
 __all__ = [
-    "COMMAND",
     "DEFAULTS",
     "TOY",
     "FUNCTIONS",
@@ -126,35 +125,6 @@ def theory_slope(code: str, regime: str, sigma: float) -> float | None:
         return NOISY_THEORY_SLOPE if _family(code) == "GCC" else None
     return THEORY[(_family(code), regime)][0]
 
-
-DEFAULTS = dict(
-    workers=(20, 40, 80, 160, 320, 640),
-    num_inputs=10,
-    stragglers=3,
-    num_masks=200,
-    draws=5,
-    cv_draws=5,
-    cv_masks=64,
-    noise=(0.0, 1e-3),
-    functions=("xsinx", "vector_map"),
-    search=dict(restarts=8, proposals=128, max_iters=25),
-)
-"""Full-size keyword arguments of :func:`run_rates` (the command line's defaults)."""
-TOY = dict(
-    workers=(12, 24),
-    num_inputs=4,
-    stragglers=2,
-    num_masks=8,
-    draws=2,
-    cv_draws=1,
-    cv_masks=4,
-    noise=(0.0, 1e-2),
-    functions=("xsinx",),
-    lam_dec_grid=(0.0, 1e-6, 1e-2),
-    bootstrap=100,
-    search=dict(restarts=2, proposals=8, max_iters=3),
-)
-"""Toy sizes (``--toy``)."""
 
 METRICS = {
     "loss": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖² for one input draw and straggler pattern (f noiseless)",
@@ -776,70 +746,3 @@ def save_rates(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     )
     paths["plot"] = paths.pop("rates")
     return paths
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workers", "-N", type=int_list, help="comma-separated N values (default 20,40,...,640)"
-    )
-    p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
-    p.add_argument("--stragglers", "-S", type=int, help="worst-case S (default 3)")
-    p.add_argument("--p", type=float, default=0.1, help="iid straggling probability (0.1)")
-    p.add_argument("--masks", "-M", type=int, help="iid patterns per draw and N (200)")
-    p.add_argument(
-        "--functions",
-        type=str_list,
-        help="comma-separated worker functions (default xsinx,vector_map; --toy: xsinx)",
-    )
-    p.add_argument("--draws", type=int, help="evaluation input draws (5)")
-    p.add_argument("--cv-draws", type=int, help="held-out input draws for GCC-cv's λ (5)")
-    p.add_argument("--cv-masks", type=int, help="patterns per held-out draw in the CV (64)")
-    p.add_argument("--noise", type=float_list, help="worker-noise levels σ (default 0,0.001)")
-    p.add_argument("--lam-dec-grid", type=float_list, help="GCC-cv λ_dec candidates")
-    p.add_argument("--bootstrap", type=int, help="bootstrap replicates (1000)")
-    p.add_argument(
-        "--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"), default="auto"
-    )
-    p.add_argument("--restarts", type=int, help="worst-case search chains (8)")
-    p.add_argument("--proposals", type=int, help="neighbours per step (128)")
-    p.add_argument("--max-iters", type=int, help="local-search steps (25)")
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = dict(
-        workers=args.workers,
-        num_inputs=args.num_inputs,
-        stragglers=args.stragglers,
-        num_masks=args.masks,
-        draws=args.draws,
-        cv_draws=args.cv_draws,
-        cv_masks=args.cv_masks,
-        noise=args.noise,
-        lam_dec_grid=args.lam_dec_grid,
-        bootstrap=args.bootstrap,
-        functions=args.functions,
-    )
-    config = merge_config(DEFAULTS, TOY if toy else None, flags)
-    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
-    config["search"] = merge_config(config["search"], None, search)
-    return config | dict(p=args.p, solver=args.solver)
-
-
-COMMAND = Command(
-    name="rates",
-    help="convergence rates of GCC vs BACC in N (worst case, iid, noisy workers)",
-    description="Loss of GCC (λ_dec = 0 and λ_dec by cross-validation per N) and BACC versus "
-    "the number of workers N (log-spaced), for x·sin(x) and a smooth map R²→R³, over several "
-    "input draws: worst case at fixed S (local search), iid stragglers with probability p, and "
-    "noisy workers (f + N(0, σ²)). Prints medians and means with bootstrap CIs, fitted log-log "
-    "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png. "
-    "Run time on the 2-core development machine: defaults 4.5-6 min of CPU time (6 min 6 s "
-    "wall with a core to itself, 6 min 34 s at load 5-12; 1.6-1.7 GB peak); --toy 17 s wall "
-    "on the idle machine.",
-    add_arguments=_add_arguments,
-    config=_config,
-    run=run_rates,
-    report=format_rates_table,
-    save=save_rates,
-    float32_flag=True,
-)

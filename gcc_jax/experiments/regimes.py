@@ -103,7 +103,6 @@ batches, the worst case on 2 batches with a 4 × 64 × 10 search), which was not
 there (the synthetic half did 19 of 50 cells in 42 minutes at load ≈ 20).
 """
 
-import argparse
 import dataclasses
 import math
 import os
@@ -111,22 +110,19 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.checks import as_int, check_inputs, check_outputs
-from .._core.status import Status
-from .._core.types import Array, ArrayLike, Bool, Float
+from .._core.checks import as_int
+from .._core.types import Array, Bool
 from ..codes import (
     AbstractCode,
     BerrutCode,
-    Decoded,
-    Encoded,
+    GroupedParityCode,
     LagrangeCode,
-    ParityModelCode,
     ReplicationCode,
     SplineCode,
     UncodedCode,
@@ -138,14 +134,14 @@ from ..evaluation._stragglers import sample_masks
 from ..evaluation._worst_case import worst_case_mask
 from ..nn.training import train_parity_model
 from ..tuning import StragglerModel, grid_search
-from ._command import Command, StopOnInterrupt, float_list, merge_config, str_list
+from ._command import StopOnInterrupt
+from ._commands.regimes import CODES, DEFAULT_SEARCH, DEFAULTS, FULL, MODES, TOY, WORKLOADS
 from ._images import split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result
 from .rates import vector_map, xsinx
 
 __all__ = [
     "CODES",
-    "COMMAND",
     "DEFAULTS",
     "FULL",
     "GroupedParityCode",
@@ -164,59 +160,6 @@ __all__ = [
     "summarise",
     "toy_config",
 ]
-
-CODES = ("GCC", "BACC", "LCC", "uncoded", "replication", "ParM")
-"""The codes of the map."""
-MODES = ("random", "worst")
-"""Straggler models: uniformly random ``S``-subsets and the worst pattern found."""
-WORKLOADS = ("xsinx", "vector_map", "lenet_logits", "lenet_softmax")
-"""Worker functions of the map."""
-DEFAULT_SEARCH = dict(restarts=2, proposals=32, max_iters=5)
-"""Local-search budget of the worst case (:func:`gcc_jax.worst_case_mask`), by default."""
-
-DEFAULTS = dict(
-    num_inputs=20,
-    ratios=(1.1, 1.25, 1.5, 2.0, 3.0),
-    fractions=(0.0, 0.1, 0.2, 0.3),
-    workloads=WORKLOADS,
-    num_trials=10,
-    num_batches=3,
-    num_cv_batches=3,
-    worst_case_batches=1,
-    epochs=10,
-    parm_epochs=10,
-    dataset="fashion_mnist",
-)
-"""Keyword arguments of :func:`run_regimes` (the command line's defaults): the reduced map
-measured in ``docs/results.md`` (1143 s in all, the sum of its three runs' ``timing_s``)."""
-
-FULL = dict(
-    fractions=(0.0, 0.05, 0.1, 0.2, 0.3),
-    num_trials=20,
-    num_batches=5,
-    num_cv_batches=5,
-    worst_case_batches=2,
-    search=dict(restarts=4, proposals=64, max_iters=10),
-)
-"""A larger map (over :data:`DEFAULTS`; flags ``--fractions 0,0.05,0.1,0.2,0.3 --trials 20
---batches 5 --cv-batches 5 --worst-batches 2 --restarts 4 --proposals 64 --max-iters 10``);
-not run to the end on the 2-core development machine (hours)."""
-TOY = dict(
-    num_inputs=4,
-    ratios=(1.5, 2.0),
-    fractions=(0.0, 0.25),
-    workloads=("xsinx",),
-    num_trials=4,
-    num_batches=2,
-    num_cv_batches=2,
-    worst_case_batches=1,
-    lam_enc_grid=(0.0, 1e-4),
-    lam_dec_grid=(0.0, 1e-6, 1e-2),
-    search=dict(restarts=1, proposals=8, max_iters=2),
-    epochs=1,
-    parm_epochs=2,
-    dataset="digits",
-)
 
 
 METRICS = {
@@ -345,105 +288,6 @@ def parm_group_size(num_inputs: int, num_workers: int) -> int | None:
         return None
     k = k_in // extra
     return k if k >= 2 else None
-
-
-def _or_reduce(status: Array) -> Array:
-    return jax.lax.reduce(status, jnp.int32(0), jax.lax.bitwise_or, (0,))
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class GroupedParityCode(AbstractCode):
-    """``g`` independent ParM groups as one code: ``K = g·k`` inputs on ``N = g·(k + 1)`` workers.
-
-    Inputs ``x_{jk} … x_{jk+k−1}`` form group ``j``; its workers are ``j(k+1) … j(k+1)+k``, the
-    last one running the parity model. Each group decodes by subtraction
-    (:class:`gcc_jax.ParityModelCode`). A group with more than one missing worker returns its
-    live base outputs exactly and ``fill_value`` for each missing one — the same accounting as
-    uncoded computation — instead of failing the whole pattern; :meth:`available` says which.
-
-    Attributes:
-        parity: the group's :class:`gcc_jax.ParityModelCode` (``k`` inputs, ``k + 1`` workers).
-        groups: ``g ≥ 1`` (static).
-        fill_value: the estimate of a missing result (static, default 0).
-
-    Example:
-        >>> import jax.numpy as jnp, gcc_jax as gcc
-        >>> from gcc_jax.experiments.regimes import GroupedParityCode
-        >>> lin = lambda p, x: p * x                          # F_P = F: exact parity
-        >>> code = GroupedParityCode(gcc.ParityModelCode(2.0, lin, num_inputs=2), groups=2)
-        >>> x = jnp.arange(1.0, 5.0)[:, None]                 # K = 4 inputs on N = 6 workers
-        >>> y = code.worker_outputs(lambda v: 2.0 * v, x)
-        >>> mask = jnp.array([False, True, True, False, False, True])
-        >>> code.decode(y, mask).ravel().tolist()             # group 1 lost 2 of its 3 workers
-        [2.0, 4.0, 0.0, 0.0]
-    """
-
-    is_exact: ClassVar[bool] = True  # parity decoding is final when available (AbstractCode)
-
-    parity: ParityModelCode
-    groups: int = dataclasses.field(metadata=dict(static=True))
-    fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
-
-    def __post_init__(self):
-        if not isinstance(self.parity, ParityModelCode):
-            raise TypeError(f"`parity` must be a ParityModelCode; got {type(self.parity).__name__}")
-        object.__setattr__(self, "groups", as_int(self.groups, "groups", 1))
-        if not np.isfinite(self.fill_value):
-            raise ValueError(f"`fill_value` must be finite; got {self.fill_value}")
-        object.__setattr__(self, "fill_value", float(self.fill_value))
-
-    @property
-    def num_inputs(self) -> int:
-        return self.groups * self.parity.num_inputs
-
-    @property
-    def num_workers(self) -> int:
-        return self.groups * self.parity.num_workers
-
-    def _split(self, a: Array) -> Array:
-        return a.reshape(self.groups, -1, *a.shape[1:])
-
-    def encode_with_status(self, x: Float[ArrayLike, "k *d"]) -> Encoded:
-        """Each group's ``k`` inputs and its parity query, groups one after the other."""
-        x = check_inputs(x, self.num_inputs)
-        out = jax.vmap(self.parity.encode_with_status)(self._split(x))
-        value = out.value.reshape(self.num_workers, *out.value.shape[2:])
-        return Encoded(value, _or_reduce(out.status))
-
-    def worker_outputs(self, f: Callable[[Array], Array], x: Float[ArrayLike, "k *d"]) -> Array:
-        """``f`` on every input and each group's parity model on its parity query."""
-        x = check_inputs(x, self.num_inputs)
-        y = jax.vmap(lambda xg: self.parity.worker_outputs(f, xg))(self._split(x))
-        return y.reshape(self.num_workers, *y.shape[2:])
-
-    def _group_mask(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, "g k1"]:
-        _, mask = check_outputs(jnp.zeros((self.num_workers,)), mask, self.num_workers)
-        return mask.reshape(self.groups, self.parity.num_workers)
-
-    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """Every result of a group with at most one missing worker; else its live base ones."""
-        m = self._group_mask(mask)
-        k = self.parity.num_inputs
-        whole = jnp.sum(~m, axis=1, keepdims=True) <= 1
-        return (whole | m[:, :k]).reshape(self.num_inputs)
-
-    def decode_with_status(
-        self, y: Float[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
-    ) -> Decoded:
-        """Subtraction decoding per group; the fallback above for groups with ≥ 2 missing."""
-        y, mask = check_outputs(y, mask, self.num_workers)
-        k = self.parity.num_inputs
-        yg = self._split(y)
-        mg = mask.reshape(self.groups, k + 1)
-        dec = jax.vmap(self.parity.decode_with_status)(yg, mg)
-        erasures = dec.status == int(Status.TOO_MANY_ERASURES)
-        live = mg[:, :k].reshape(self.groups, k, *([1] * (y.ndim - 1)))
-        fallback = jnp.where(live, yg[:, :k], jnp.asarray(self.fill_value, yg.dtype))
-        value = jnp.where(erasures.reshape(-1, *([1] * y.ndim)), fallback, dec.value)
-        status = _or_reduce(jnp.where(erasures, 0, dec.status))
-        value = jnp.where(status == 0, value, jnp.nan)
-        return Decoded(value.reshape(self.num_inputs, *y.shape[1:]).astype(yg.dtype), status)
 
 
 # -- per-pattern metrics (through the one evaluator) -------------------------------------------
@@ -1390,73 +1234,3 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
 def save_regimes(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``regimes.json``, ``regimes.txt`` and one ``regimes_<workload>.png`` per workload."""
     return save_result(result, out, summary=format_regimes(result), figures=plot_regimes(result))
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--num-inputs", "-K", type=int, help="K inputs per coded computation (20)")
-    p.add_argument("--ratios", type=float_list, help="redundancies N/K (1.1,1.25,1.5,2,3)")
-    p.add_argument("--fractions", type=float_list, help="straggler fractions (0,.1,.2,.3)")
-    p.add_argument("--workloads", type=str_list, help=f"subset of {','.join(WORKLOADS)}")
-    p.add_argument("--codes", type=str_list, help=f"subset of {','.join(CODES)}")
-    p.add_argument("--modes", type=str_list, help="random,worst (both)")
-    p.add_argument("--trials", type=int, help="random patterns per batch and cell (10)")
-    p.add_argument("--batches", type=int, help="evaluation batches (3)")
-    p.add_argument("--cv-batches", type=int, help="held-out batches for GCC's λ (3)")
-    p.add_argument("--worst-batches", type=int, help="batches searched for the worst case (1)")
-    p.add_argument("--restarts", type=int, help="worst-case search chains (2)")
-    p.add_argument("--proposals", type=int, help="neighbours per search step (32)")
-    p.add_argument("--max-iters", type=int, help="local-search steps (5)")
-    p.add_argument("--dataset", help="the classifier's data set (fashion_mnist)")
-    p.add_argument("--data-path", help="directory of the data files")
-    p.add_argument("--epochs", type=int, help="LeNet-5 training epochs (10)")
-    p.add_argument("--parm-epochs", type=int, help="parity-model training epochs (10)")
-    p.add_argument("--no-cache", action="store_true", help="always train; write no checkpoint")
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = dict(
-        num_inputs=args.num_inputs,
-        ratios=args.ratios,
-        fractions=args.fractions,
-        workloads=args.workloads,
-        codes=args.codes,
-        modes=args.modes,
-        num_trials=args.trials,
-        num_batches=args.batches,
-        num_cv_batches=args.cv_batches,
-        worst_case_batches=args.worst_batches,
-        dataset=args.dataset,
-        data_path=args.data_path,
-        epochs=args.epochs,
-        parm_epochs=args.parm_epochs,
-    )
-    config = merge_config(DEFAULTS, TOY if toy else None, flags)
-    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
-    config["search"] = merge_config(config.get("search", DEFAULT_SEARCH), None, search)
-    return config | dict(use_cache=not args.no_cache)
-
-
-COMMAND = Command(
-    name="regimes",
-    help="when does coding pay? the winner among GCC, BACC, LCC, uncoded, replication, ParM",
-    description="The regime map: for x·sin(x), a smooth map R²→R³ and a LeNet-5's logits and "
-    "softmax (Fashion-MNIST, or digits when absent), over redundancy N/K and straggler fraction "
-    "(random and worst case), the winner and its margin over the runner-up in RMSE and "
-    "accuracy among GCC (λ by CV on held-out batches), BACC, LCC (where it applies), uncoded, "
-    "replication at the same N and ParM with N = K + K/k. Prints winner tables and a "
-    "plain-language summary; writes regimes.json, regimes.txt and one heat map per workload. "
-    "Run time on the shared 2-core machine: the defaults (20 cells x 4 workloads, 3 batches x "
-    "10 patterns per cell, λ by CV on 3 batches, worst case on 1 batch) took 1143 s = 19 min "
-    "in all, the sum of the timing_s totals of the three runs they are made of (x·sin(x) "
-    "255 s, vector map 177 s, LeNet-5 logits+softmax 711 s with the LeNet-5 loaded from the "
-    "cache and 438 s of parity-model training; a first run also trains the LeNet-5, about "
-    "200-290 s); one default run with every model cached: 502 s of CPU time, 9 min 37 s "
-    "wall, 2.9 GB peak; --toy (4 cells of x·sin(x)) 21 s wall on the idle machine. "
-    "gcc_jax.experiments."
-    "regimes.FULL lists the flags of a larger map (hours).",
-    add_arguments=_add_arguments,
-    config=_config,
-    run=run_regimes,
-    report=format_regimes,
-    save=save_regimes,
-)

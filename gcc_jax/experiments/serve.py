@@ -59,6 +59,7 @@ from ..distributed import (
 )
 from ..evaluation._evaluator import MaskEvaluator
 from ._command import StopOnInterrupt
+from ._commands.serve import SCHEMES
 from ._io import ExperimentResult, new_figure, save_result
 
 __all__ = [
@@ -72,8 +73,6 @@ __all__ = [
     "summarize_answers",
 ]
 
-SCHEMES = ("uncoded", "equal", "replication", "parm", "gcc", "bacc")
-"""Schemes `run_serve_bench` knows, in table order."""
 
 METRICS = {
     "latency_ms": "per query, submission to answer (queueing, batching, the round, decoding), ms",
@@ -710,78 +709,3 @@ def save_serve(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     )
     paths["plot"] = paths.pop("serve_bench")
     return paths
-
-
-TOY = dict(
-    num_queries=40,
-    rate=100.0,
-    groups=1,
-    epochs=1,
-    parm_epochs=1,
-    max_seconds=60.0,
-    sweep_inputs=2,
-    sweep_workers=6,
-    sweep_stragglers=1,
-    sweep_queries=40,
-    sweep_deadlines_ms=(5.0, 10.0, 50.0),
-)
-"""Toy sizes of ``gcc-jax serve-bench --toy`` (tests)."""
-
-_FLAGS = (
-    # (flag, keyword, type, help)
-    ("--model", "model", str, "classifier: mlp (default), lenet5, cnn, vit"),
-    ("--dataset", "dataset", str, "digits (default), fashion_mnist, ..."),
-    ("--data-path", "data_path", str, "directory of the data files"),
-    ("--epochs", "epochs", int, "classifier training epochs (10; cached)"),
-    ("--parm-epochs", "parm_epochs", int, "ParM parity-model epochs (20; cached)"),
-    ("--queries", "num_queries", int, "queries per scheme (10000; ParM used 100000)"),
-    ("--rate", "rate", float, "Poisson arrival rate, queries/s (120)"),
-    ("--num-inputs", "num_inputs", int, "k queries per coding group (2, as ParM)"),
-    ("--groups", "groups", int, "G coding groups of workers (2)"),
-    ("--shift-ms", "shift_ms", float, "service time shift, ms (4)"),
-    ("--scale-ms", "scale_ms", float, "service time exponential scale, ms (2)"),
-    ("--tail", "tail", str, "exponential (default) or pareto service-time tail"),
-    ("--straggle-prob", "straggle_prob", float, "P(a task hits a background slowdown) (0.05)"),
-    ("--slowdown", "slowdown", float, "background slowdown factor (10)"),
-    ("--fail-prob", "fail_prob", float, "P(a task never answers) (0)"),
-    ("--lam-dec", "lam_dec", float, "GCC decoder smoothing (1e-6)"),
-    ("--release", "release", str, "query (default: each query as soon as ready) or batch"),
-    ("--deadline-ms", "deadline_ms", float, "GCC/BACC: N-S results or this deadline (25)"),
-    ("--max-wait-ms", "max_wait_ms", float, "longest wait for a group's k queries (5 ms)"),
-    ("--timeout", "timeout_s", float, "a round's hard limit, s (2)"),
-    ("--max-in-flight", "max_in_flight", int, "rounds in flight per scheme (8)"),
-    ("--max-queue", "max_queue", int, "queued queries before Overloaded (4096)"),
-    ("--max-seconds", "max_seconds", float, "stream time budget, split between schemes (3600)"),
-    ("--sweep-inputs", "sweep_inputs", int, "deadline sweep: K (4)"),
-    ("--sweep-workers", "sweep_workers", int, "deadline sweep: N (12)"),
-    ("--sweep-stragglers", "sweep_stragglers", int, "deadline sweep: S (2)"),
-    ("--sweep-queries", "sweep_queries", int, "deadline sweep: queries (2000; 0 = skip)"),
-    ("--num-cpus", "num_cpus", int, "CPUs of the local Ray cluster (2)"),
-)
-
-
-def add_serve_bench_arguments(parser) -> None:
-    """The flags of ``gcc-jax serve-bench`` (defaults ``None``: :func:`run_serve_bench`'s)."""
-    for flag, dest, kind, text in _FLAGS:
-        parser.add_argument(flag, dest=dest, type=kind, default=None, help=text)
-    parser.add_argument(
-        "--schemes",
-        default=None,
-        type=lambda s: tuple(v.strip() for v in s.split(",") if v.strip()),
-        help=f"comma-separated, from {','.join(SCHEMES)} (default all)",
-    )
-    parser.add_argument(
-        "--sweep-deadlines-ms",
-        dest="sweep_deadlines_ms",
-        default=None,
-        type=lambda s: tuple(float(v) for v in s.split(",") if v.strip()),
-        help="deadline sweep: deadlines in ms (4,5,6,8,10,15,25,50)",
-    )
-
-
-def serve_bench_config(args, toy: bool) -> dict:
-    """``run_serve_bench`` keywords from parsed flags: defaults, then toy sizes, then flags."""
-    keys = [dest for _, dest, _, _ in _FLAGS] + ["schemes", "sweep_deadlines_ms"]
-    config = dict(TOY) if toy else {}
-    config.update({k: getattr(args, k) for k in keys if getattr(args, k, None) is not None})
-    return config

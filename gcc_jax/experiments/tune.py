@@ -32,7 +32,6 @@ of training images for tuning, of test images for evaluation; the code acts on t
 images). Everything runs in float64.
 """
 
-import argparse
 import dataclasses
 import functools
 import os
@@ -58,13 +57,13 @@ from ..tuning import (
     grid_search,
     tune,
 )
-from ._command import Command, StopOnInterrupt, str_list
+from ._command import StopOnInterrupt
+from ._commands.tune import REGIMES, WORKLOADS
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import legend_outside, log_errorbar, log_ticks
 from .rates import vector_map, xsinx
 
 __all__ = [
-    "COMMAND",
     "METHODS",
     "WORKLOADS",
     "Workload",
@@ -76,10 +75,6 @@ __all__ = [
 ]
 
 METHODS = ("default", "grid-CV", "GCV", "CV", "tuned λ", "tuned λ+nodes")
-REGIMES = ("worst", "iid")
-WORKLOADS = ("xsinx", "vector_map", "lenet5")
-TOY_WORKLOADS = ("xsinx",)
-"""The workloads of ``gcc-jax tune --toy`` (each workload compiles every method anew)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -576,38 +571,3 @@ def save_tune(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     )
     paths["plot"] = paths.pop("tune")
     return paths
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workloads",
-        type=str_list,
-        help="comma-separated workloads (default xsinx,vector_map,lenet5; --toy: xsinx)",
-    )
-    p.add_argument("--regimes", type=str_list, default=REGIMES, help="worst,iid (default both)")
-    p.add_argument("--steps", type=int, default=None, help="maximum tuning steps (500)")
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    workloads = args.workloads or (TOY_WORKLOADS if toy else WORKLOADS)  # explicit flags win
-    return dict(workloads=workloads, regimes=args.regimes, toy=toy, steps=args.steps)
-
-
-COMMAND = Command(
-    name="tune",
-    help="choose GCC's λs and nodes: defaults vs grid CV vs GCV vs gradient tuning",
-    description="For x·sin(x), a smooth map R²→R³ and LeNet-5 on the digits, and for "
-    "worst-case and iid stragglers: held-out loss of GCC with default λs, grid-CV λs, "
-    "per-pattern GCV and CV choices of λ_dec, Adam-tuned λs and Adam-tuned λs and nodes "
-    "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
-    "patterns. Writes tune.json, tune.txt and tune.png into --out. Run time on 2 CPU cores: "
-    "the defaults took 26-29 min of CPU time (29 min 7 s wall with a core to itself, "
-    "28 min 44 s at load 3-7; 1.24-1.32 GB peak); --toy (x·sin(x) only; "
-    "--workloads adds others, each compiling every method anew) 41 s wall on the idle "
-    "machine (43 s of CPU time) and 0.7 GB.",
-    add_arguments=_add_arguments,
-    config=_config,
-    run=run_tune,
-    report=format_tune_table,
-    save=save_tune,
-)

@@ -114,8 +114,14 @@ def load_digits(*, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
         >>> ds.x_train.shape, ds.x_test.shape
         ((1437, 8, 8, 1), (360, 8, 8, 1))
     """
-    import sklearn.datasets
-    from sklearn.model_selection import train_test_split
+    try:
+        import sklearn.datasets
+        from sklearn.model_selection import train_test_split
+    except ImportError as err:
+        raise ImportError(
+            "the digits data set needs scikit-learn, which comes with the `experiments` extra: "
+            "pip install 'gcc_jax[experiments]'"
+        ) from err
 
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"`test_fraction` must be in (0, 1); got {test_fraction}")

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
-from tqdm.auto import tqdm
+from ..._core.progress import tqdm
 
 from ..data import Dataset, load_dataset
 from ..models import ModelApply, make_model, predict_proba, worker_function

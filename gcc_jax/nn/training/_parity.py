@@ -336,7 +336,7 @@ def trained_code(
         config=config,
     )
     if progress:
-        from tqdm.auto import tqdm
+        from ..._core.progress import tqdm
 
         how = "loaded" if trained.from_cache else "trained"
         val = trained.val_metrics[-1] if trained.val_metrics else math.nan

@@ -1,0 +1,122 @@
+"""``gcc-jax rates``: flags, sizes and rules of :mod:`gcc_jax.experiments.rates`."""
+
+import argparse
+
+from .._checks import SEARCH, choice, count, lam, nested, real, sizes
+from .._command import Command, Lazy, float_list, int_list, merge_config, str_list
+
+__all__ = ["COMMAND", "DEFAULTS", "FUNCTION_NAMES", "TOY"]
+
+FUNCTION_NAMES = ("xsinx", "vector_map")
+"""Worker functions of the experiment (:data:`gcc_jax.experiments.rates.FUNCTIONS`)."""
+
+DEFAULTS = dict(
+    workers=(20, 40, 80, 160, 320, 640),
+    num_inputs=10,
+    stragglers=3,
+    num_masks=200,
+    draws=5,
+    cv_draws=5,
+    cv_masks=64,
+    noise=(0.0, 1e-3),
+    functions=("xsinx", "vector_map"),
+    search=dict(restarts=8, proposals=128, max_iters=25),
+)
+"""Full-size keyword arguments of :func:`~gcc_jax.experiments.rates.run_rates`."""
+TOY = dict(
+    workers=(12, 24),
+    num_inputs=4,
+    stragglers=2,
+    num_masks=8,
+    draws=2,
+    cv_draws=1,
+    cv_masks=4,
+    noise=(0.0, 1e-2),
+    functions=("xsinx",),
+    lam_dec_grid=(0.0, 1e-6, 1e-2),
+    bootstrap=100,
+    search=dict(restarts=2, proposals=8, max_iters=3),
+)
+"""Toy sizes (``--toy``)."""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workers", "-N", type=int_list, help="comma-separated N values (default 20,40,...,640)"
+    )
+    p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
+    p.add_argument("--stragglers", "-S", type=int, help="worst-case S (default 3)")
+    p.add_argument("--p", type=float, default=0.1, help="iid straggling probability (0.1)")
+    p.add_argument("--masks", "-M", type=int, help="iid patterns per draw and N (200)")
+    p.add_argument(
+        "--functions",
+        type=str_list,
+        help="comma-separated worker functions (default xsinx,vector_map; --toy: xsinx)",
+    )
+    p.add_argument("--draws", type=int, help="evaluation input draws (5)")
+    p.add_argument("--cv-draws", type=int, help="held-out input draws for GCC-cv's λ (5)")
+    p.add_argument("--cv-masks", type=int, help="patterns per held-out draw in the CV (64)")
+    p.add_argument("--noise", type=float_list, help="worker-noise levels σ (default 0,0.001)")
+    p.add_argument("--lam-dec-grid", type=float_list, help="GCC-cv λ_dec candidates")
+    p.add_argument("--bootstrap", type=int, help="bootstrap replicates (1000)")
+    p.add_argument(
+        "--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"), default="auto"
+    )
+    p.add_argument("--restarts", type=int, help="worst-case search chains (8)")
+    p.add_argument("--proposals", type=int, help="neighbours per step (128)")
+    p.add_argument("--max-iters", type=int, help="local-search steps (25)")
+
+
+def _config(args: argparse.Namespace, toy: bool) -> dict:
+    flags = dict(
+        workers=args.workers,
+        num_inputs=args.num_inputs,
+        stragglers=args.stragglers,
+        num_masks=args.masks,
+        draws=args.draws,
+        cv_draws=args.cv_draws,
+        cv_masks=args.cv_masks,
+        noise=args.noise,
+        lam_dec_grid=args.lam_dec_grid,
+        bootstrap=args.bootstrap,
+        functions=args.functions,
+    )
+    config = merge_config(DEFAULTS, TOY if toy else None, flags)
+    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
+    config["search"] = merge_config(config["search"], None, search)
+    return config | dict(p=args.p, solver=args.solver)
+
+
+COMMAND = Command(
+    name="rates",
+    help="convergence rates of GCC vs BACC in N (worst case, iid, noisy workers)",
+    description="Loss of GCC (λ_dec = 0 and λ_dec by cross-validation per N) and BACC versus "
+    "the number of workers N (log-spaced), for x·sin(x) and a smooth map R²→R³, over several "
+    "input draws: worst case at fixed S (local search), iid stragglers with probability p, and "
+    "noisy workers (f + N(0, σ²)). Prints medians and means with bootstrap CIs, fitted log-log "
+    "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png.",
+    add_arguments=_add_arguments,
+    config=_config,
+    run=Lazy("gcc_jax.experiments.rates:run_rates"),
+    report=Lazy("gcc_jax.experiments.rates:format_rates_table"),
+    save=Lazy("gcc_jax.experiments.rates:save_rates"),
+    defaults=DEFAULTS | dict(p=0.1, bootstrap=1000, lam_dec_grid=None),
+    rules=(
+        sizes(
+            ("num_inputs", "--num-inputs/-K"),
+            ("workers", "--workers/-N"),
+            ("stragglers", "--stragglers/-S"),
+        ),
+        count("num_masks", "--masks/-M"),
+        real("p", "--p", 0.0, 1.0, lo_open=True, hi_open=True),
+        count("draws", "--draws", 2),
+        count("cv_draws", "--cv-draws"),
+        count("cv_masks", "--cv-masks"),
+        count("bootstrap", "--bootstrap", 10),
+        real("noise", "--noise", 0.0),
+        lam("lam_dec_grid", "--lam-dec-grid", optional=True),
+        choice("functions", "--functions", FUNCTION_NAMES),
+        nested("search", SEARCH),
+    ),
+    float32_flag=True,
+)
