@@ -107,6 +107,7 @@ from tqdm.auto import tqdm
 
 from .._core.checks import check_code, check_inputs
 from .._core.precision import Float32PrecisionWarning
+from .._core.scalars import as_int, as_real
 from .._core.status import describe_status
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode
@@ -279,15 +280,10 @@ def _canonical_codes(codes: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _check_positive(name: str, value, lo: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
-    return int(value)
-
-
 def _check_grid(name: str, grid) -> tuple[float, ...]:
-    vals = tuple(float(v) for v in grid)
-    if not vals or any(not np.isfinite(v) or v < 0 for v in vals):
+    """A non-empty grid of smoothing parameters, each finite and ``>= 0``."""
+    vals = tuple(as_real(v, name, 0.0) for v in grid)
+    if not vals:
         raise ValueError(f"`{name}` must be a non-empty list of finite λ >= 0; got {grid!r}")
     return vals
 
@@ -307,6 +303,389 @@ def _summarise(
         "accuracy": _stat(*mean_ci(cor / k)),
         "rel_acc_labels": _stat(*ratio_ci(cor, base_bt)),
         "rel_acc_base": _stat(*mean_ci(agr / k)),
+    }
+
+
+class _Sizes(NamedTuple):
+    """The checked sizes of a run: ``N``, ``K``, patterns per batch, batches, ``S`` values."""
+
+    n: int
+    k: int
+    trials: int
+    n_batches: int
+    n_cv: int
+    wc_batches: int
+    s_list: tuple[int, ...]
+    codes: tuple[str, ...]
+    lam_enc_grid: tuple[float, ...]
+    lam_dec_grid: tuple[float, ...]
+
+
+class _CrossValidation(NamedTuple):
+    """GCC's λ per ``S`` chosen on the held-out batches (and the gradient-tuned codes)."""
+
+    table: np.ndarray  # (len(S), len(λ_enc grid), len(λ_dec grid)) held-out losses
+    lams: dict  # (code name, S) -> (λ_enc, λ_dec)
+    tuned: dict  # S -> the gradient-tuned SplineCode
+    tuning: list  # one record per tuned S
+
+
+class _RandomPatterns(NamedTuple):
+    """Per-pattern metrics over random straggler sets: tables ``(codes, S, batches, trials)``."""
+
+    tab: dict  # "rmse", "mse", "correct", "agree" -> table
+    failed: np.ndarray  # (codes, S) patterns that could not be decoded
+    base_correct: np.ndarray  # (batches,) correct predictions of the uncoded model
+
+
+def _check_sizes(
+    num_workers, num_inputs, stragglers, num_trials, num_batches, num_cv_batches,
+    worst_case_batches, codes, lam_enc_grid, lam_dec_grid,
+) -> _Sizes:  # fmt: skip
+    n = as_int(num_workers, "num_workers", 2)
+    k = as_int(num_inputs, "num_inputs", 2)
+    sizes = _Sizes(
+        n=n,
+        k=k,
+        trials=as_int(num_trials, "num_trials", 1),
+        n_batches=as_int(num_batches, "num_batches", 1),
+        n_cv=as_int(num_cv_batches, "num_cv_batches", 0),
+        wc_batches=as_int(worst_case_batches, "worst_case_batches", 1),
+        s_list=tuple(int(s) for s in stragglers),
+        codes=_canonical_codes(codes),
+        lam_enc_grid=_check_grid("lam_enc_grid", lam_enc_grid),
+        lam_dec_grid=_check_grid("lam_dec_grid", lam_dec_grid),
+    )
+    if not sizes.s_list:
+        raise ValueError("`stragglers` is empty")
+    if n < k:
+        raise ValueError(f"`num_workers` (N={n}) must be >= `num_inputs` (K={k})")
+    if any(s < 0 or s > n - 2 for s in sizes.s_list):
+        raise ValueError(f"every S must be in [0, N-2] = [0, {n - 2}]; got {list(sizes.s_list)}")
+    if "GCC" in sizes.codes and sizes.n_cv < 1:
+        raise ValueError("GCC needs `num_cv_batches` >= 1 to choose its λ by cross-validation")
+    return sizes
+
+
+def _spline(sz: _Sizes, lam_enc: float, lam_dec: float) -> SplineCode:
+    return SplineCode.chebyshev(num_inputs=sz.k, num_workers=sz.n, lam_enc=lam_enc, lam_dec=lam_dec)
+
+
+def _make_code(sz: _Sizes, cv: _CrossValidation, name: str, s: int) -> AbstractCode:
+    """The code ``name`` at ``S = s`` (GCC with its cross-validated or tuned λ)."""
+    if name == "GCC-tuned":
+        return cv.tuned[s]
+    if name.startswith("GCC"):
+        return _spline(sz, *cv.lams[(name, s)])
+    if name == "BACC":
+        return BerrutCode.chebyshev(num_inputs=sz.k, num_workers=sz.n)
+    if name == "uncoded":
+        return UncodedCode(num_inputs=sz.k)
+    return ReplicationCode(num_inputs=sz.k, num_workers=sz.n)
+
+
+def _tuning_record(s: int, tr) -> dict:
+    return {
+        "S": s,
+        "lam_enc": float(tr.code.lam_enc),
+        "lam_dec": float(tr.code.lam_dec),
+        "best_step": tr.best_step,
+        "steps_run": int(len(tr.history.train_loss)),
+        "initial_val_loss": tr.initial_val_loss,
+        "best_val_loss": tr.best_val_loss,
+    }
+
+
+def _cross_validate(
+    sz: _Sizes, f: Callable, cv_batches: list, key: Array, tune_steps: int, progress: bool
+) -> _CrossValidation:
+    """GCC's ``(λ_enc, λ_dec)`` per ``S`` by grid search on the held-out batches
+    (:func:`gcc_jax.tuning.grid_search`), then ``GCC-tuned`` by gradient steps from there."""
+    gcc_family = [c for c in sz.codes if c.startswith("GCC")]
+    table = np.full((len(sz.s_list), len(sz.lam_enc_grid), len(sz.lam_dec_grid)), np.nan)
+    cv = _CrossValidation(table, {}, {}, [])
+    if not gcc_family:
+        return cv
+    xs_cv = jnp.stack([x for x, _ in cv_batches])  # (n_cv, K, ...): held-out jobs
+    bar = tqdm(
+        total=len(sz.s_list), desc="GCC λ cross-validation", disable=not progress, leave=False
+    )
+    with bar:
+        for i, s in enumerate(sz.s_list):
+            model_s = StragglerModel.exact(s)
+            gr = grid_search(
+                _spline(sz, 0.0, 0.0),
+                f,
+                xs_cv,
+                key=jax.random.fold_in(key, s),
+                straggler_model=model_s,
+                lam_enc_grid=sz.lam_enc_grid,
+                lam_dec_grid=sz.lam_dec_grid,
+                num_masks=sz.trials,
+                progress=False,
+            )
+            table[i] = gr.losses
+            cv.lams[("GCC", s)] = (gr.lam_enc, gr.lam_dec)
+            cv.lams[("GCC-interp", s)] = (0.0, 0.0)
+            if "GCC-tuned" in sz.codes:
+                tr = tune(
+                    gr.code,
+                    f,
+                    xs_cv,
+                    key=jax.random.fold_in(key, 10_000 + s),
+                    straggler_model=model_s,
+                    trainable=("lam_enc", "lam_dec"),
+                    steps=tune_steps,
+                    progress=False,
+                )
+                cv.tuned[s] = tr.code
+                cv.lams[("GCC-tuned", s)] = (float(tr.code.lam_enc), float(tr.code.lam_dec))
+                cv.tuning.append(_tuning_record(s, tr))
+            bar.update()
+    return cv
+
+
+def _warn_failed(name: str, s: int, st: np.ndarray) -> None:
+    if st.any():
+        warnings.warn(
+            f"{name}, S={s}: {np.count_nonzero(st)} patterns could not be "
+            f"decoded ({describe_status(int(np.bitwise_or.reduce(st)))})",
+            stacklevel=3,
+        )
+
+
+def _evaluate_random(
+    sz: _Sizes,
+    cv: _CrossValidation,
+    f: Callable,
+    ev_batches: list,
+    ev_outputs: list,
+    key: Array,
+    stop: StopOnInterrupt,
+    progress: bool,
+) -> _RandomPatterns:
+    """Every code on every evaluation batch over ``trials`` random sets of ``S`` stragglers.
+    Ctrl-C keeps the batches evaluated in full (``stop``); none finished re-raises."""
+    shape = (len(sz.codes), len(sz.s_list), sz.n_batches, sz.trials)
+    tab = {m: np.zeros(shape) for m in ("rmse", "mse", "correct", "agree")}
+    failed = np.zeros(shape[:2], int)
+    base_correct = np.zeros(sz.n_batches, int)
+    bar = tqdm(
+        total=sz.n_batches * len(sz.s_list), desc="evaluate codes", disable=not progress,
+        leave=False,
+    )  # fmt: skip
+    done = 0
+    with stop, bar:
+        for b, (x, y) in enumerate(ev_batches):
+            fx = ev_outputs[b]
+            base_correct[b] = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(y)))
+            worker_outputs: dict[tuple[str, float], Array] = {}
+            for i, s in enumerate(sz.s_list):
+                masks = sample_masks(
+                    jax.random.fold_in(jax.random.fold_in(key, s), b),
+                    sz.n,
+                    num=sz.trials,
+                    stragglers=s,
+                )
+                for c, name in enumerate(sz.codes):
+                    code = _make_code(sz, cv, name, s)
+                    ck = (name, cv.lams[(name, s)][0] if name.startswith("GCC") else 0.0)
+                    if ck not in worker_outputs:
+                        worker_outputs[ck] = apply_workers(code, f, x)[1]
+                    m = masks[:, : sz.k] if name == "uncoded" else masks
+                    r, q, cor, agr, st = _metrics(code, worker_outputs[ck], fx, y, m)
+                    for key_, v in (("rmse", r), ("mse", q), ("correct", cor), ("agree", agr)):
+                        tab[key_][c, i, b] = v
+                    failed[c, i] += int(np.count_nonzero(st))
+                    _warn_failed(name, s, st)
+                bar.update()
+            done = b + 1
+    if stop.interrupted:
+        if done == 0:
+            raise KeyboardInterrupt  # no batch finished: nothing to save
+        tab = {m: v[:, :, :done] for m, v in tab.items()}
+        base_correct = base_correct[:done]
+    return _RandomPatterns(tab, failed, base_correct)
+
+
+def _worst_pattern(code, s_eff: int, yt, fx, key: Array, search: dict):
+    """The worst pattern of ``s_eff`` stragglers found, whether the search was exhaustive, and
+    how many patterns it evaluated."""
+    if s_eff == 0:  # one pattern: nothing to search
+        return np.ones(code.num_workers, bool), True, 1
+    wc = worst_case_mask(code, outputs=(yt, fx), stragglers=s_eff, key=key, search=search)
+    return wc.mask, wc.exhaustive, wc.num_evaluated
+
+
+def _search_worst(
+    sz: _Sizes,
+    cv: _CrossValidation,
+    f: Callable,
+    ev_batches: list,
+    ev_outputs: list,
+    base_correct: np.ndarray,
+    key: Array,
+    search: dict,
+    stop: StopOnInterrupt,
+    progress: bool,
+) -> dict[tuple[str, int], dict]:
+    """The worst pattern per code and ``S`` on the first batches, with its metrics.
+    Ctrl-C keeps the ``(code, S)`` searched in full."""
+    nb = min(sz.wc_batches, len(ev_batches))
+    worst: dict[tuple[str, int], dict] = {}
+    bar = tqdm(
+        total=len(sz.codes) * len(sz.s_list) * nb,
+        desc="worst-case search",
+        disable=not progress,
+        leave=False,
+    )
+    with stop, bar:
+        for name in sz.codes:
+            for s in sz.s_list:
+                code = _make_code(sz, cv, name, s)
+                s_eff = min(s, sz.k) if name == "uncoded" else s
+                rows, exhaustive, evaluated = [], True, 0
+                for b in range(nb):
+                    x, y = ev_batches[b]
+                    fx = ev_outputs[b]
+                    _, yt = apply_workers(code, f, x)
+                    wc_key = jax.random.fold_in(key, 1000 * s + b)
+                    wc_mask, wc_exh, wc_num = _worst_pattern(code, s_eff, yt, fx, wc_key, search)
+                    # the pattern repeated to the trials' shape: reuses the compiled decode
+                    tiled = np.broadcast_to(np.asarray(wc_mask), (sz.trials, code.num_workers))
+                    rows.append(_metrics(code, yt, fx, y, tiled))
+                    exhaustive &= bool(wc_exh)
+                    evaluated += int(wc_num)
+                    bar.update()
+                r, q, cor, agr, _ = (np.stack([row[j][0] for row in rows]) for j in range(5))
+                summary = _summarise(
+                    r[:, None], q[:, None], cor[:, None], agr[:, None], base_correct[:nb], sz.k
+                )
+                summary.update(exhaustive=exhaustive, num_evaluated=evaluated)
+                worst[(name, s)] = summary
+    return worst
+
+
+def _code_rows(
+    sz: _Sizes, cv: _CrossValidation, ev: _RandomPatterns, worst: dict, n_batches: int
+) -> dict[str, list[dict]]:
+    """One row per code and ``S``: metrics with CIs, failures, λ (GCC), the worst case."""
+    results: dict[str, list[dict]] = {}
+    tab = ev.tab
+    for c, name in enumerate(sz.codes):
+        rows = []
+        for i, s in enumerate(sz.s_list):
+            row = {"S": s}
+            row.update(
+                _summarise(
+                    tab["rmse"][c, i],
+                    tab["mse"][c, i],
+                    tab["correct"][c, i],
+                    tab["agree"][c, i],
+                    ev.base_correct,
+                    sz.k,
+                )
+            )
+            row.update(num_trials=n_batches * sz.trials, num_failed=int(ev.failed[c, i]))
+            if name.startswith("GCC"):
+                row.update(lam_enc=cv.lams[(name, s)][0], lam_dec=cv.lams[(name, s)][1])
+            row["worst_case"] = worst.get((name, s))
+            rows.append(row)
+        results[name] = rows
+    return results
+
+
+def _gcc_vs_bacc(sz: _Sizes, tab: dict) -> list[dict]:
+    """GCC's RMSE over BACC's per ``S`` (paired ratio of sums, 95% CI)."""
+    if "GCC" not in sz.codes or "BACC" not in sz.codes:
+        return []
+    g, bacc = sz.codes.index("GCC"), sz.codes.index("BACC")
+    out = []
+    for i, s in enumerate(sz.s_list):
+        ratio, ci = ratio_ci(tab["rmse"][g, i], tab["rmse"][bacc, i])
+        out.append({"S": s, "rmse_ratio": _stat(ratio, ci), "rmse_gain_percent": 100 * (1 - ratio)})
+    return out
+
+
+def _gcc_vs_each(sz: _Sizes, tab: dict, worst: dict) -> list[dict]:
+    """GCC against every other code per ``S``: RMSE ratio, accuracy difference, worst case."""
+    if "GCC" not in sz.codes:
+        return []
+    g = sz.codes.index("GCC")
+    out = []
+    for c, other in enumerate(sz.codes):
+        if other == "GCC":
+            continue
+        for i, s in enumerate(sz.s_list):
+            ratio, ci = ratio_ci(tab["rmse"][g, i], tab["rmse"][c, i])
+            diff, dci = mean_ci((tab["correct"][g, i] - tab["correct"][c, i]) / sz.k)
+            wg, wo = worst.get(("GCC", s)), worst.get((other, s))
+            out.append(
+                {
+                    "baseline": other,
+                    "S": s,
+                    "rmse_ratio": _stat(ratio, ci),
+                    "accuracy_diff_points": _stat(100 * diff, 100 * dci),
+                    "worst_case_rmse": None
+                    if wg is None or wo is None
+                    else {"gcc": wg["rmse"]["mean"], "baseline": wo["rmse"]["mean"]},
+                }
+            )
+    return out
+
+
+def _model_record(trained: TrainedModel, epochs: int, seed: int) -> dict:
+    params = trained.params
+    return {
+        "name": trained.model_name,
+        "dataset": trained.dataset_name,
+        "test_accuracy": trained.test_accuracy,
+        "val_accuracy": trained.val_accuracy,
+        "epochs": int(trained.config.get("epochs", epochs)),
+        "seed": int(seed),
+        "num_params": count_params(params),
+        "params_fingerprint": tree_fingerprint(params),
+        "from_cache": trained.from_cache,
+        "train_time_s": trained.train_time_s,
+    }
+
+
+def _load_model(
+    dataset, model, trained, data_path, training: dict, seed, cache_dir, use_cache, progress
+) -> tuple[Dataset, TrainedModel]:
+    """The data set and the classifier (trained, or loaded from the cache, unless given)."""
+    ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_path)
+    if trained is None:
+        trained = train_classifier(
+            model, ds, seed=seed, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
+            **training,
+        )  # fmt: skip
+    elif trained.dataset_name != ds.name:
+        raise ValueError(f"`trained` was trained on {trained.dataset_name!r}, not on {ds.name!r}")
+    return ds, trained
+
+
+def _config_record(
+    sz: _Sizes, n_batches: int, worst_case: bool, worst: dict, search: dict, ds, trained, dtype
+) -> dict:
+    """The settings a run used (the JSON record's ``config``)."""
+    return {
+        "dataset": ds.name,
+        "model": trained.model_name,
+        "num_workers": sz.n,
+        "num_inputs": sz.k,
+        "stragglers": list(sz.s_list),
+        "num_trials": sz.trials,
+        "num_batches": n_batches,
+        "num_cv_batches": sz.n_cv,
+        "codes": list(sz.codes),
+        "lam_enc_grid": list(sz.lam_enc_grid),
+        "lam_dec_grid": list(sz.lam_dec_grid),
+        "worst_case": bool(worst_case),
+        "worst_case_batches": min(sz.wc_batches, n_batches) if worst else 0,
+        "search": search,
+        "training": dict(trained.config),
+        "dtype": str(dtype),
     }
 
 
@@ -383,24 +762,10 @@ def run_dnn(
             for the batches.
     """
     t_start = time.perf_counter()
-    n = _check_positive("num_workers", num_workers, 2)
-    k = _check_positive("num_inputs", num_inputs, 2)
-    trials = _check_positive("num_trials", num_trials)
-    n_batches = _check_positive("num_batches", num_batches)
-    n_cv = _check_positive("num_cv_batches", num_cv_batches, 0)
-    wc_batches = _check_positive("worst_case_batches", worst_case_batches)
-    codes = _canonical_codes(codes)
-    lam_enc_grid = _check_grid("lam_enc_grid", lam_enc_grid)
-    lam_dec_grid = _check_grid("lam_dec_grid", lam_dec_grid)
-    s_list = tuple(int(s) for s in stragglers)
-    if not s_list:
-        raise ValueError("`stragglers` is empty")
-    if n < k:
-        raise ValueError(f"`num_workers` (N={n}) must be >= `num_inputs` (K={k})")
-    if any(s < 0 or s > n - 2 for s in s_list):
-        raise ValueError(f"every S must be in [0, N-2] = [0, {n - 2}]; got {list(s_list)}")
-    if "GCC" in codes and n_cv < 1:
-        raise ValueError("GCC needs `num_cv_batches` >= 1 to choose its λ by cross-validation")
+    sz = _check_sizes(
+        num_workers, num_inputs, stragglers, num_trials, num_batches, num_cv_batches,
+        worst_case_batches, codes, lam_enc_grid, lam_dec_grid,
+    )  # fmt: skip
     search = dict(DEFAULT_SEARCH if search is None else search)
     if not jax.config.jax_enable_x64:
         warnings.warn(
@@ -412,7 +777,6 @@ def run_dnn(
     dtype = jnp.zeros(()).dtype
 
     # -- model and data ------------------------------------------------------------------------
-    ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_path)
     training = dict(
         epochs=int(epochs),
         batch_size=int(batch_size),
@@ -420,299 +784,66 @@ def run_dnn(
         model_kwargs=dict(model_kwargs or {}),
     )
     t0 = time.perf_counter()
-    if trained is None:
-        trained = train_classifier(
-            model,
-            ds,
-            seed=seed,
-            cache_dir=cache_dir,
-            use_cache=use_cache,
-            progress=progress,
-            **training,
-        )
-    elif trained.dataset_name != ds.name:
-        raise ValueError(f"`trained` was trained on {trained.dataset_name!r}, not on {ds.name!r}")
+    ds, trained = _load_model(
+        dataset, model, trained, data_path, training, seed, cache_dir, use_cache, progress
+    )
     t_train = time.perf_counter() - t0
     split = split_images(
-        ds, trained, num_inputs=k, num_batches=n_batches, num_cv_batches=n_cv, seed=seed
+        ds, trained, num_inputs=sz.k, num_batches=sz.n_batches, num_cv_batches=sz.n_cv, seed=seed
     )
     cv_batches = [(jnp.asarray(ds.x_train[i], dtype), jnp.asarray(ds.y_train[i])) for i in split.cv]
     ev_batches = [(jnp.asarray(ds.x_test[i], dtype), jnp.asarray(ds.y_test[i])) for i in split.eval]
-    params = trained.params
     f = trained.worker_fn()  # one function object: the compiled workers are reused
-    key = jax.random.key(seed)
-    k_cv, k_ev, k_wc = jax.random.split(key, 3)
-
-    def masks_for(base_key, s: int, b: int) -> Array:
-        return sample_masks(
-            jax.random.fold_in(jax.random.fold_in(base_key, s), b), n, num=trials, stragglers=s
-        )
-
-    def spline(le: float, ld: float) -> SplineCode:
-        return SplineCode.chebyshev(num_inputs=k, num_workers=n, lam_enc=le, lam_dec=ld)
+    k_cv, k_ev, k_wc = jax.random.split(jax.random.key(seed), 3)
 
     # -- GCC: λ by grid cross-validation on the held-out batches (gcc_jax.tuning) ---------------
     t0 = time.perf_counter()
-    gcc_family = [c for c in codes if c.startswith("GCC")]
-    cv_table = np.full((len(s_list), len(lam_enc_grid), len(lam_dec_grid)), np.nan)
-    lams: dict[tuple[str, int], tuple[float, float]] = {}
-    tuned: dict[int, SplineCode] = {}
-    tuning: list[dict] = []
-    if gcc_family:
-        xs_cv = jnp.stack([x for x, _ in cv_batches])  # (n_cv, K, ...): held-out jobs
-        bar = tqdm(
-            total=len(s_list), desc="GCC λ cross-validation", disable=not progress, leave=False
-        )
-        with bar:
-            for i, s in enumerate(s_list):
-                model_s = StragglerModel.exact(s)
-                gr = grid_search(
-                    spline(0.0, 0.0),
-                    f,
-                    xs_cv,
-                    key=jax.random.fold_in(k_cv, s),
-                    straggler_model=model_s,
-                    lam_enc_grid=lam_enc_grid,
-                    lam_dec_grid=lam_dec_grid,
-                    num_masks=trials,
-                    progress=False,
-                )
-                cv_table[i] = gr.losses
-                lams[("GCC", s)] = (gr.lam_enc, gr.lam_dec)
-                lams[("GCC-interp", s)] = (0.0, 0.0)
-                if "GCC-tuned" in codes:
-                    tr = tune(
-                        gr.code,
-                        f,
-                        xs_cv,
-                        key=jax.random.fold_in(k_cv, 10_000 + s),
-                        straggler_model=model_s,
-                        trainable=("lam_enc", "lam_dec"),
-                        steps=tune_steps,
-                        progress=False,
-                    )
-                    tuned[s] = tr.code
-                    lams[("GCC-tuned", s)] = (float(tr.code.lam_enc), float(tr.code.lam_dec))
-                    tuning.append(
-                        {
-                            "S": s,
-                            "lam_enc": lams[("GCC-tuned", s)][0],
-                            "lam_dec": lams[("GCC-tuned", s)][1],
-                            "best_step": tr.best_step,
-                            "steps_run": int(len(tr.history.train_loss)),
-                            "initial_val_loss": tr.initial_val_loss,
-                            "best_val_loss": tr.best_val_loss,
-                        }
-                    )
-                bar.update()
+    cv = _cross_validate(sz, f, cv_batches, k_cv, tune_steps, progress)
     t_cv = time.perf_counter() - t0
-
-    def make_code(name: str, s: int):
-        if name == "GCC-tuned":
-            return tuned[s]
-        if name.startswith("GCC"):
-            return spline(*lams[(name, s)])
-        if name == "BACC":
-            return BerrutCode.chebyshev(num_inputs=k, num_workers=n)
-        if name == "uncoded":
-            return UncodedCode(num_inputs=k)
-        return ReplicationCode(num_inputs=k, num_workers=n)
 
     # -- evaluation over random straggler sets ---------------------------------------------------
     t0 = time.perf_counter()
-    shape = (len(codes), len(s_list), n_batches, trials)
-    tab = {m: np.zeros(shape) for m in ("rmse", "mse", "correct", "agree")}
-    failed = np.zeros(shape[:2], int)
-    base_correct = np.zeros(n_batches, int)
     ev_outputs = [_targets(f, x) for x, _ in ev_batches]
-    bar = tqdm(
-        total=n_batches * len(s_list), desc="evaluate codes", disable=not progress, leave=False
-    )
-    stop, done = StopOnInterrupt(), 0  # Ctrl-C: keep the batches evaluated in full
-    with stop, bar:
-        for b, (x, y) in enumerate(ev_batches):
-            fx = ev_outputs[b]
-            base_correct[b] = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(y)))
-            worker_outputs: dict[tuple[str, float], Array] = {}
-            for i, s in enumerate(s_list):
-                masks = masks_for(k_ev, s, b)
-                for c, name in enumerate(codes):
-                    code = make_code(name, s)
-                    ck = (name, lams[(name, s)][0] if name.startswith("GCC") else 0.0)
-                    if ck not in worker_outputs:
-                        worker_outputs[ck] = apply_workers(code, f, x)[1]
-                    m = masks[:, :k] if name == "uncoded" else masks
-                    r, q, cor, agr, st = _metrics(code, worker_outputs[ck], fx, y, m)
-                    for key_, v in (("rmse", r), ("mse", q), ("correct", cor), ("agree", agr)):
-                        tab[key_][c, i, b] = v
-                    failed[c, i] += int(np.count_nonzero(st))
-                    if st.any():
-                        warnings.warn(
-                            f"{name}, S={s}: {np.count_nonzero(st)} patterns could not be "
-                            f"decoded ({describe_status(int(np.bitwise_or.reduce(st)))})",
-                            stacklevel=2,
-                        )
-                bar.update()
-            done = b + 1
-    if stop.interrupted:
-        if done == 0:
-            raise KeyboardInterrupt  # no batch finished: nothing to save
-        n_batches, ev_batches, base_correct = done, ev_batches[:done], base_correct[:done]
-        tab = {m: v[:, :, :done] for m, v in tab.items()}
+    stop = StopOnInterrupt()  # Ctrl-C: keep the batches evaluated in full
+    ev = _evaluate_random(sz, cv, f, ev_batches, ev_outputs, k_ev, stop, progress)
+    n_batches = len(ev.base_correct)
+    ev_batches = ev_batches[:n_batches]
     t_eval = time.perf_counter() - t0
 
     # -- worst case -----------------------------------------------------------------------------
     t0 = time.perf_counter()
     worst: dict[tuple[str, int], dict] = {}
     if worst_case and not stop.interrupted:
-        nb = min(wc_batches, n_batches)
-
-        bar = tqdm(
-            total=len(codes) * len(s_list) * nb,
-            desc="worst-case search",
-            disable=not progress,
-            leave=False,
+        worst = _search_worst(
+            sz, cv, f, ev_batches, ev_outputs, ev.base_correct, k_wc, search, stop, progress
         )
-        with stop, bar:  # Ctrl-C: keep the (code, S) searched in full
-            for name in codes:
-                for s in s_list:
-                    code = make_code(name, s)
-                    s_eff = min(s, k) if name == "uncoded" else s
-                    rows, exhaustive, evaluated = [], True, 0
-                    for b in range(nb):
-                        x, y = ev_batches[b]
-                        fx = ev_outputs[b]
-                        _, yt = apply_workers(code, f, x)
-                        if s_eff == 0:  # one pattern: nothing to search
-                            wc_mask, wc_exh, wc_num = np.ones(code.num_workers, bool), True, 1
-                        else:
-                            wc = worst_case_mask(
-                                code,
-                                outputs=(yt, fx),
-                                stragglers=s_eff,
-                                key=jax.random.fold_in(k_wc, 1000 * s + b),
-                                **search,
-                            )
-                            wc_mask, wc_exh, wc_num = wc.mask, wc.exhaustive, wc.num_evaluated
-                        # the pattern repeated to the trials' shape: reuses the compiled decode
-                        tiled = np.broadcast_to(np.asarray(wc_mask), (trials, code.num_workers))
-                        rows.append(_metrics(code, yt, fx, y, tiled))
-                        exhaustive &= bool(wc_exh)
-                        evaluated += int(wc_num)
-                        bar.update()
-                    r, q, cor, agr, _ = (np.stack([row[j][0] for row in rows]) for j in range(5))
-                    summary = _summarise(
-                        r[:, None], q[:, None], cor[:, None], agr[:, None], base_correct[:nb], k
-                    )
-                    summary.update(exhaustive=exhaustive, num_evaluated=evaluated)
-                    worst[(name, s)] = summary
     t_worst = time.perf_counter() - t0
 
-    # -- assemble --------------------------------------------------------------------------------
-    results: dict[str, list[dict]] = {}
-    for c, name in enumerate(codes):
-        rows = []
-        for i, s in enumerate(s_list):
-            row = {"S": s}
-            row.update(
-                _summarise(
-                    tab["rmse"][c, i],
-                    tab["mse"][c, i],
-                    tab["correct"][c, i],
-                    tab["agree"][c, i],
-                    base_correct,
-                    k,
-                )
-            )
-            row.update(num_trials=n_batches * trials, num_failed=int(failed[c, i]))
-            if name.startswith("GCC"):
-                row.update(lam_enc=lams[(name, s)][0], lam_dec=lams[(name, s)][1])
-            row["worst_case"] = worst.get((name, s))
-            rows.append(row)
-        results[name] = rows
-    comparison = []
-    if "GCC" in codes and "BACC" in codes:
-        g, bacc = codes.index("GCC"), codes.index("BACC")
-        for i, s in enumerate(s_list):
-            ratio, ci = ratio_ci(tab["rmse"][g, i], tab["rmse"][bacc, i])
-            comparison.append(
-                {"S": s, "rmse_ratio": _stat(ratio, ci), "rmse_gain_percent": 100 * (1 - ratio)}
-            )
-    comparisons = []
-    if "GCC" in codes:
-        g = codes.index("GCC")
-        for c, other in enumerate(codes):
-            if other == "GCC":
-                continue
-            for i, s in enumerate(s_list):
-                ratio, ci = ratio_ci(tab["rmse"][g, i], tab["rmse"][c, i])
-                diff, dci = mean_ci((tab["correct"][g, i] - tab["correct"][c, i]) / k)
-                wg, wo = worst.get(("GCC", s)), worst.get((other, s))
-                comparisons.append(
-                    {
-                        "baseline": other,
-                        "S": s,
-                        "rmse_ratio": _stat(ratio, ci),
-                        "accuracy_diff_points": _stat(100 * diff, 100 * dci),
-                        "worst_case_rmse": None
-                        if wg is None or wo is None
-                        else {
-                            "gcc": wg["rmse"]["mean"],
-                            "baseline": wo["rmse"]["mean"],
-                        },
-                    }
-                )
-    config = {
-        "interrupted": stop.interrupted,
-        "dataset": ds.name,
-        "model": trained.model_name,
-        "num_workers": n,
-        "num_inputs": k,
-        "stragglers": list(s_list),
-        "num_trials": trials,
-        "num_batches": n_batches,
-        "num_cv_batches": n_cv,
-        "codes": list(codes),
-        "lam_enc_grid": list(lam_enc_grid),
-        "lam_dec_grid": list(lam_dec_grid),
-        "worst_case": bool(worst_case),
-        "worst_case_batches": min(wc_batches, n_batches) if worst else 0,
-        "search": search,
-        "training": dict(trained.config),
-        "dtype": str(dtype),
-    }
+    # -- records ---------------------------------------------------------------------------------
+    config = _config_record(sz, n_batches, worst_case, worst, search, ds, trained, dtype)
+    config = {"interrupted": stop.interrupted, **config}
+    gcc_family = any(c.startswith("GCC") for c in sz.codes)
     payload = {
-        "model": {
-            "name": trained.model_name,
-            "dataset": trained.dataset_name,
-            "test_accuracy": trained.test_accuracy,
-            "val_accuracy": trained.val_accuracy,
-            "epochs": int(trained.config.get("epochs", epochs)),
-            "seed": int(seed),
-            "num_params": count_params(params),
-            "params_fingerprint": tree_fingerprint(params),
-            "from_cache": trained.from_cache,
-            "train_time_s": trained.train_time_s,
-        },
+        "model": _model_record(trained, epochs, seed),
         "base": {
-            "accuracy": float(base_correct.sum() / (n_batches * k)),
-            "num_images": n_batches * k,
+            "accuracy": float(ev.base_correct.sum() / (n_batches * sz.k)),
+            "num_images": n_batches * sz.k,
         },
         "images": split._replace(eval=split.eval[:n_batches]).record(),
-        "results": results,
-        "gcc_vs_bacc": comparison,
-        "comparisons": comparisons,
+        "results": _code_rows(sz, cv, ev, worst, n_batches),
+        "gcc_vs_bacc": _gcc_vs_bacc(sz, ev.tab),
+        "comparisons": _gcc_vs_each(sz, ev.tab, worst),
         "regime_map": "gcc-jax regimes (gcc_jax.experiments.regimes): the winner among GCC, "
         "BACC, LCC, uncoded, replication and ParM over N/K × straggler fraction",
-        "tuning": tuning,
+        "tuning": cv.tuning,
         "cv": {
-            "stragglers": list(s_list) if gcc_family else [],
-            "lam_enc_grid": list(lam_enc_grid),
-            "lam_dec_grid": list(lam_dec_grid),
-            "mse": cv_table.tolist() if gcc_family else [],
+            "stragglers": list(sz.s_list) if gcc_family else [],
+            "lam_enc_grid": list(sz.lam_enc_grid),
+            "lam_dec_grid": list(sz.lam_dec_grid),
+            "mse": cv.table.tolist() if gcc_family else [],
         },
     }
-    payload["summary"] = summarise_comparisons(payload, list(s_list))
+    payload["summary"] = summarise_comparisons(payload, list(sz.s_list))
     timing = {
         "training": t_train,
         "cross_validation": t_cv,
