@@ -117,6 +117,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.checks import as_int
+from .._core.progress import tqdm
 from .._core.types import Array, Bool
 from ..codes import (
     AbstractCode,
@@ -530,6 +531,284 @@ def _make_codes(names, k: int, n: int, s: int, lams, parm) -> dict[str, Any]:
     return codes
 
 
+class _Grid(NamedTuple):
+    """The checked settings of a map: ``K``, the ``N/K`` and straggler-fraction axes, sizes."""
+
+    k: int
+    ratios: tuple[float, ...]
+    fractions: tuple[float, ...]
+    trials: int
+    n_eval: int
+    n_cv: int
+    n_wc: int
+    codes: tuple[str, ...]
+    modes: tuple[str, ...]
+    n_of: dict  # ratio -> N
+
+
+class _CellTables(NamedTuple):
+    """One cell's measurements per code: ``(rmse, mse, correct)`` over the random patterns
+    ``(3, batches, trials)`` and the worst patterns ``(3, searched batches, 1)``."""
+
+    codes: dict  # name -> code
+    rand: dict
+    worst: dict
+    failed: dict  # name -> [random failures, worst-case failures]
+    wc_info: dict  # name -> {"exhaustive": bool, "num_evaluated": int}
+    t_worst: float
+
+
+def _check_grid(
+    num_inputs, ratios, fractions, num_trials, num_batches, num_cv_batches, worst_case_batches,
+    workloads, codes, modes,
+) -> _Grid:  # fmt: skip
+    k = as_int(num_inputs, "num_inputs", 2)
+    ratios = _check_floats("ratios", ratios, 1.0, 1e6)
+    n_eval = as_int(num_batches, "num_batches", 1)
+    for name, given, allowed in (
+        ("workloads", workloads, WORKLOADS),
+        ("codes", codes, CODES),
+        ("modes", modes, MODES),
+    ):
+        bad = [v for v in given if v not in allowed]
+        if bad or not given:
+            raise ValueError(f"`{name}` must be a non-empty subset of {allowed}; got {given!r}")
+    n_of = {r: int(round(r * k)) for r in ratios}
+    for r, n in n_of.items():
+        if n < k + 1:
+            raise ValueError(f"N/K = {r} with K = {k} gives N = {n} < K + 1; raise K or the ratio")
+    return _Grid(
+        k=k,
+        ratios=ratios,
+        fractions=_check_floats("fractions", fractions, 0.0, 1.0),
+        trials=as_int(num_trials, "num_trials", 1),
+        n_eval=n_eval,
+        n_cv=as_int(num_cv_batches, "num_cv_batches", 1),
+        n_wc=min(as_int(worst_case_batches, "worst_case_batches", 1), n_eval),
+        codes=tuple(c for c in CODES if c in codes),
+        modes=tuple(m for m in MODES if m in modes),
+        n_of=n_of,
+    )
+
+
+def _parm_record(wl: _Workload, kk: int, n: int, trained, parm_epochs: int) -> dict:
+    return {
+        "workload": wl.name,
+        "k": kk,
+        "N": n,
+        **wl.parm_base["info"],
+        "epochs": int(parm_epochs),
+        "encoder": "sum",
+        "val_recon_accuracy": trained.val_metrics[-1] if trained.val_metrics else None,
+        "train_time_s": trained.train_time_s,
+        "from_cache": trained.from_cache,
+    }
+
+
+def _train_parm(
+    g: _Grid, wls: list, parm_epochs: int, seed: int, cache_dir, use_cache: bool, progress: bool
+) -> tuple[dict, list[dict]]:
+    """ParM's parity models, one per workload and ratio with a valid group size ``k``."""
+    parm_codes: dict[tuple[str, float], Any] = {}
+    parm_info = []
+    if "ParM" not in g.codes:
+        return parm_codes, parm_info
+    for wl in wls:
+        for r in g.ratios:
+            kk = parm_group_size(g.k, g.n_of[r])
+            if kk is None:
+                continue
+            b = wl.parm_base
+            trained = train_parity_model(
+                b["base_apply"],
+                b["base_params"],
+                b["x_train"],
+                num_inputs=kk,
+                init_params=b["init"](seed + kk),
+                parity_apply=b["parity_apply"],
+                epochs=parm_epochs,
+                seed=seed,
+                cache_dir=cache_dir,
+                use_cache=use_cache,
+                progress=progress,
+            )
+            parm_codes[(wl.name, r)] = GroupedParityCode(trained.code, groups=g.k // kk)
+            parm_info.append(_parm_record(wl, kk, g.n_of[r], trained, parm_epochs))
+    return parm_codes, parm_info
+
+
+def _cross_validate(
+    g: _Grid, wls: list, key: Array, lam_enc_grid, lam_dec_grid, stop, progress: bool
+) -> tuple[dict, list[dict], dict]:
+    """GCC's ``(λ_enc, λ_dec)`` per workload and cell by grid search on the held-out batches
+    (:func:`gcc_jax.tuning.grid_search`): the choices, the loss curves and the grids."""
+    lams: dict[tuple[str, float, float], tuple[float, float]] = {}
+    cv_curves: list[dict] = []
+    grids: dict[str, list] = {"lam_enc_grid": [], "lam_dec_grid": []}
+    if "GCC" not in g.codes:
+        return lams, cv_curves, grids
+    bar = tqdm(
+        total=len(wls) * len(g.ratios) * len(g.fractions),
+        desc="GCC λ cross-validation",
+        disable=not progress,
+        leave=False,
+    )
+    with stop, bar:
+        for wl in wls:
+            xs_cv = jnp.stack([b[0] for b in wl.cv])  # (n_cv, K, ...): held-out jobs
+            for ri, r in enumerate(g.ratios):
+                n = g.n_of[r]
+                base = SplineCode.chebyshev(num_inputs=g.k, num_workers=n)
+                for fi, p in enumerate(g.fractions):
+                    gr = grid_search(
+                        base,
+                        wl.f,
+                        xs_cv,
+                        key=jax.random.fold_in(jax.random.fold_in(key, ri), fi),
+                        straggler_model=StragglerModel.exact(stragglers_for(p, n)),
+                        lam_enc_grid=lam_enc_grid,
+                        lam_dec_grid=lam_dec_grid,
+                        num_masks=g.trials,
+                        progress=False,
+                    )
+                    lams[(wl.name, r, p)] = (gr.lam_enc, gr.lam_dec)
+                    grids = {
+                        "lam_enc_grid": gr.lam_enc_grid.tolist(),
+                        "lam_dec_grid": gr.lam_dec_grid.tolist(),
+                    }
+                    cv_curves.append(
+                        {
+                            "workload": wl.name,
+                            "ratio": r,
+                            "fraction": p,
+                            "mse": gr.losses.tolist(),
+                            "lam_enc": gr.lam_enc,
+                            "lam_dec": gr.lam_dec,
+                        }
+                    )
+                    bar.update()
+    return lams, cv_curves, grids
+
+
+def _worst_mask(code, c: str, s: int, k: int, yt, fx, key: Array, search: dict, info: dict):
+    """The worst pattern found for code ``c`` at ``S = s`` (``info`` accumulates the search's
+    exhaustiveness and count)."""
+    s_eff = min(s, code.num_workers - 2) if c != "uncoded" else min(s, k)
+    if s_eff == 0:
+        return np.ones(code.num_workers, bool)
+    wc = worst_case_mask(code, outputs=(yt, fx), stragglers=s_eff, key=key, search=search)
+    info["exhaustive"] &= bool(wc.exhaustive)
+    info["num_evaluated"] += int(wc.num_evaluated)
+    return wc.mask
+
+
+def _measure_cell(
+    g: _Grid, wl: _Workload, ri: int, fi: int, cell_codes: dict, s: int, keys, search: dict
+) -> _CellTables:
+    """Every code of one cell on every evaluation batch: random patterns and the worst one."""
+    k_ev, k_wc = keys
+    n = g.n_of[g.ratios[ri]]
+    rand = {c: np.full((3, g.n_eval, g.trials), np.nan) for c in cell_codes}
+    worst = {c: np.full((3, g.n_wc, 1), np.nan) for c in cell_codes}
+    failed = {c: [0, 0] for c in cell_codes}
+    wc_info = {c: {"exhaustive": True, "num_evaluated": 0} for c in cell_codes}
+    t_worst = 0.0
+    for b, batch in enumerate(wl.eval):
+        labels = batch[1] if wl.classify else jnp.full((g.k,), -1, jnp.int32)
+        mkey = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(k_ev, ri), fi), b)
+        masks = np.asarray(sample_masks(mkey, n, num=g.trials, stragglers=s))
+        for c, code in cell_codes.items():
+            yt, fx = outputs_and_targets(code, wl.f, batch[0])
+            ev = MaskEvaluator(code, yt, (fx, labels), per_mask=regime_metrics)
+            if "random" in g.modes:
+                rm, ms, cor, st = ev(masks[:, : g.k] if c == "uncoded" else masks)
+                rand[c][:, b] = (rm, ms, cor)
+                failed[c][0] += int(np.count_nonzero(st))
+            if "worst" in g.modes and b < g.n_wc:
+                tw = time.perf_counter()
+                wkey = jax.random.fold_in(k_wc, 7919 * ri + 97 * fi + b)
+                wmask = _worst_mask(code, c, s, g.k, yt, fx, wkey, search, wc_info[c])
+                # tiled to the trials' shape: reuses the compiled decode
+                tiled = np.broadcast_to(wmask, (g.trials, code.num_workers))
+                rm, ms, cor, st = (a[:1] for a in ev(tiled))
+                worst[c][:, b] = (rm, ms, cor)
+                failed[c][1] += int(np.count_nonzero(st))
+                t_worst += time.perf_counter() - tw
+    return _CellTables(cell_codes, rand, worst, failed, wc_info, t_worst)
+
+
+def _cell_records(
+    g: _Grid, wl: _Workload, r: float, p: float, s: int, lam: tuple, t: _CellTables
+) -> list[dict]:
+    """The JSON records of one cell, one per straggler mode: every code's row and the winners."""
+    out = []
+    for mode, tabs, fi_ in (("random", t.rand, 0), ("worst", t.worst, 1)):
+        if mode not in g.modes:
+            continue
+        rows, ok_rmse, ok_acc = {}, {}, {}
+        for c in CODES:
+            if c not in t.codes or t.failed[c][fi_]:
+                rows[c] = (
+                    None
+                    if c not in t.codes
+                    else {"num_failed": t.failed[c][fi_], "applicable": False}
+                )
+                continue
+            rm, ms, cor = tabs[c]
+            row = {
+                "rmse": _stat(rm),
+                "mse": _stat(ms),
+                "num_failed": 0,
+                "applicable": True,
+                "accuracy": _stat(cor / g.k) if wl.classify else None,
+            }
+            if c == "GCC":
+                row.update(lam_enc=lam[0], lam_dec=lam[1])
+            if c == "ParM":
+                row["k"] = t.codes[c].parity.num_inputs
+            if mode == "worst":
+                row.update(t.wc_info[c])
+            rows[c] = row
+            ok_rmse[c] = rm
+            if wl.classify:
+                ok_acc[c] = cor / g.k
+        out.append(
+            {
+                "workload": wl.name,
+                "mode": mode,
+                "ratio": r,
+                "N": g.n_of[r],
+                "K": g.k,
+                "fraction": p,
+                "S": s,
+                "codes": rows,
+                "winner": {
+                    "rmse": pick_winner(ok_rmse),
+                    "accuracy": pick_winner(ok_acc, higher_is_better=True) if wl.classify else None,
+                },
+            }
+        )
+    return out
+
+
+def _load_workloads(
+    g: _Grid, workloads, seed, dtype, dataset, epochs, data_path, cache_dir, use_cache, progress
+) -> tuple[list, str | None, dict | None]:
+    """The workloads (synthetic ones and the LeNet-5's), the data note and the model record."""
+    wls, note, lenet = [], None, None
+    for name in workloads:
+        if name in _SYNTHETIC:
+            wls.append(_synthetic_workload(name, g.k, g.n_cv, g.n_eval, seed, dtype))
+    net_names = [w for w in workloads if w.startswith("lenet_")]
+    if net_names:
+        nets, note, lenet = _lenet_workloads(
+            net_names, g.k, g.n_cv, g.n_eval, seed, dtype, dataset, epochs, data_path,
+            cache_dir, use_cache, progress,
+        )  # fmt: skip
+        wls += nets
+    return wls, note, lenet
+
+
 def run_regimes(
     *,
     num_inputs: int = 20,
@@ -581,288 +860,72 @@ def run_regimes(
     Returns:
         An :class:`~gcc_jax.experiments.ExperimentResult` (its ``results``: module docstring).
     """
-    from tqdm.auto import tqdm
-
     t_start = time.perf_counter()
-    k = as_int(num_inputs, "num_inputs", 2)
-    ratios = _check_floats("ratios", ratios, 1.0, 1e6)
-    fractions = _check_floats("fractions", fractions, 0.0, 1.0)
-    trials = as_int(num_trials, "num_trials", 1)
-    n_eval = as_int(num_batches, "num_batches", 1)
-    n_cv = as_int(num_cv_batches, "num_cv_batches", 1)
-    n_wc = min(as_int(worst_case_batches, "worst_case_batches", 1), n_eval)
-    for name, given, allowed in (
-        ("workloads", workloads, WORKLOADS),
-        ("codes", codes, CODES),
-        ("modes", modes, MODES),
-    ):
-        bad = [v for v in given if v not in allowed]
-        if bad or not given:
-            raise ValueError(f"`{name}` must be a non-empty subset of {allowed}; got {given!r}")
-    codes = tuple(c for c in CODES if c in codes)
-    modes = tuple(m for m in MODES if m in modes)
+    g = _check_grid(
+        num_inputs, ratios, fractions, num_trials, num_batches, num_cv_batches,
+        worst_case_batches, workloads, codes, modes,
+    )  # fmt: skip
     search = dict(DEFAULT_SEARCH if search is None else search)
     if not jax.config.jax_enable_x64:
         warnings.warn(
             "run_regimes in float32: enable x64 for spline solves with λ > 0", stacklevel=2
         )
     dtype = jnp.zeros(()).dtype
-    n_of = {r: int(round(r * k)) for r in ratios}
-    for r, n in n_of.items():
-        if n < k + 1:
-            raise ValueError(f"N/K = {r} with K = {k} gives N = {n} < K + 1; raise K or the ratio")
 
-    # -- workloads ---------------------------------------------------------------------------
     t0 = time.perf_counter()
-    wls, note, lenet = [], None, None
-    for name in workloads:
-        if name in _SYNTHETIC:
-            wls.append(_synthetic_workload(name, k, n_cv, n_eval, seed, dtype))
-    net_names = [w for w in workloads if w.startswith("lenet_")]
-    if net_names:
-        nets, note, lenet = _lenet_workloads(
-            net_names,
-            k,
-            n_cv,
-            n_eval,
-            seed,
-            dtype,
-            dataset,
-            epochs,
-            data_path,
-            cache_dir,
-            use_cache,
-            progress,
-        )
-        wls += nets
+    wls, note, lenet = _load_workloads(
+        g, workloads, seed, dtype, dataset, epochs, data_path, cache_dir, use_cache, progress
+    )
     t_model = time.perf_counter() - t0
 
-    # -- ParM parity models (one per workload and k) ------------------------------------------
     t0 = time.perf_counter()
-    parm_codes: dict[tuple[str, float], Any] = {}
-    parm_info = []
-    if "ParM" in codes:
-        for wl in wls:
-            for r in ratios:
-                kk = parm_group_size(k, n_of[r])
-                if kk is None:
-                    continue
-                b = wl.parm_base
-                trained = train_parity_model(
-                    b["base_apply"],
-                    b["base_params"],
-                    b["x_train"],
-                    num_inputs=kk,
-                    init_params=b["init"](seed + kk),
-                    parity_apply=b["parity_apply"],
-                    epochs=parm_epochs,
-                    seed=seed,
-                    cache_dir=cache_dir,
-                    use_cache=use_cache,
-                    progress=progress,
-                )
-                parm_codes[(wl.name, r)] = GroupedParityCode(trained.code, groups=k // kk)
-                parm_info.append(
-                    {
-                        "workload": wl.name,
-                        "k": kk,
-                        "N": n_of[r],
-                        **b["info"],
-                        "epochs": int(parm_epochs),
-                        "encoder": "sum",
-                        "val_recon_accuracy": trained.val_metrics[-1]
-                        if trained.val_metrics
-                        else None,
-                        "train_time_s": trained.train_time_s,
-                        "from_cache": trained.from_cache,
-                    }
-                )
+    parm_codes, parm_info = _train_parm(g, wls, parm_epochs, seed, cache_dir, use_cache, progress)
     t_parm = time.perf_counter() - t0
 
-    key = jax.random.key(seed)
-    k_cv, k_ev, k_wc = jax.random.split(key, 3)
-
-    def masks_for(base_key, ri: int, fi: int, b: int, n: int, s: int) -> np.ndarray:
-        kk = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(base_key, ri), fi), b)
-        return np.asarray(sample_masks(kk, n, num=trials, stragglers=s))
-
-    def labels_of(wl: _Workload, batch) -> Array:
-        return batch[1] if wl.classify else jnp.full((k,), -1, jnp.int32)
-
-    def evaluate(code, f, batch, masks, labels) -> tuple[np.ndarray, ...]:
-        yt, fx = outputs_and_targets(code, f, batch[0])
-        return MaskEvaluator(code, yt, (fx, labels), per_mask=regime_metrics)(masks)
-
-    # -- GCC λ by cross-validation on held-out batches (gcc_jax.tuning.grid_search) -----------
+    k_cv, k_ev, k_wc = jax.random.split(jax.random.key(seed), 3)
     t0 = time.perf_counter()
-    lams: dict[tuple[str, float, float], tuple[float, float]] = {}
-    cv_curves = []
-    grids: dict[str, list] = {"lam_enc_grid": [], "lam_dec_grid": []}
     stop = StopOnInterrupt()  # Ctrl-C: keep the CV curves and the cells finished
-    if "GCC" in codes:
-        bar = tqdm(
-            total=len(wls) * len(ratios) * len(fractions),
-            desc="GCC λ cross-validation",
-            disable=not progress,
-            leave=False,
-        )
-        with stop, bar:
-            for wl in wls:
-                xs_cv = jnp.stack([b[0] for b in wl.cv])  # (n_cv, K, ...): held-out jobs
-                for ri, r in enumerate(ratios):
-                    n = n_of[r]
-                    base = SplineCode.chebyshev(num_inputs=k, num_workers=n)
-                    for fi, p in enumerate(fractions):
-                        gr = grid_search(
-                            base,
-                            wl.f,
-                            xs_cv,
-                            key=jax.random.fold_in(jax.random.fold_in(k_cv, ri), fi),
-                            straggler_model=StragglerModel.exact(stragglers_for(p, n)),
-                            lam_enc_grid=lam_enc_grid,
-                            lam_dec_grid=lam_dec_grid,
-                            num_masks=trials,
-                            progress=False,
-                        )
-                        lams[(wl.name, r, p)] = (gr.lam_enc, gr.lam_dec)
-                        grids = {
-                            "lam_enc_grid": gr.lam_enc_grid.tolist(),
-                            "lam_dec_grid": gr.lam_dec_grid.tolist(),
-                        }
-                        cv_curves.append(
-                            {
-                                "workload": wl.name,
-                                "ratio": r,
-                                "fraction": p,
-                                "mse": gr.losses.tolist(),
-                                "lam_enc": gr.lam_enc,
-                                "lam_dec": gr.lam_dec,
-                            }
-                        )
-                        bar.update()
+    lams, cv_curves, grids = _cross_validate(
+        g, wls, k_cv, lam_enc_grid, lam_dec_grid, stop, progress
+    )
     t_cv = time.perf_counter() - t0
 
-    # -- evaluation -----------------------------------------------------------------------------
     t0 = time.perf_counter()
     t_worst = 0.0
     cells = []
     bar = tqdm(
-        total=len(wls) * len(ratios) * len(fractions),
+        total=len(wls) * len(g.ratios) * len(g.fractions),
         desc="regime cells",
         disable=not progress,
         leave=False,
     )
     with stop, bar:
         for wl in wls if not stop.interrupted else ():
-            for ri, r in enumerate(ratios):
-                n = n_of[r]
-                for fi, p in enumerate(fractions):
+            for ri, r in enumerate(g.ratios):
+                n = g.n_of[r]
+                for fi, p in enumerate(g.fractions):
                     s = stragglers_for(p, n)
                     lam = lams.get((wl.name, r, p), (0.0, 0.0))
-                    cell_codes = _make_codes(codes, k, n, s, lam, parm_codes.get((wl.name, r)))
-                    rand = {c: np.full((3, n_eval, trials), np.nan) for c in cell_codes}
-                    worst = {c: np.full((3, n_wc, 1), np.nan) for c in cell_codes}
-                    failed = {c: [0, 0] for c in cell_codes}
-                    wc_info = {c: {"exhaustive": True, "num_evaluated": 0} for c in cell_codes}
-                    for b, batch in enumerate(wl.eval):
-                        labels = labels_of(wl, batch)
-                        masks = masks_for(k_ev, ri, fi, b, n, s)
-                        for c, code in cell_codes.items():
-                            yt, fx = outputs_and_targets(code, wl.f, batch[0])
-                            ev = MaskEvaluator(code, yt, (fx, labels), per_mask=regime_metrics)
-                            if "random" in modes:
-                                m = masks[:, :k] if c == "uncoded" else masks
-                                rm, ms, cor, st = ev(m)
-                                rand[c][:, b] = (rm, ms, cor)
-                                failed[c][0] += int(np.count_nonzero(st))
-                            if "worst" in modes and b < n_wc:
-                                tw = time.perf_counter()
-                                s_eff = (
-                                    min(s, code.num_workers - 2) if c != "uncoded" else min(s, k)
-                                )
-                                if s_eff == 0:
-                                    wmask = np.ones(code.num_workers, bool)
-                                else:
-                                    wc = worst_case_mask(
-                                        code,
-                                        outputs=(yt, fx),
-                                        stragglers=s_eff,
-                                        key=jax.random.fold_in(k_wc, 7919 * ri + 97 * fi + b),
-                                        **search,
-                                    )
-                                    wmask = wc.mask
-                                    wc_info[c]["exhaustive"] &= bool(wc.exhaustive)
-                                    wc_info[c]["num_evaluated"] += int(wc.num_evaluated)
-                                # tiled to the trials' shape: reuses the compiled decode
-                                tiled = np.broadcast_to(wmask, (trials, code.num_workers))
-                                rm, ms, cor, st = (a[:1] for a in ev(tiled))
-                                worst[c][:, b] = (rm, ms, cor)
-                                failed[c][1] += int(np.count_nonzero(st))
-                                t_worst += time.perf_counter() - tw
-                    for mode, tabs, fi_ in (("random", rand, 0), ("worst", worst, 1)):
-                        if mode not in modes:
-                            continue
-                        rows, ok_rmse, ok_acc = {}, {}, {}
-                        for c in CODES:
-                            if c not in cell_codes or failed[c][fi_]:
-                                rows[c] = (
-                                    None
-                                    if c not in cell_codes
-                                    else {"num_failed": failed[c][fi_], "applicable": False}
-                                )
-                                continue
-                            rm, ms, cor = tabs[c]
-                            row = {
-                                "rmse": _stat(rm),
-                                "mse": _stat(ms),
-                                "num_failed": 0,
-                                "applicable": True,
-                                "accuracy": _stat(cor / k) if wl.classify else None,
-                            }
-                            if c == "GCC":
-                                row.update(lam_enc=lam[0], lam_dec=lam[1])
-                            if c == "ParM":
-                                row["k"] = cell_codes[c].parity.num_inputs
-                            if mode == "worst":
-                                row.update(wc_info[c])
-                            rows[c] = row
-                            ok_rmse[c] = rm
-                            if wl.classify:
-                                ok_acc[c] = cor / k
-                        cells.append(
-                            {
-                                "workload": wl.name,
-                                "mode": mode,
-                                "ratio": r,
-                                "N": n,
-                                "K": k,
-                                "fraction": p,
-                                "S": s,
-                                "codes": rows,
-                                "winner": {
-                                    "rmse": pick_winner(ok_rmse),
-                                    "accuracy": pick_winner(ok_acc, higher_is_better=True)
-                                    if wl.classify
-                                    else None,
-                                },
-                            }
-                        )
+                    cell_codes = _make_codes(g.codes, g.k, n, s, lam, parm_codes.get((wl.name, r)))
+                    tables = _measure_cell(g, wl, ri, fi, cell_codes, s, (k_ev, k_wc), search)
+                    t_worst += tables.t_worst
+                    cells += _cell_records(g, wl, r, p, s, lam, tables)
                     bar.update()
     t_eval = time.perf_counter() - t0 - t_worst
 
     config = {
         "interrupted": stop.interrupted,
-        "num_inputs": k,
-        "ratios": list(ratios),
-        "num_workers": [n_of[r] for r in ratios],
-        "fractions": list(fractions),
-        "modes": list(modes),
+        "num_inputs": g.k,
+        "ratios": list(g.ratios),
+        "num_workers": [g.n_of[r] for r in g.ratios],
+        "fractions": list(g.fractions),
+        "modes": list(g.modes),
         "workloads": [w.name for w in wls],
-        "codes": list(codes),
-        "num_trials": trials,
-        "num_batches": n_eval,
-        "num_cv_batches": n_cv,
-        "worst_case_batches": n_wc,
+        "codes": list(g.codes),
+        "num_trials": g.trials,
+        "num_batches": g.n_eval,
+        "num_cv_batches": g.n_cv,
+        "worst_case_batches": g.n_wc,
         **grids,
         "search": search,
         "dataset": dataset,
