@@ -249,7 +249,7 @@ def _losses(
     for s in searched:
         res = worst_case_adversaries(
             code, yt, fx, Adversary(bound, s, steps=pgd_steps), gamma, key=k_att,
-            chunk_size=_CHUNK, **search,
+            chunk_size=_CHUNK, search=search,
         )  # fmt: skip
         out[f"{s}@worst"] = res.loss
     if clean:  # no adversary: the "max" program at an empty position set

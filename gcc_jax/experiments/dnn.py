@@ -38,7 +38,7 @@ Protocol (LeTCC §5, method-notes §1.9–1.10):
   local search whose loss is a lower bound); the metrics at that pattern are reported. Uncoded's
   adversary kills ``min(S, K)`` of its ``K`` workers.
 
-Metrics (:mod:`gcc_jax.evaluation._metrics`, public as ``gcc.rmse``, ``gcc.mse``, ``gcc.rel_acc``), per
+Metrics (``gcc.rmse``, ``gcc.mse``, ``gcc.rel_acc``), per
 trial (one batch and one pattern) with ``ŷ_k`` the decoded estimate of ``f(x_k)``:
 
 * ``rmse`` = ``(1/K) Σ_k ‖f(x_k) − ŷ_k‖₂`` (the paper's RMSE), ``mse`` = ``(1/K) Σ_k ‖·‖₂²``;

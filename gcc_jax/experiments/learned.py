@@ -5,8 +5,8 @@ unavailable base-model output from ``k`` queries and ``r = 1`` extra worker. Thi
 measures it head to head with the training-free codes:
 
 * **Base models.** MLP (784-200-100-10) and LeNet-5 trained by
-  :func:`gcc_jax.nn.training.train_classifier` (cached) on Fashion-MNIST, or on scikit-learn's digits
-  when the Fashion-MNIST files are absent (a note says so).
+  :func:`gcc_jax.nn.training.train_classifier` (cached) on Fashion-MNIST, or on scikit-learn's
+  digits when the Fashion-MNIST files are absent (a note says so).
 * **ParM** (:class:`gcc_jax.ParityModelCode`): ``k + 1`` workers, the parity model trained by
   :func:`gcc_jax.train_parity_model` on the base model's logits; the summation encoder for every
   ``k``, the concatenation encoder for ``k ∈ {2, 4}``.
@@ -78,6 +78,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from .._core.scalars import as_int
 from .._core.types import Array, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, SplineCode
 from ..evaluation._evaluator import MaskEvaluator
@@ -128,12 +129,6 @@ PUBLISHED = {
 
 DEFAULT_BASE_EPOCHS = {"mlp": 10, "lenet5": 3}
 """Base-model epochs per model when ``base_epochs`` is not given."""
-
-
-def _check_int(name: str, value, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
-    return int(value)
 
 
 def _load(dataset: str | Dataset, data_path) -> tuple[Dataset, str, str]:
@@ -339,15 +334,15 @@ def run_compare_learned(
         DatasetNotFoundError: a data set other than Fashion-MNIST is missing.
     """
     t_start = time.perf_counter()
-    ks = tuple(_check_int("k", k, 2) for k in ks)
+    ks = tuple(as_int(k, "k", 2) for k in ks)
     models = tuple(str(m) for m in models)
     if not ks or not models:
         raise ValueError("`ks` and `models` must be non-empty")
-    code_epochs = _check_int("code_epochs", code_epochs, 1)
-    eval_images = _check_int("eval_images", eval_images, 2)
-    g_nat = _check_int("gcc_groups", gcc_groups, 1)
-    trials = _check_int("gcc_trials", gcc_trials, 1)
-    cv_images = _check_int("cv_images", cv_images, 2)
+    code_epochs = as_int(code_epochs, "code_epochs", 1)
+    eval_images = as_int(eval_images, "eval_images", 2)
+    g_nat = as_int(gcc_groups, "gcc_groups", 1)
+    trials = as_int(gcc_trials, "gcc_trials", 1)
+    cv_images = as_int(cv_images, "cv_images", 2)
     grid = tuple(float(v) for v in lam_dec_grid)
     if not grid or any(not np.isfinite(v) or v < 0 for v in grid):
         raise ValueError(f"`lam_dec_grid` must be finite λ >= 0; got {lam_dec_grid!r}")
@@ -757,7 +752,7 @@ def format_compare_table(result: ExperimentResult) -> str:
             )
         lines.append(
             f"  a {pub['base_model']} base on {pub['dataset']} at the published budget is not "
-            "run here (no ResNet-18 in gcc_jax.nn.models and no GPU budget); the gap depends on how "
+            "run here (no ResNet-18 in gcc_jax.nn.models); the gap depends on how "
             "long the base model was trained (its epochs are in every row of the JSON)"
         )
     t = result["timing_s"]

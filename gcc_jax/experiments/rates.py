@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.precision import Float32PrecisionWarning
+from .._core.scalars import as_int
 from .._core.types import Array, ArrayLike, Float, Real
 from ..codes import BerrutCode, SplineCode
 from ..evaluation._evaluator import MaskEvaluator
@@ -238,12 +239,6 @@ def _slopes(n: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.where(ok.sum(axis=-1) >= 2, slope, np.nan)
 
 
-def _check_int(name: str, value, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
-    return int(value)
-
-
 def _cv_lam_dec(code, f, xs, noise, candidates, grid, worst: bool) -> tuple[float, list[float]]:
     """λ_dec of ``grid`` with the lowest held-out score (mean over draws of the mean loss over
     ``candidates`` (iid) or of the largest (worst)); ties to the smaller λ. Also the CV curve."""
@@ -326,10 +321,10 @@ def run_rates(
             raise ValueError(f"unknown function {name!r}; choose from {sorted(FUNCTIONS)}")
     if not 0.0 < p < 1.0:
         raise ValueError(f"`p` must be in (0, 1); got {p}")
-    draws = _check_int("draws", draws, 2)
-    cv_draws = _check_int("cv_draws", cv_draws, 1)
-    cv_masks = _check_int("cv_masks", cv_masks, 1)
-    bootstrap = _check_int("bootstrap", bootstrap, 10)
+    draws = as_int(draws, "draws", 2)
+    cv_draws = as_int(cv_draws, "cv_draws", 1)
+    cv_masks = as_int(cv_masks, "cv_masks", 1)
+    bootstrap = as_int(bootstrap, "bootstrap", 10)
     noise = tuple(float(v) for v in noise)
     if not noise or any(not math.isfinite(v) or v < 0 for v in noise):
         raise ValueError(f"`noise` must be a non-empty list of σ >= 0; got {noise!r}")
@@ -423,13 +418,17 @@ def run_rates(
                                 ev = MaskEvaluator(code, yt, fx, chunk_size=128)
                                 if regime == "worst":
                                     skey = jax.random.fold_in(km, 200 + d)
-                                    wc = search_worst_case(ev, n, s, key=skey, **search)
+                                    wc = search_worst_case(ev, n, s, key=skey, search=search)
                                     table.append([wc.loss])
                                     extra.setdefault("exhaustive", True)
                                     extra["exhaustive"] &= bool(wc.exhaustive)
                                     if d == 0 and wc.exhaustive:
                                         heur = search_worst_case(
-                                            ev, n, s, key=skey, **(search | dict(max_exhaustive=0))
+                                            ev,
+                                            n,
+                                            s,
+                                            key=skey,
+                                            search=search | dict(max_exhaustive=0),
                                         )
                                         extra["heuristic_ratio"] = heur.loss / wc.loss
                                 else:

@@ -38,9 +38,9 @@ A missing result (uncoded, replication, ParM) is the fill value ``0``: it enters
 
 Workloads (:data:`WORKLOADS`): ``xsinx`` (``f(x) = x sin x``, ``x ~ U(−3, 3)``), ``vector_map``
 (:func:`smooth_vector_map`, ℝ² → ℝ³, ``x ~ U(−1, 1)²``), and a LeNet-5 trained by
-:func:`gcc_jax.nn.training.train_classifier` (cached, seeded) on Fashion-MNIST — or on scikit-learn's
-digits when the Fashion-MNIST files are absent (the JSON's ``data_note`` says so) — whose worker
-output is its ``lenet_logits`` or its ``lenet_softmax``.
+:func:`gcc_jax.nn.training.train_classifier` (cached, seeded) on Fashion-MNIST — or on
+scikit-learn's digits when the Fashion-MNIST files are absent (the JSON's ``data_note`` says
+so) — whose worker output is its ``lenet_logits`` or its ``lenet_softmax``.
 
 Every value is computed through :meth:`gcc_jax.AbstractCode.worker_outputs` and the one mask
 evaluator (:class:`gcc_jax.MaskEvaluator` with :func:`regime_metrics`).
