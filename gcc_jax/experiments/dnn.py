@@ -1,6 +1,6 @@
 """Coded inference of a neural network (LeTCC §5): GCC versus BACC versus uncoded, by S.
 
-Protocol (LeTCC §5, method-notes §1.9–1.10):
+Protocol (LeTCC §5):
 
 * **Worker function.** ``f(x) = softmax(apply(params, x))``: a classifier trained by
   :func:`gcc_jax.nn.training.train_classifier` (or loaded from its cache); the worker output is the

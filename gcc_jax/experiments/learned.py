@@ -1,6 +1,6 @@
 """``gcc-jax compare-learned``: ParM and a learned code against GCC and BACC in degraded mode.
 
-Learning-based coded computation (Kosaian, Rashmi & Venkataraman; method-notes §3) recovers an
+Learning-based coded computation (Kosaian, Rashmi & Venkataraman) recovers an
 unavailable base-model output from ``k`` queries and ``r = 1`` extra worker. This experiment
 measures it head to head with the training-free codes:
 
@@ -37,7 +37,7 @@ patterns of ``S`` stragglers per batch). Metrics, with ``ŷ`` the decoded estima
 * ``recon``: ``argmax ŷ = argmax F(x)`` (ParM's "reconstruction accuracy");
 * ``overall``: ``argmax ŷ`` = true label (ParM's "overall accuracy");
 * ``gap_points``: base-model accuracy on the same images minus ``overall``, in percentage
-  points — ParM reports 1.79 for Fashion-MNIST, ResNet-18, ``k = 2`` (method-notes §3.4);
+  points — ParM reports 1.79 for Fashion-MNIST, ResNet-18, ``k = 2`` (Kosaian & Rashmi);
 * ``all_overall``: accuracy over all ``k`` outputs when one of the ``N`` workers (any) is
   unavailable — the accuracy a user of the system sees in degraded mode.
 
@@ -577,7 +577,7 @@ def run_compare_learned(
         info = model_info[row["model"]]
         base = info["eval_accuracy"]
         row["gap_points"] = 100.0 * (base - row["overall"]["mean"])
-        # every row states the base model it codes for (ParM like for like, issue 14 item 6)
+        # every row states the base model it codes for (ParM like for like)
         row["base_model"] = row["model"]
         row["base_test_accuracy"] = info["test_accuracy"]
         row["base_epochs"] = info["epochs"]

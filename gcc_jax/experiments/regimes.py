@@ -88,19 +88,11 @@ and its parity models 10 epochs each on Fashion-MNIST::
 
     gcc-jax regimes --out results/regimes
 
-It was measured as three runs (``--workloads xsinx``, ``--workloads vector_map`` and
-``--workloads lenet_logits,lenet_softmax``; the records are in ``bench/results/fidelity/`` and
-``docs/results.md``; the random draws are keyed by the seed, the cell and the batch, not by
-the workload, so one default run computes the same cells — by construction, a single combined
-run was then not timed): **1143 s in all** — the sum of the three runs'
-``timing_s`` totals, 255 s + 177 s + 711 s, on the shared 2-core development machine at low
-priority — of which 438 s trained the six LeNet-5 parity models; the LeNet-5 itself came from
-the checkpoint cache (a first run trains it too: 200–290 s). One default run, with the LeNet-5
-and the parity models from the cache, later took 502 s of CPU time (9 min 37 s wall, 2.9 GB
-peak). ``--toy`` runs in about 21 s.
+Its measured run times are in ``bench/README.md`` (Run times); the records are in
+``bench/results/fidelity/`` and ``docs/results.md``.
 :data:`FULL` lists the flags of a larger map (5 fractions, 5 × 20 patterns per cell, CV on 5
-batches, the worst case on 2 batches with a 4 × 64 × 10 search), which was not run to the end
-there (the synthetic half did 19 of 50 cells in 42 minutes at load ≈ 20).
+batches, the worst case on 2 batches with a 4 × 64 × 10 search); it runs for hours on two CPU
+cores.
 """
 
 import dataclasses

@@ -1,6 +1,6 @@
 """``gcc-jax serve-bench``: ParM's tail-latency experiment, scaled down, on a local Ray cluster.
 
-The setup of ParM's latency study (method-notes §3.4: a single queue, ``k = 2``, batch size 1
+The setup of ParM's latency study (Kosaian et al., SOSP'19: a single queue, ``k = 2``, batch size 1
 per worker, Poisson arrivals, background slowdowns on random workers, the equal-resources
 baseline) with a cheap classifier and short service times, served by
 :class:`gcc_jax.distributed.CodedInferenceService` over Ray actors, once per scheme. Each
