@@ -30,7 +30,7 @@ def mlp_np(layers, h):
 def conv_np(layers, img):
     """The dilated encoder by loops: 'SAME' zero padding, dilations (1, 1, 2, 4, 8, 1), 1x1."""
     h = np.asarray(img, np.float64)
-    dil = list(learned_mod.CONV_DILATIONS) + [1]
+    dil = [1, 1, 2, 4, 8, 1, 1]  # the documented dilations, then the 1x1 layer
     for li, layer in enumerate(layers):
         w, b = np.asarray(layer["w"], np.float64), np.asarray(layer["b"], np.float64)
         kh, kw, _, c_out = w.shape

@@ -1,4 +1,4 @@
-"""Status flags: value problems are data (STYLE §9).
+"""Status flags: value problems are data.
 
 Every kernel that can meet a *value* problem (too few live workers, a non-finite output from a
 live worker, non-increasing nodes, a negative λ seen only under tracing) returns a ``status``
@@ -61,38 +61,6 @@ _MESSAGES = {
 }
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _code_message(flag: Status, code) -> str | None:
-    """The message for ``flag`` naming ``code`` and its requirement (None: no specific one).
-
-    Codes declare what they need as attributes: ``min_live`` (``TOO_FEW_LIVE``),
-    ``recovery_threshold`` (``BELOW_RECOVERY_THRESHOLD``; its formula in ``recovery_rule``,
-    default LCC's), ``num_parities``
-    (``TOO_MANY_ERASURES``).
-    """
-    name = type(code).__name__
-    if flag == Status.TOO_FEW_LIVE and getattr(code, "min_live", None) is not None:
-        m = int(code.min_live)
-        got = "no live worker" if m == 1 else f"fewer than {m} live workers"
-        return f"{got} ({name} needs at least {_plural(m, 'live worker')} to decode)"
-    if flag == Status.BELOW_RECOVERY_THRESHOLD and hasattr(code, "recovery_threshold"):
-        return (
-            f"fewer live workers than {name}'s recovery threshold: it needs "
-            f"{_plural(int(code.recovery_threshold), 'live worker')} "
-            f"({getattr(code, 'recovery_rule', '(K−1)·deg f + 1')})"
-        )
-    if flag == Status.TOO_MANY_ERASURES and hasattr(code, "num_parities"):
-        r = int(code.num_parities)
-        return (
-            f"more than {_plural(r, 'output')} missing ({name} recovers at most r = {r} "
-            "unavailable outputs)"
-        )
-    return None
-
-
 class GCCValueError(ValueError):
     """A value problem found in an eager call (see :class:`Status`)."""
 
@@ -102,9 +70,9 @@ def describe_status(status, code=None) -> str:
 
     Args:
         status: a status value (an int, a NumPy or JAX scalar).
-        code: optionally the code that produced it; the messages then name the code and what it
-            needs (e.g. how many live workers), as declared by its ``min_live``,
-            ``recovery_threshold`` and ``num_parities`` attributes.
+        code: optionally the :class:`gcc_jax.AbstractCode` that produced it; each flag's
+            message is then the code's ``status_message(flag)`` (naming the code and what it
+            needs, e.g. how many live workers) where it gives one.
 
     Example:
         >>> import gcc_jax as gcc
@@ -120,7 +88,7 @@ def describe_status(status, code=None) -> str:
     parts = []
     for flag, msg in _MESSAGES.items():
         if s & flag:
-            parts.append((_code_message(flag, code) if code is not None else None) or msg)
+            parts.append((code.status_message(flag) if code is not None else None) or msg)
     return "; ".join(parts)
 
 

@@ -2,10 +2,14 @@
 parity, grouped_parity, learned; robust, approxifer, lagrange_ec for Byzantine workers)."""
 
 from ._base import AbstractCode as AbstractCode
+from ._base import AbstractErrorLocatingCode as AbstractErrorLocatingCode
 from ._base import AbstractLinearCode as AbstractLinearCode
 from ._base import AbstractNodeCode as AbstractNodeCode
+from ._base import AbstractVar as AbstractVar
 from ._base import Decoded as Decoded
 from ._base import Encoded as Encoded
+from ._base import jit_method as jit_method
+from ._base import pytree_dataclass as pytree_dataclass
 from .approxifer import ApproxIFERCode as ApproxIFERCode
 from .berrut import BerrutCode as BerrutCode
 from .grouped_parity import GroupedParityCode as GroupedParityCode

@@ -30,11 +30,22 @@ from .._core.checks import (
     input_status,
     map_chunks,
 )
+from .._core.pytree import AbstractVar, missing_abstract_vars, pytree_dataclass
 from .._core.status import Status, combine, raise_if_bad
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 from ..spline._nodes import chebyshev_nodes
 
-__all__ = ["AbstractCode", "AbstractLinearCode", "AbstractNodeCode", "Decoded", "Encoded"]
+__all__ = [
+    "AbstractCode",
+    "AbstractErrorLocatingCode",
+    "AbstractLinearCode",
+    "AbstractNodeCode",
+    "AbstractVar",
+    "Decoded",
+    "Encoded",
+    "jit_method",
+    "pytree_dataclass",
+]
 
 
 class Decoded(NamedTuple):
@@ -62,18 +73,6 @@ class Encoded(NamedTuple):
     status: Int[Array, ""]
 
 
-_ABSTRACT_VARS = ("num_inputs", "num_workers")
-# Methods compiled as one XLA program per code structure and argument shapes (see `_compiled`).
-_COMPILED_METHODS = (
-    "encode_with_status",
-    "decode_with_status",
-    "decode_batch_with_status",
-    "encoder_matrix_with_status",
-    "decoder_matrix_with_status",
-    "locate",
-)
-
-
 def _numeric_array(a) -> bool:
     """Whether ``a`` is a real or boolean array or scalar (what ``jit`` takes as an argument)."""
     if isinstance(a, jax.Array | np.ndarray | np.generic):
@@ -81,15 +80,22 @@ def _numeric_array(a) -> bool:
     return isinstance(a, bool | int | float)
 
 
-def _compiled(method):
-    """``method(self, *arrays)`` run through one ``jax.jit`` with the code as a pytree argument.
+def jit_method(method):
+    """Decorator: an eager call ``code.method(*arrays)`` runs as one compiled program.
 
-    Called eagerly, the method would otherwise dispatch its operations one at a time, and any
-    loop or closure it builds per call would be traced again. ``bench/eager_decode.py`` measures
-    both ways in one run (2x faster for a spline decode, 8x for Berrut, N = 40, 2-core CPU).
-    Under an outer ``jit``/``vmap``/``grad`` the inner ``jit`` is traced inline, so nothing
-    changes there. New λs, nodes or parameters are array leaves of the
-    code: they never recompile; sizes, solver names and other static fields do.
+    The code is passed to ``jax.jit`` as a pytree argument, so the program is compiled once per
+    code structure (static fields, leaf shapes) and argument shapes: new λs, nodes, parameters,
+    masks or outputs reuse it. Called eagerly without it, a method dispatches its operations one
+    at a time and traces again any loop or closure it builds per call. Under an outer
+    ``jit``/``vmap``/``grad`` the inner ``jit`` is traced inline, so nothing changes there.
+    Calls with keyword arguments or with a non-array argument (a list, a string) run the method
+    itself, so that its own checks name the argument. The compiled function is the wrapper's
+    ``jitted`` attribute (its ``_cache_size()`` counts compilations).
+
+    Each method opts in explicitly, and an override is compiled only if it is decorated too::
+
+        @jit_method
+        def decode_with_status(self, y, mask): ...
     """
     jitted = jax.jit(method)
 
@@ -97,10 +103,14 @@ def _compiled(method):
     def wrapper(self, *args, **kwargs):
         if not kwargs and all(_numeric_array(a) for a in args):
             return jitted(self, *args)
-        return method(self, *args, **kwargs)  # lists, strings...: its own checks name them
+        return method(self, *args, **kwargs)
 
-    wrapper.jitted = jitted  # its compilation cache, checked by tests/test_contract.py
+    wrapper.jitted = jitted
     return wrapper
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 class AbstractCode(abc.ABC):
@@ -130,24 +140,31 @@ class AbstractCode(abc.ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        for name in _COMPILED_METHODS:
-            if name in vars(cls):
-                setattr(cls, name, _compiled(vars(cls)[name]))
         if cls.__name__.startswith("Abstract"):
             return
-        for name in _ABSTRACT_VARS:
-            provided = any(
-                name in vars(c) or name in vars(c).get("__annotations__", {})
-                for c in cls.__mro__
-                if c not in (AbstractCode, object)
+        missing = missing_abstract_vars(cls)
+        if missing:
+            names = ", ".join(f"`{name}`" for name in missing)
+            raise TypeError(
+                f"{cls.__name__} must define {names} (a static field, a property or a class "
+                "constant; declared as AbstractVar on its base)"
             )
-            if not provided:
-                raise TypeError(
-                    f"{cls.__name__} must define `{name}` (a static field or a property)"
-                )
 
-    num_inputs: int
-    num_workers: int
+    num_inputs: AbstractVar[int]
+    """``k``: the number of inputs (a static field or a property)."""
+
+    num_workers: AbstractVar[int]
+    """``n``: the number of workers (a static field or a property)."""
+
+    min_live: AbstractVar[int]
+    """The fewest live workers with which a pattern decodes with status OK.
+
+    With fewer, every pattern's status carries a flag (``TOO_FEW_LIVE``, or the code's own:
+    ``BELOW_RECOVERY_THRESHOLD``, ``TOO_MANY_ERASURES``) and no estimate is available. ``2`` for
+    a smoothing-spline decoder, ``1`` for Berrut's interpolant, the recovery threshold for LCC
+    and the error-locating codes, ``k`` for ParM and learned codes (``r`` of ``k + r`` may be
+    missing), ``0`` for uncoded computation and replication (a missing result is a fill value).
+    """
 
     is_exact: ClassVar[bool] = False
     """Whether an estimate is final as soon as :meth:`available` marks it (a class constant).
@@ -319,6 +336,23 @@ class AbstractCode(abc.ABC):
         del masks
         return None
 
+    def status_message(self, flag: Status) -> str | None:
+        """What :func:`gcc_jax.describe_status` says for ``flag`` about this code, naming what
+        it needs; ``None`` leaves the flag's generic message.
+
+        The default names :attr:`min_live` for ``TOO_FEW_LIVE``; codes with a recovery
+        threshold or a number of parities override it for their flags.
+
+        Example:
+            >>> import gcc_jax as gcc
+            >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=8)
+            >>> code.status_message(gcc.Status.TOO_FEW_LIVE)
+            'fewer than 2 live workers (SplineCode needs at least 2 live workers to decode)'
+        """
+        if flag == Status.TOO_FEW_LIVE and self.min_live >= 1:
+            return live_message(self, self.min_live)
+        return None
+
     def decode(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
         """Estimates ``(k, *m)`` of ``f(x_k)`` from worker outputs ``y`` ``(n, *m)``.
 
@@ -374,6 +408,7 @@ class AbstractLinearCode(AbstractCode):
         raise_if_bad(status, f"{type(self).__name__}.decoder_matrix", self)
         return d
 
+    @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:
         """``X~ = E X`` over the leading axis of ``x`` (any trailing shape)."""
         x = check_inputs(x, self.num_inputs)
@@ -384,6 +419,7 @@ class AbstractLinearCode(AbstractCode):
         status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
         return Encoded(jnp.where(status == 0, value, jnp.nan), status)
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
@@ -406,7 +442,7 @@ class AbstractLinearCode(AbstractCode):
         status = status | data_status(y_flat, mask)
         safe = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0).astype(dtype)
         d = jnp.where(status == 0, d, 0).astype(dtype)
-        value = d @ safe
+        value = jnp.matmul(d, safe, precision=jax.lax.Precision.HIGHEST)
         status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
         value = jnp.where(status == 0, value, jnp.nan)
         return Decoded(value.reshape((d.shape[0], *y.shape[1:])), status)
@@ -432,14 +468,13 @@ class AbstractNodeCode(NodeSizes, AbstractLinearCode):
 
     Shared by the node-based codes (GCC's splines, BACC's Berrut interpolant, LCC's
     polynomials): the sizes come from the node leaves, the nodes are checked when the code is
-    built (1-D, at least 2, strictly increasing and finite in eager calls), decoding needs
-    :attr:`min_live` live workers, and :meth:`chebyshev_nodes` gives the papers' placement.
-    Subclasses declare ``alpha`` and ``beta`` as array fields and set ``min_live``.
+    built (1-D, at least 2, strictly increasing and finite), decoding needs :attr:`min_live`
+    live workers, and :meth:`chebyshev_nodes` gives the papers' placement. Subclasses declare
+    ``alpha`` and ``beta`` as array fields and define ``min_live``.
     """
 
-    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
-    beta: Float[ArrayLike, " n"]
-    min_live: int = 1
+    alpha: AbstractVar[Float[ArrayLike, " k"]]  # a JAX or NumPy array
+    beta: AbstractVar[Float[ArrayLike, " n"]]
 
     def check_nodes(self) -> None:
         """Static checks on ``alpha``/``beta`` (value checks only on concrete arrays)."""
@@ -471,23 +506,38 @@ class AbstractErrorLocatingCode(NodeSizes, AbstractCode):
 
     Shared by ApproxIFER and LCC with error correction: the sizes come from the node leaves
     ``alpha`` (``k``) and ``beta`` (``n``); an estimate is available once
-    :attr:`recovery_threshold` workers are live (below it the status says so, with at least
-    :attr:`min_live` = 1 live worker needed to decode at all); :meth:`locate` checks the outputs,
-    zeroes dead and non-finite entries and calls the subclass's ``_locate`` without gradients
-    (location is discrete). Subclasses declare ``alpha``, ``beta`` and ``num_adversaries``
-    fields and define ``recovery_threshold``, ``recovery_rule`` and
-    ``_locate(y_flat, mask, dtype)``.
+    :attr:`recovery_threshold` workers are live (below it the status carries
+    ``BELOW_RECOVERY_THRESHOLD``), so :attr:`min_live` is the recovery threshold;
+    :meth:`locate` checks the outputs, zeroes dead and non-finite entries and calls the
+    subclass's ``_locate`` without gradients (location is discrete). Subclasses declare
+    ``alpha``, ``beta`` and ``num_adversaries`` fields and define ``recovery_threshold``,
+    ``recovery_rule`` and ``_locate(y_flat, mask, dtype)``.
     """
+
+    alpha: AbstractVar[Float[ArrayLike, " k"]]
+    beta: AbstractVar[Float[ArrayLike, " n"]]
+    num_adversaries: AbstractVar[int]
+    """``A``: the number of workers located and dropped."""
+
+    recovery_threshold: AbstractVar[int]
+    """Live workers needed to locate ``A`` adversaries and decode."""
+
+    recovery_rule: AbstractVar[str]
+    """The formula of :attr:`recovery_threshold` in ``K``, ``A`` (and ``deg f``), for messages."""
 
     @property
     def min_live(self) -> int:
-        """At least one live worker (below :attr:`recovery_threshold` the status says so)."""
-        return 1
+        """:attr:`recovery_threshold`: below it no pattern decodes."""
+        return self.recovery_threshold
 
-    @property
-    @abc.abstractmethod
-    def recovery_threshold(self) -> int:
-        """Live workers needed to locate ``A`` adversaries and decode."""
+    def status_message(self, flag: Status) -> str | None:
+        """Names :attr:`recovery_threshold` and :attr:`recovery_rule` for
+        ``BELOW_RECOVERY_THRESHOLD``; see :meth:`AbstractCode.status_message`."""
+        if flag == Status.BELOW_RECOVERY_THRESHOLD:
+            return recovery_message(self, self.recovery_rule)
+        if flag == Status.TOO_FEW_LIVE:  # raised with no live worker at all
+            return live_message(self, 1, "to decode at all")
+        return super().status_message(flag)
 
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         """Every estimate once :attr:`recovery_threshold` workers are live, none otherwise."""
@@ -495,6 +545,7 @@ class AbstractErrorLocatingCode(NodeSizes, AbstractCode):
         ok = jnp.sum(mask) >= self.recovery_threshold
         return jnp.broadcast_to(ok, (self.num_inputs,))
 
+    @jit_method
     def locate(self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]) -> Array:
         """The live workers declared adversarial, dead ones never.
 
@@ -513,7 +564,31 @@ class AbstractErrorLocatingCode(NodeSizes, AbstractCode):
         """The located workers for flattened, cleaned outputs ``(n, m)``."""
 
 
+def live_message(code: AbstractCode, need: int, what: str = "to decode") -> str:
+    """``TOO_FEW_LIVE``'s message for a code that needs ``need`` live workers."""
+    got = "no live worker" if need == 1 else f"fewer than {need} live workers"
+    return f"{got} ({type(code).__name__} needs at least {_plural(need, 'live worker')} {what})"
+
+
+def recovery_message(code: AbstractCode, rule: str) -> str:
+    """``BELOW_RECOVERY_THRESHOLD``'s message for a code with a ``recovery_threshold``."""
+    return (
+        f"fewer live workers than {type(code).__name__}'s recovery threshold: it needs "
+        f"{_plural(code.recovery_threshold, 'live worker')} ({rule})"
+    )
+
+
+def erasure_message(code: AbstractCode, num_parities: int) -> str:
+    """``TOO_MANY_ERASURES``'s message for a code that recovers ``r`` missing outputs."""
+    r = num_parities
+    return (
+        f"more than {_plural(r, 'output')} missing ({type(code).__name__} recovers at most "
+        f"r = {r} unavailable outputs)"
+    )
+
+
 def apply_rows(matrix: Array, x: Array) -> Array:
     """``matrix @ x`` over the leading axis of ``x`` of any trailing shape."""
     flat = x.reshape(x.shape[0], -1)
-    return (matrix @ flat).reshape((matrix.shape[0], *x.shape[1:]))
+    product = jnp.matmul(matrix, flat, precision=jax.lax.Precision.HIGHEST)
+    return product.reshape((matrix.shape[0], *x.shape[1:]))

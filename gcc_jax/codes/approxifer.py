@@ -14,7 +14,14 @@ import jax.numpy as jnp
 from .._core.checks import as_int, check_node_leaves, check_outputs, float_dtype, node_status
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Shaped
-from ._base import AbstractErrorLocatingCode, AbstractNodeCode, Decoded, Encoded
+from ._base import (
+    AbstractErrorLocatingCode,
+    AbstractNodeCode,
+    Decoded,
+    Encoded,
+    jit_method,
+    pytree_dataclass,
+)
 from .berrut import BerrutCode
 
 __all__ = ["ApproxIFERCode", "chebyshev_basis", "locate_rational"]
@@ -48,11 +55,10 @@ def locate_rational(
     a = jnp.concatenate([t, -ys[:, None] * t], axis=1) * mask[:, None]
     _, _, vt = jnp.linalg.svd(a, full_matrices=False)
     q = vt[-1, degree + 1 :]
-    return jnp.where(mask, jnp.abs(t @ q), jnp.inf)
+    return jnp.where(mask, jnp.abs(jnp.matmul(t, q, precision=jax.lax.Precision.HIGHEST)), jnp.inf)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class ApproxIFERCode(AbstractErrorLocatingCode):
     """ApproxIFER: BACC with error location against ``A`` Byzantine workers.
 
@@ -107,11 +113,7 @@ class ApproxIFERCode(AbstractErrorLocatingCode):
     ) -> "ApproxIFERCode":
         """Chebyshev-1 ``alpha`` (K) and Chebyshev-2 ``beta`` (N), ascending, as BACC."""
         alpha, beta = AbstractNodeCode.chebyshev_nodes(num_inputs, num_workers, dtype)
-        return cls(
-            alpha=alpha,
-            beta=beta,
-            num_adversaries=num_adversaries,
-        )
+        return cls(alpha=alpha, beta=beta, num_adversaries=num_adversaries)
 
     @property
     def berrut(self) -> BerrutCode:
@@ -123,9 +125,9 @@ class ApproxIFERCode(AbstractErrorLocatingCode):
         """``2K + 2A − 1`` live workers: enough equations for the rational locator."""
         return 2 * self.num_inputs + 2 * self.num_adversaries - 1
 
-    #: the formula of :attr:`recovery_threshold`, for error messages
-    recovery_rule = "2K + 2A − 1"
+    recovery_rule = "2K + 2A − 1"  # the formula of recovery_threshold, for messages
 
+    @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:
         """BACC's encoder."""
         return self.berrut.encode_with_status(x)
@@ -148,6 +150,7 @@ class ApproxIFERCode(AbstractErrorLocatingCode):
         chosen = jnp.argsort(order) < a
         return chosen & mask
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:

@@ -1,7 +1,5 @@
 """BACC: Berrut approximated coded computing (rational-interpolation encoder and decoder)."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 
@@ -9,7 +7,7 @@ from .._core.checks import as_mask, float_dtype, node_status
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ._barycentric import barycentric_matrix, berrut_weights
-from ._base import AbstractNodeCode
+from ._base import AbstractNodeCode, jit_method, pytree_dataclass
 
 # Kernels: plain pure functions, jitted so that eager calls compile once per shape (a nested
 # jit inside the caller's jit/vmap is inlined).
@@ -26,8 +24,7 @@ def _decoder_matrix(beta: Array, alpha: Array, mask: Array) -> Array:
     return barycentric_matrix(beta, berrut_weights(mask, beta.dtype), mask, alpha)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class BerrutCode(AbstractNodeCode):
     """Berrut approximated coded computing (BACC; Jahani-Nezhad & Maddah-Ali, 2022).
 
@@ -65,7 +62,7 @@ class BerrutCode(AbstractNodeCode):
 
     alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
     beta: Float[ArrayLike, " n"]
-    min_live = 1  # class constant (Berrut's interpolant needs one live node), not a field
+    min_live = 1  # Berrut's interpolant through one live node is a constant
 
     def __post_init__(self):
         self.check_nodes()
@@ -80,13 +77,11 @@ class BerrutCode(AbstractNodeCode):
             dtype: float dtype of the nodes (default: JAX's default float).
         """
         alpha, beta = cls.chebyshev_nodes(num_inputs, num_workers, dtype)
-        return cls(
-            alpha=alpha,
-            beta=beta,
-        )
+        return cls(alpha=alpha, beta=beta)
 
     # -- encoder ----------------------------------------------------------------------------
 
+    @jit_method
     def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
         """``E`` with ``X~ = E X``: Berrut's interpolant on ``alpha`` evaluated at ``beta``."""
         dtype = float_dtype(self.alpha, self.beta)
@@ -95,6 +90,7 @@ class BerrutCode(AbstractNodeCode):
 
     # -- decoder ----------------------------------------------------------------------------
 
+    @jit_method
     def decoder_matrix_with_status(
         self, mask: Bool[ArrayLike, " n"]
     ) -> tuple[Float[Array, "k n"], Int[Array, ""]]:

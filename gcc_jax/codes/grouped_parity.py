@@ -16,7 +16,7 @@ import numpy as np
 from .._core.checks import as_int, check_inputs, check_outputs
 from .._core.status import Status
 from .._core.types import Array, ArrayLike, Bool, Float
-from ._base import AbstractCode, Decoded, Encoded
+from ._base import AbstractCode, Decoded, Encoded, jit_method, pytree_dataclass
 from .parity import ParityModelCode
 
 __all__ = ["GroupedParityCode"]
@@ -26,8 +26,7 @@ def _or_reduce(status: Array) -> Array:
     return jax.lax.reduce(status, jnp.int32(0), jax.lax.bitwise_or, (0,))
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class GroupedParityCode(AbstractCode):
     """``g`` independent ParM groups as one code: ``K = g·k`` inputs on ``N = g·(k + 1)`` workers.
 
@@ -55,6 +54,7 @@ class GroupedParityCode(AbstractCode):
     """
 
     is_exact: ClassVar[bool] = True  # parity decoding is final when available (AbstractCode)
+    min_live: ClassVar[int] = 0  # a group that lost two workers reports fill values (status OK)
 
     parity: ParityModelCode
     groups: int = dataclasses.field(metadata=dict(static=True))
@@ -81,6 +81,7 @@ class GroupedParityCode(AbstractCode):
     def _split(self, a: Array) -> Array:
         return a.reshape(self.groups, -1, *a.shape[1:])
 
+    @jit_method
     def encode_with_status(self, x: Float[ArrayLike, "k *d"]) -> Encoded:
         """Each group's ``k`` inputs and its parity query, groups one after the other."""
         x = check_inputs(x, self.num_inputs)
@@ -105,6 +106,7 @@ class GroupedParityCode(AbstractCode):
         whole = jnp.sum(~m, axis=1, keepdims=True) <= 1
         return (whole | m[:, :k]).reshape(self.num_inputs)
 
+    @jit_method
     def decode_with_status(
         self, y: Float[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:

@@ -10,7 +10,13 @@ from .._core.checks import as_int, as_mask, float_dtype, node_status
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ._barycentric import barycentric_matrix, lagrange_weights, live_ranks
-from ._base import AbstractNodeCode
+from ._base import (
+    AbstractNodeCode,
+    jit_method,
+    live_message,
+    pytree_dataclass,
+    recovery_message,
+)
 
 _BELOW = ("nan", "interpolate")
 
@@ -41,8 +47,7 @@ def _decoder_matrix(beta: Array, alpha: Array, mask: Array, threshold: int) -> A
     return barycentric_matrix(beta, lagrange_weights(beta, sel), sel, alpha)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class LagrangeCode(AbstractNodeCode):
     """Lagrange coded computing (LCC; Yu et al., AISTATS 2019), over the reals.
 
@@ -95,7 +100,6 @@ class LagrangeCode(AbstractNodeCode):
 
     alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
     beta: Float[ArrayLike, " n"]
-    min_live = 1  # class constant (through one live point: a constant), not a field
     degree: int = dataclasses.field(default=1, metadata=dict(static=True))
     below_threshold: str = dataclasses.field(default="nan", metadata=dict(static=True))
 
@@ -127,17 +131,27 @@ class LagrangeCode(AbstractNodeCode):
             dtype: float dtype of the nodes (default: JAX's default float).
         """
         alpha, beta = cls.chebyshev_nodes(num_inputs, num_workers, dtype)
-        return cls(
-            alpha=alpha,
-            beta=beta,
-            degree=degree,
-            below_threshold=below_threshold,
-        )
+        return cls(alpha=alpha, beta=beta, degree=degree, below_threshold=below_threshold)
 
     @property
     def recovery_threshold(self) -> int:
         """``(K − 1)·deg + 1``: the number of live results that makes decoding exact."""
         return (self.num_inputs - 1) * self.degree + 1
+
+    @property
+    def min_live(self) -> int:
+        """:attr:`recovery_threshold` with ``below_threshold="nan"``; 1 with ``"interpolate"``
+        (a constant through one live worker)."""
+        return self.recovery_threshold if self.below_threshold == "nan" else 1
+
+    def status_message(self, flag: Status) -> str | None:
+        """Names :attr:`recovery_threshold` for ``BELOW_RECOVERY_THRESHOLD`` (see
+        :meth:`gcc_jax.AbstractCode.status_message`)."""
+        if flag == Status.BELOW_RECOVERY_THRESHOLD:
+            return recovery_message(self, "(K−1)·deg f + 1")
+        if flag == Status.TOO_FEW_LIVE:  # raised with no live worker at all
+            return live_message(self, 1, "to interpolate at all")
+        return super().status_message(flag)
 
     @property
     def max_stragglers(self) -> int:
@@ -160,6 +174,7 @@ class LagrangeCode(AbstractNodeCode):
 
     # -- encoder ----------------------------------------------------------------------------
 
+    @jit_method
     def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
         """``E`` with ``X~ = E X``: the Lagrange basis on ``alpha`` evaluated at ``beta``."""
         dtype = float_dtype(self.alpha, self.beta)
@@ -168,6 +183,7 @@ class LagrangeCode(AbstractNodeCode):
 
     # -- decoder ----------------------------------------------------------------------------
 
+    @jit_method
     def decoder_matrix_with_status(
         self, mask: Bool[ArrayLike, " n"]
     ) -> tuple[Float[Array, "k n"], Int[Array, ""]]:

@@ -8,7 +8,14 @@ import jax.numpy as jnp
 from .._core.checks import as_int, check_node_leaves, check_outputs, float_dtype
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Shaped
-from ._base import AbstractErrorLocatingCode, AbstractNodeCode, Decoded, Encoded
+from ._base import (
+    AbstractErrorLocatingCode,
+    AbstractNodeCode,
+    Decoded,
+    Encoded,
+    jit_method,
+    pytree_dataclass,
+)
 from .approxifer import chebyshev_basis
 from .lagrange import LagrangeCode
 
@@ -36,12 +43,14 @@ def locate_polynomial(
     a = jnp.concatenate([tq, -ys[:, None] * te[:, :errors]], axis=1) * mask[:, None]
     b = ys * te[:, errors] * mask
     coef, *_ = jnp.linalg.lstsq(a, b)
-    e = te[:, :errors] @ coef[degree + errors + 1 :] + te[:, errors]
+    e = (
+        jnp.matmul(te[:, :errors], coef[degree + errors + 1 :], precision=jax.lax.Precision.HIGHEST)
+        + te[:, errors]
+    )
     return jnp.where(mask, jnp.abs(e), jnp.inf)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class LagrangeECCode(AbstractErrorLocatingCode):
     """Lagrange coded computing with error correction (LCC; Yu et al., AISTATS 2019).
 
@@ -94,12 +103,7 @@ class LagrangeECCode(AbstractErrorLocatingCode):
     ) -> "LagrangeECCode":
         """Chebyshev-1 ``alpha`` (K) and Chebyshev-2 ``beta`` (N), ascending, as LCC."""
         alpha, beta = AbstractNodeCode.chebyshev_nodes(num_inputs, num_workers, dtype)
-        return cls(
-            alpha=alpha,
-            beta=beta,
-            degree=degree,
-            num_adversaries=num_adversaries,
-        )
+        return cls(alpha=alpha, beta=beta, degree=degree, num_adversaries=num_adversaries)
 
     @property
     def lagrange(self) -> LagrangeCode:
@@ -111,9 +115,9 @@ class LagrangeECCode(AbstractErrorLocatingCode):
         """``(K − 1)·deg + 2A + 1`` live workers."""
         return (self.num_inputs - 1) * self.degree + 2 * self.num_adversaries + 1
 
-    #: the formula of :attr:`recovery_threshold`, for error messages
-    recovery_rule = "(K−1)·deg f + 2A + 1"
+    recovery_rule = "(K−1)·deg f + 2A + 1"  # the formula of recovery_threshold, for messages
 
+    @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:
         """LCC's encoder."""
         return self.lagrange.encode_with_status(x)
@@ -133,6 +137,7 @@ class LagrangeECCode(AbstractErrorLocatingCode):
 
         return jax.vmap(column, in_axes=1, out_axes=1)(y_flat)
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
@@ -152,7 +157,7 @@ class LagrangeECCode(AbstractErrorLocatingCode):
 
         def column(col, drop):
             d, st = lcc.decoder_matrix_with_status(mask & ~drop)
-            return d.astype(dtype) @ col, st
+            return jnp.matmul(d.astype(dtype), col, precision=jax.lax.Precision.HIGHEST), st
 
         value, st = jax.vmap(column, in_axes=(1, 1), out_axes=(1, 0))(safe, dropped)
         status = (

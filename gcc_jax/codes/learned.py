@@ -1,7 +1,7 @@
 """Learning-based coded computation: a learned encoder and decoder around a frozen base model.
 
 Kosaian, Rashmi & Venkataraman, "Learning-Based Coded Computation" (JSAIT 2020; arXiv
-1806.01259), method-notes §3.3. ``k`` workers compute the base model ``F`` on the queries
+1806.01259). ``k`` workers compute the base model ``F`` on the queries
 ``x_1..x_k``; ``r`` more compute the *same* ``F`` on ``r`` parity queries produced by a learned
 encoder ``(p_1..p_r) = E_θ(x_1..x_k)``. When some outputs are unavailable, a learned decoder
 ``D_φ`` maps the ``k + r`` outputs, with the unavailable ones set to zero, to estimates of the
@@ -20,6 +20,9 @@ MSE between the decoded and the true base outputs on the *unavailable* slots, av
 every erasure pattern the code must handle (:func:`erasure_patterns`: 1 to ``r`` missing
 outputs, at least one of them a base output — patterns that lose only parities need no
 decoding).
+
+The networks are pure functions of their parameters (:mod:`gcc_jax.nn.models`), imported at first
+use: ``import gcc_jax.codes`` loads no Flax.
 """
 
 import dataclasses
@@ -44,18 +47,19 @@ from .._core.checks import (
 )
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, PRNGKeyArray, Shaped
-from ..nn.models._coder import CONV_DILATIONS, conv_init, decode_outputs, encode_parities, mlp_init
-from ._base import AbstractCode, Decoded, Encoded
+from ._base import AbstractCode, Decoded, Encoded, erasure_message, jit_method, pytree_dataclass
 
-__all__ = [
-    "CONV_DILATIONS",
-    "ENCODERS",
-    "LearnedCode",
-    "erasure_patterns",
-]
+__all__ = ["ENCODERS", "LearnedCode", "erasure_patterns"]
 
 ENCODERS = ("mlp", "conv")
 """Learned encoders of :class:`LearnedCode`."""
+
+
+def _networks():
+    """The encoder and decoder networks (:mod:`gcc_jax.nn.models._coder`), imported at use."""
+    from ..nn.models import _coder
+
+    return _coder
 
 
 def erasure_patterns(num_inputs: int, num_parities: int = 1) -> Bool[np.ndarray, "p n"]:
@@ -92,7 +96,7 @@ def _learned_decode(
     )
     # A missing worker's output (even NaN/Inf) never reaches the decoder or the gradient.
     y_ok = jnp.where((mask & finite)[:, None], y, 0.0)
-    recon = decode_outputs(decoder_params, y_ok, k)
+    recon = _networks().decode_outputs(decoder_params, y_ok, k)
     value = jnp.where(mask[:k, None], y_ok[:k], recon)
     status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
     return jnp.where(status == 0, value, jnp.nan), status
@@ -102,8 +106,7 @@ def check_size(value, name: str, lo: int) -> int:
     return as_int(value, name, lo)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class LearnedCode(AbstractCode):
     """A learned code: ``k`` base queries plus ``r`` learned parity queries, a learned decoder.
 
@@ -201,26 +204,38 @@ class LearnedCode(AbstractCode):
         else:  # a JAX PRNG key: its bits seed NumPy's generator
             seed = np.asarray(jax.random.key_data(key)).ravel().tolist()
         rng = np.random.default_rng([*seed, 0x1EA])
+        nets = _networks()
         if encoder == "mlp":
             hidden = (d,) if encoder_hidden is None else tuple(int(h) for h in encoder_hidden)
-            enc = mlp_init(rng, (k * d, *hidden, r * d), jnp.dtype(dtype))
+            enc = nets.mlp_init(rng, (k * d, *hidden, r * d), jnp.dtype(dtype))
         elif encoder == "conv":
             if len(shape) != 3:
                 raise ValueError(f"the conv encoder needs images (H, W, C); got {shape}")
             ch = 20 * k if channels is None else check_size(channels, "channels", 1)
-            enc = conv_init(rng, k * shape[2], ch, r * shape[2], jnp.dtype(dtype))
+            enc = nets.conv_init(rng, k * shape[2], ch, r * shape[2], jnp.dtype(dtype))
         else:
             raise ValueError(f"`encoder` must be one of {ENCODERS}; got {encoder!r}")
         width = 4 * (k + r) * m
         dec_hidden = (width, width) if decoder_hidden is None else tuple(decoder_hidden)
         dec_sizes = ((k + r) * m, *(int(h) for h in dec_hidden), k * m)
-        dec = mlp_init(rng, dec_sizes, jnp.dtype(dtype))
+        dec = nets.mlp_init(rng, dec_sizes, jnp.dtype(dtype))
         return cls(enc, dec, num_inputs=k, num_parities=r, encoder=encoder)
 
     @property
     def num_workers(self) -> int:
         """``k + r``."""
         return self.num_inputs + self.num_parities
+
+    @property
+    def min_live(self) -> int:
+        """``k`` of the ``k + r`` workers."""
+        return self.num_inputs
+
+    def status_message(self, flag: Status) -> str | None:
+        """Names ``r`` for ``TOO_MANY_ERASURES`` (:meth:`gcc_jax.AbstractCode.status_message`)."""
+        if flag == Status.TOO_MANY_ERASURES:
+            return erasure_message(self, self.num_parities)
+        return super().status_message(flag)
 
     # -- encoder ----------------------------------------------------------------------------
 
@@ -242,8 +257,9 @@ class LearnedCode(AbstractCode):
                     f"{x.shape}"
                 )
         x = x.astype(float_dtype(x))
-        return encode_parities(self.encoder, self.encoder_params, x, self.num_parities)
+        return _networks().encode_parities(self.encoder, self.encoder_params, x, self.num_parities)
 
+    @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
         """The ``k + r`` queries ``(x_1, …, x_k, p_1, …, p_r)``; all ``k + r`` workers run ``F``."""
         p = self.parities(x)
@@ -262,6 +278,7 @@ class LearnedCode(AbstractCode):
         mask = as_mask(mask, self.num_workers)
         return jnp.broadcast_to(jnp.sum(~mask) <= self.num_parities, (self.num_inputs,))
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:

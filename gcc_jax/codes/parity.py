@@ -4,7 +4,7 @@
 runs a *parity model* ``F_P`` on the parity query ``P = E(x_1..x_k)``. ``F_P`` has the base
 model's architecture and is trained so that ``F_P(P) ≈ Σ_i F(x_i)``; when one base output
 ``F(x_j)`` is unavailable, the subtraction decoder estimates it as
-``F^(x_j) = F_P(P) − Σ_{i≠j} F(x_i)`` (method-notes §3.1–3.2). ``r = 1``: one unavailable output
+``F^(x_j) = F_P(P) − Σ_{i≠j} F(x_i)``. ``r = 1``: one unavailable output
 is recovered; more give ``Status.TOO_MANY_ERASURES``.
 
 Encoders ``E``:
@@ -38,7 +38,7 @@ from .._core.checks import (
 )
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Shaped
-from ._base import AbstractCode, Decoded, Encoded
+from ._base import AbstractCode, Decoded, Encoded, erasure_message, jit_method, pytree_dataclass
 
 __all__ = ["ENCODERS", "ParityModelCode", "parity_input"]
 
@@ -116,8 +116,7 @@ def _subtract_decode(y: Array, mask: Array, num_inputs: int) -> tuple[Array, Arr
     return jnp.where(status == 0, value, jnp.nan), status
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class ParityModelCode(AbstractCode):
     """ParM: ``k`` systematic workers plus one parity-model worker, subtraction decoding.
 
@@ -184,6 +183,17 @@ class ParityModelCode(AbstractCode):
         """``r = 1``: outputs that can be missing."""
         return 1
 
+    @property
+    def min_live(self) -> int:
+        """``k`` of the ``k + 1`` workers."""
+        return self.num_inputs
+
+    def status_message(self, flag: Status) -> str | None:
+        """Names ``r`` for ``TOO_MANY_ERASURES`` (:meth:`gcc_jax.AbstractCode.status_message`)."""
+        if flag == Status.TOO_MANY_ERASURES:
+            return erasure_message(self, self.num_parities)
+        return super().status_message(flag)
+
     # -- encoder ----------------------------------------------------------------------------
 
     def parity_input(self, x: Float[ArrayLike, "k *d"]) -> Float[Array, "*d"]:
@@ -191,6 +201,7 @@ class ParityModelCode(AbstractCode):
         x = check_inputs(x, self.num_inputs)
         return parity_input(x, self.encoder)
 
+    @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
         """The ``k + 1`` queries: ``x_1..x_k`` for the base workers, ``P`` for the parity one."""
         x = check_inputs(x, self.num_inputs)
@@ -230,6 +241,7 @@ class ParityModelCode(AbstractCode):
         mask = as_mask(mask, self.num_workers)
         return jnp.broadcast_to(jnp.sum(~mask) <= 1, (self.num_inputs,))
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:

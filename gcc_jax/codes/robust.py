@@ -14,6 +14,7 @@ for the derivations.
 
 import dataclasses
 import functools
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +35,7 @@ from .._core.checks import (
 from .._core.status import Status, combine, is_concrete
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
 from ..spline._fit import fit_smoothing_spline_with_status
-from ._base import AbstractCode, Decoded, Encoded, NodeSizes
+from ._base import AbstractCode, Decoded, Encoded, NodeSizes, jit_method, pytree_dataclass
 from .spline import SplineCode
 
 __all__ = ["RobustSplineCode", "adversarial_lam_dec"]
@@ -52,7 +53,7 @@ def adversarial_lam_dec(
 
     ``λ_dec = c · (γ M / N)^{8/5}`` (``0`` when ``γ = 0``: the noiseless optimum).
 
-    Derivation ([DERIVED]; the paper's full text was not available, only its rate). The decoder
+    Derivation (a heuristic that reproduces the paper's rate, not the paper's proof). The decoder
     is linear, ``u_dec = H y``, so an attack ``δ`` (``γ`` non-zero rows, each within ``2M``)
     adds ``g = H δ``, the smoothing spline of ``δ``. Its fitting inequality
     ``‖g‖²_N + λ J(g) ≤ (1/N) Σ_i δ_i g(β_i) ≤ (2γM/N) ‖g‖_∞`` together with the kernel bound
@@ -209,8 +210,7 @@ def robust_fit(
 # the code
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class RobustSplineCode(NodeSizes, AbstractCode):
     """GCC with a robust (M-estimator) smoothing-spline decoder against Byzantine workers.
 
@@ -275,6 +275,8 @@ class RobustSplineCode(NodeSizes, AbstractCode):
         True
     """
 
+    min_live: ClassVar[int] = 2  # a smoothing spline needs 2 live points
+
     alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
     beta: Float[ArrayLike, " n"]
     lam_enc: Real[ArrayLike, ""]  # any real scalar; stored as an array leaf (__post_init__)
@@ -306,7 +308,8 @@ class RobustSplineCode(NodeSizes, AbstractCode):
                 if not 0 <= int(loss) < len(_LOSSES):
                     raise ValueError(f"`loss` must be one of {_LOSSES}; got index {int(loss)}")
                 name = _LOSSES[int(loss)]
-        # (anything else: a placeholder of JAX's pytree machinery; left alone)
+        else:
+            raise TypeError(f"`loss` must be one of {_LOSSES}; got {type(loss).__name__}")
         object.__setattr__(self, "loss", loss)
         object.__setattr__(self, "iterations", as_int(self.iterations, "iterations", 0))
         object.__setattr__(self, "trim", as_int(self.trim, "trim", 0))
@@ -319,8 +322,7 @@ class RobustSplineCode(NodeSizes, AbstractCode):
             raise TypeError(f"`tuning` must be a positive number; got {self.tuning!r}")
         if isinstance(tuning, int | float | np.number):
             value = float(tuning)
-            user = isinstance(self.loss, str)  # (not a pytree rebuild: JAX may pass any number)
-            if user and name != "trim" and not (np.isfinite(value) and value > 0):
+            if name != "trim" and not (np.isfinite(value) and value > 0):
                 raise ValueError(f"`tuning` must be finite and > 0; got {self.tuning!r}")
             tuning = jnp.asarray(value, dtype)
         object.__setattr__(self, "tuning", tuning)
@@ -406,11 +408,6 @@ class RobustSplineCode(NodeSizes, AbstractCode):
         """The plain GCC code with the same nodes and λs (the paper's decoder)."""
         return SplineCode(self.alpha, self.beta, self.lam_enc, self.lam_dec, solver=self.solver)
 
-    @property
-    def min_live(self) -> int:
-        """Live workers needed: 2 (a smoothing spline needs 2 points)."""
-        return 2
-
     def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
         """Every estimate when at least :attr:`min_live` workers are live."""
         mask = as_mask(mask, self.num_workers)
@@ -418,10 +415,12 @@ class RobustSplineCode(NodeSizes, AbstractCode):
 
     # -- encoder / decoder ------------------------------------------------------------------
 
+    @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:
         """GCC's encoder (:meth:`gcc_jax.SplineCode.encode_with_status`)."""
         return self.spline.encode_with_status(x)
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:

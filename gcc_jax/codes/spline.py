@@ -3,7 +3,7 @@
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -11,10 +11,7 @@ import numpy as np
 
 from .._core.cache import IdentityCache
 from .._core.checks import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
-from .._core.status import is_concrete
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
-from ..evaluation._xla_flags import FLAG as CLASSIC_EMITTERS
-from ..evaluation._xla_flags import compiler_options
 from ..spline._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, decode_chunks, plan
 from ..spline._fit import (
     as_solver,
@@ -22,14 +19,13 @@ from ..spline._fit import (
     resolve_solver,
     smoother_matrix_with_status,
 )
-from ._base import AbstractNodeCode, Decoded
+from ._base import AbstractNodeCode, Decoded, jit_method, pytree_dataclass
 
 # downdate plans by code arrays and straggler count (SplineCode.decode_plan)
 _PLANS = IdentityCache(size=8)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class SplineCode(AbstractNodeCode):
     """General coded computing with smoothing-spline encoder and decoder (GCC / LeTCC).
 
@@ -64,30 +60,27 @@ class SplineCode(AbstractNodeCode):
         True
     """
 
+    min_live: ClassVar[int] = 2  # a smoothing spline needs 2 live points
+
     alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
     beta: Float[ArrayLike, " n"]
-    min_live = 2  # class constant (a smoothing spline needs 2 live points), not a field
     lam_enc: Real[ArrayLike, ""]  # any real scalar; stored as an array leaf (__post_init__)
     lam_dec: Real[ArrayLike, ""]
     solver: str = dataclasses.field(default="kalman", metadata=dict(static=True))
 
     def __post_init__(self):
-        # Only check real arrays: JAX rebuilds pytrees with tracers and placeholders too.
+        # Runs when a user builds the code, never when JAX rebuilds it (pytree_dataclass).
         object.__setattr__(self, "solver", as_solver(self.solver))  # "banded" -> "kalman"
-        # λs are array leaves on every path (dataclasses.replace(code, lam_dec=1e-4) included):
-        # a Python float leaf would retrace jit on every new value.
-        for name in ("lam_enc", "lam_dec"):
-            value = getattr(self, name)
-            if isinstance(value, int | float | str | bytes | complex | np.number):
-                dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
-                object.__setattr__(self, name, as_lam(value, name, dtype))
         self.check_nodes()
-        if is_concrete(self.lam_enc, self.lam_dec) and all(
-            isinstance(a, jax.Array | np.ndarray) for a in (self.lam_enc, self.lam_dec)
-        ):
-            dtype = float_dtype(self.alpha, self.beta)
-            as_lam(self.lam_enc, "lam_enc", dtype)
-            as_lam(self.lam_dec, "lam_dec", dtype)
+        dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
+        for name in ("lam_enc", "lam_dec"):
+            # a real scalar, finite and >= 0 when concrete; a Python number becomes an array
+            # leaf (dataclasses.replace(code, lam_dec=1e-4) included): a Python float leaf
+            # would retrace jit on every new value
+            value = getattr(self, name)
+            lam = as_lam(value, name, dtype)
+            if not isinstance(value, jax.Array | np.ndarray):
+                object.__setattr__(self, name, lam)
 
     # -- constructors -----------------------------------------------------------------------
 
@@ -124,12 +117,14 @@ class SplineCode(AbstractNodeCode):
 
     # -- encoder ----------------------------------------------------------------------------
 
+    @jit_method
     def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
         """``E`` with ``X~ = E X``: the encoder spline's values at ``beta`` per unit input."""
         return smoother_matrix_with_status(self.alpha, self.beta, self.lam_enc, solver=self.solver)
 
     # -- decoder ----------------------------------------------------------------------------
 
+    @jit_method
     def decoder_matrix_with_status(
         self, mask: Bool[ArrayLike, " n"]
     ) -> tuple[Float[Array, "k n"], Int[Array, ""]]:
@@ -139,6 +134,7 @@ class SplineCode(AbstractNodeCode):
             self.beta, self.alpha, self.lam_dec, mask, solver=self.solver
         )
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, "n ..."], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
@@ -162,6 +158,7 @@ class SplineCode(AbstractNodeCode):
         out = self.decode_batch_with_status(y, mask[None])
         return Decoded(out.value[0], out.status[0])
 
+    @jit_method
     def decode_batch_with_status(
         self, y: Shaped[ArrayLike, "n ..."], masks: Bool[ArrayLike, "p n"]
     ) -> Decoded:
@@ -279,7 +276,9 @@ class SplineCode(AbstractNodeCode):
             >>> code.cpu_compiler_options(np.ones((4, 100), bool).cumsum(1) > 40)  # S = 40
             {}
         """
-        return compiler_options(CLASSIC_EMITTERS) if self._downdate_applies(masks) else {}
+        from ..evaluation._xla_flags import FLAG, compiler_options  # (no evaluation at import)
+
+        return compiler_options(FLAG) if self._downdate_applies(masks) else {}
 
     def cpu_chunk_size(self, masks: Bool[np.ndarray, "p n"]) -> int | None:
         """64 masks per chunk when the downdate decoder applies to ``masks`` (as in

@@ -37,7 +37,7 @@ from .._core.checks import (
 )
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Int, Shaped
-from ._base import AbstractCode, Decoded, Encoded
+from ._base import AbstractCode, Decoded, Encoded, jit_method, pytree_dataclass
 
 
 def _check_fill(value) -> float:
@@ -59,10 +59,10 @@ def _replica_decode(
     assign = np.arange(n) % num_inputs
     a = jnp.asarray(assign[None, :] == np.arange(num_inputs)[:, None], dtype)  # (K, N)
     w = mask.astype(dtype)
-    count = a @ w
+    count = jnp.matmul(a, w, precision=jax.lax.Precision.HIGHEST)
     status = data_status(y_flat, mask)
     y_ok = jnp.where(mask[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-    total = a @ (w[:, None] * y_ok)
+    total = jnp.matmul(a, w[:, None] * y_ok, precision=jax.lax.Precision.HIGHEST)
     have = count > 0
     value = jnp.where(have[:, None], total / jnp.where(have, count, 1.0)[:, None], fill_value)
     status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
@@ -70,8 +70,7 @@ def _replica_decode(
     return value.reshape((num_inputs, *y.shape[1:])), status, have
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class ReplicationCode(AbstractCode):
     """Replication: each input goes to several workers; an input survives if one copy does.
 
@@ -97,6 +96,7 @@ class ReplicationCode(AbstractCode):
     """
 
     is_exact: ClassVar[bool] = True  # systematic copies; see AbstractCode.is_exact
+    min_live: ClassVar[int] = 0  # a missing input's estimate is the fill value (status OK)
 
     num_inputs: int = dataclasses.field(metadata=dict(static=True))
     num_workers: int = dataclasses.field(metadata=dict(static=True))
@@ -123,6 +123,7 @@ class ReplicationCode(AbstractCode):
         """Index of the input each worker computes: ``n mod K``."""
         return np.arange(self.num_workers) % self.num_inputs
 
+    @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
         """``x~_n = x_{n mod K}`` (copies; dtype preserved); ``NONFINITE_DATA`` for NaN/Inf."""
         x = check_inputs(x, self.num_inputs)
@@ -134,6 +135,7 @@ class ReplicationCode(AbstractCode):
         a = jnp.asarray(self.assignment[None, :] == np.arange(self.num_inputs)[:, None])
         return jnp.any(a & mask[None, :], axis=1)
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
@@ -146,8 +148,7 @@ class ReplicationCode(AbstractCode):
         return Decoded(value, status)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@pytree_dataclass
 class UncodedCode(AbstractCode):
     """No coding: ``N = K`` workers, worker ``k`` computes ``f(x_k)``.
 
@@ -170,6 +171,7 @@ class UncodedCode(AbstractCode):
     """
 
     is_exact: ClassVar[bool] = True  # systematic copies; see AbstractCode.is_exact
+    min_live: ClassVar[int] = 0  # a missing input's estimate is the fill value (status OK)
 
     num_inputs: int = dataclasses.field(metadata=dict(static=True))
     fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
@@ -180,8 +182,10 @@ class UncodedCode(AbstractCode):
 
     @property
     def num_workers(self) -> int:
+        """``K``: one worker per input."""
         return self.num_inputs
 
+    @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
         """``x~ = x`` (the identity; dtype preserved); ``NONFINITE_DATA`` for NaN/Inf."""
         x = check_inputs(x, self.num_inputs)
@@ -191,6 +195,7 @@ class UncodedCode(AbstractCode):
         """``mask`` itself: input ``k`` has a result iff worker ``k`` returned."""
         return as_mask(mask, self.num_workers)
 
+    @jit_method
     def decode_with_status(
         self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
