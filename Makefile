@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test notebooks bench lint format docs clean
+.PHONY: run test test-gpu notebooks bench lint format docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,34 @@ test: $(STAMP)
 	$(PYTEST) -m "not ray" $(XDIST) --durations=15 $(TEST_ARGS); main=$$?; \
 	wait $$ray; rayrc=$$?; echo "--- Ray tests (pytest -m ray, exit $$rayrc) ---"; cat .ray-tests.log; \
 	test $$main -eq 0 && { test $$rayrc -eq 0 || test $$rayrc -eq 5; }
+
+# The suite on one GPU (JAX_PLATFORMS=cuda), with the tests' CPU-only parts skipped with their
+# reasons (tests/conftest.py: markers cpu_only and ray). Needs no .venv: with none it runs the
+# machine's own $(PYTHON) from the repository root (`make test-gpu PYTHON=python`), without
+# jaxtyping's beartype checks (pyproject's addopts). $(GPU_WORKERS) xdist workers share the GPU,
+# each allocating as it goes, up to $(GPU_MEM_FRACTION) of its memory; a test over
+# $(GPU_TEST_TIMEOUT) s fails, and the whole run is interrupted after $(GPU_BUDGET) s (pytest then
+# reports what ran). A module that cannot be imported on the machine (a missing optional
+# package) is an error, not the end of the run. Log and junit XML in $$OUT when set, else in
+# .test-gpu/. Sized for about 7 minutes on one H200.
+GPU_PYTHON       ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+GPU_PLATFORM     ?= cuda
+GPU_WORKERS      ?= 8
+GPU_MEM_FRACTION ?= 0.1
+GPU_TEST_TIMEOUT ?= 240
+GPU_BUDGET       ?= 420
+test-gpu:
+	@out=$${OUT:-.test-gpu}; mkdir -p "$$out"; \
+	{ JAX_PLATFORMS=$(GPU_PLATFORM) XLA_PYTHON_CLIENT_PREALLOCATE=false \
+	  XLA_PYTHON_CLIENT_MEM_FRACTION=$(GPU_MEM_FRACTION) PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} \
+	  timeout -s INT -k 30 $(GPU_BUDGET) $(GPU_PYTHON) -m pytest -q -p no:cacheprovider \
+	    -o addopts= -ra --doctest-modules --doctest-ignore-import-errors \
+	    --continue-on-collection-errors --timeout=$(GPU_TEST_TIMEOUT) \
+	    -n $(GPU_WORKERS) --dist worksteal --durations=25 \
+	    --junitxml="$$out/pytest-gpu.xml" $(TEST_ARGS); echo $$? > "$$out/pytest-gpu.rc"; } \
+	  2>&1 | tee "$$out/pytest-gpu.log"; \
+	rc=$$(cat "$$out/pytest-gpu.rc"); echo "make test-gpu: pytest exit $$rc (log in $$out)"; \
+	test "$$rc" -eq 0
 
 bench: $(STAMP)
 	$(BIN)/python bench/monte_carlo.py

@@ -117,6 +117,36 @@ def use_cpu_devices(count: int | None) -> None:
         jax.config.update("jax_num_cpu_devices", count)
 
 
+def platform_name(device: str | None) -> str | None:
+    """The JAX platform for a ``--device`` value: ``gpu`` is the GPU platform this JAX has a
+    plugin installed for (``cuda``, else ``rocm``); any other value is passed on as it is.
+
+    JAX takes ``gpu`` in ``jax_platforms`` to mean every GPU platform, and fails unless all of
+    them start (jax 0.11 on an NVIDIA machine: "Unable to initialize backend 'rocm'").
+    """
+    if device is None or device.strip().lower() != "gpu":
+        return device
+    from importlib import metadata
+
+    names = {(d.metadata["Name"] or "").lower().replace("_", "-") for d in metadata.distributions()}
+    if any(n.startswith("jax-rocm") for n in names) and not any(
+        n.startswith("jax-cuda") for n in names
+    ):
+        return "rocm"
+    return "cuda"
+
+
+def use_device(device: str | None) -> str | None:
+    """Run JAX on the platform of ``--device`` (:func:`platform_name`; ``None``: JAX's default);
+    call before JAX starts. Returns the platform name."""
+    platform_ = platform_name(device)
+    if platform_:
+        import jax
+
+        jax.config.update("jax_platforms", platform_)
+    return platform_
+
+
 def environment(device: str | None = None) -> dict:
     """Versions, device (default: this process's first JAX device), device count, machine and
     date for a results JSON."""

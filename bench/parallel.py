@@ -69,7 +69,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ns", default="1000,10000,100000,1000000")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
-    p.add_argument("--device", default=None, help="JAX platform, e.g. cpu or gpu (default: any)")
+    p.add_argument(
+        "--device", default=None, help="cpu, gpu (cuda or rocm, whichever is installed), cuda, …"
+    )
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--lam", type=float, default=1e-6)
     p.add_argument("--m", type=int, default=1, help="output columns")
@@ -79,8 +81,9 @@ def main() -> None:
     import jax
 
     jax.config.update("jax_enable_x64", args.dtype == "float64")
-    if args.device:
-        jax.config.update("jax_platforms", args.device)
+    from _common import use_device
+
+    use_device(args.device)
     device = jax.devices()[0]
     rows = []
     print(

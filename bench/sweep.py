@@ -43,6 +43,7 @@ from _common import (
     floor,
     scipy_peer,
     use_cpu_devices,
+    use_device,
     worker_function,
 )
 
@@ -56,8 +57,7 @@ def point(cfg: dict) -> dict:
     import jax
 
     jax.config.update("jax_enable_x64", cfg["dtype"] == "float64")
-    if cfg.get("device"):
-        jax.config.update("jax_platforms", cfg["device"])
+    use_device(cfg.get("device"))
     use_cpu_devices(cfg.get("cpu_devices"))
     import jax.numpy as jnp
     import numpy as np
@@ -187,7 +187,9 @@ def main() -> None:
     p.add_argument("--point", help=argparse.SUPPRESS)
     p.add_argument("--quick", action="store_true", help="N up to 10^4, small M (about 1 min)")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
-    p.add_argument("--device", default=None, help="JAX platform, e.g. cpu or gpu (default: any)")
+    p.add_argument(
+        "--device", default=None, help="cpu, gpu (cuda or rocm, whichever is installed), cuda, …"
+    )
     p.add_argument(
         "--cpu-devices", type=int, default=None, help="split the CPU into this many JAX devices"
     )
@@ -293,7 +295,11 @@ def main() -> None:
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2))
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the plot needs the experiments extra; the JSON does not
+        print(f"wrote {path} (no matplotlib: no plot)")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

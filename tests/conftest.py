@@ -29,7 +29,9 @@ RAY_TESTS = "test_distributed_ray.py"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Refuse a test marked ``ray`` outside :data:`RAY_TESTS` (``make test`` would never run it)."""
+    """Refuse a test marked ``ray`` outside :data:`RAY_TESTS` (``make test`` would never run it);
+    on an accelerator backend (``make test-gpu``) skip the tests marked ``cpu_only`` or ``ray``,
+    each with its reason. On a CPU nothing is skipped here."""
     stray = [item.nodeid for item in items if item.get_closest_marker("ray")]
     stray = [nodeid for nodeid in stray if nodeid.split("::")[0].rsplit("/", 1)[-1] != RAY_TESTS]
     if stray:
@@ -37,3 +39,17 @@ def pytest_collection_modifyitems(config, items):
             f"tests marked `ray` belong in tests/{RAY_TESTS}, which `make test` runs in its own "
             f"process beside the rest; move {stray}"
         )
+    import jax
+
+    backend = jax.default_backend()
+    if backend == "cpu":
+        return
+    for item in items:
+        if (marker := item.get_closest_marker("cpu_only")) is not None:
+            reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+            if not reason:
+                raise pytest.UsageError(f"{item.nodeid}: cpu_only needs a reason")
+            item.add_marker(pytest.mark.skip(reason=f"CPU only ({backend} run): {reason}"))
+        elif item.get_closest_marker("ray"):
+            reason = "Ray: a local cluster of CPU actor processes, the same on any backend"
+            item.add_marker(pytest.mark.skip(reason=f"CPU only ({backend} run): {reason}"))

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import json
@@ -57,6 +59,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.cpu_only("shards over 4 forced host CPU devices (a CPU subprocess)")
 def test_sharded_monte_carlo_equals_single_device():
     # the suite's XLA flags (conftest.py: classic CPU emitters) plus four host devices
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
