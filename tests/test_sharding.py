@@ -1,9 +1,9 @@
 """The mask batch sharded over 4 (forced host) devices gives the single-device result.
 
 N = 64 and 32-mask chunks (8 per device) put the chunks whose masks share the first chunk's
-straggler count on the downdate decoder (``gcc_jax/spline/_downdate.py``) and the others on the Kalman
-pass, so both paths run sharded; a caller's per-pattern function with a pytree of extra operands
-runs sharded too (the vmapped path)."""
+straggler count on the downdate decoder (``gcc_jax/spline/_downdate.py``) and the others on the
+Kalman pass, so both paths run sharded; a caller's per-pattern function with a pytree of extra
+operands runs sharded too (the vmapped path)."""
 
 import json
 import os
