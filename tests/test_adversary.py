@@ -85,7 +85,7 @@ def test_worst_case_positions_match_brute_force():
     assert res.loss == pytest.approx(losses[worst], rel=1e-10)
     np.testing.assert_allclose(res.outputs[res.adversaries], 1.0)
     # heuristic search (forced) finds a lower bound no larger than the exact worst case
-    heur = gcc.worst_case_adversaries(code, yt, fx, adversary, 2, max_exhaustive=0)
+    heur = gcc.worst_case_adversaries(code, yt, fx, adversary, 2, search={"max_exhaustive": 0})
     assert not heur.exhaustive and heur.loss <= res.loss + 1e-12
 
 

@@ -1,4 +1,4 @@
-"""Validation shared by the whole API (``gcc_jax/_core/checks.py``) and the defects found by fuzzing it.
+"""Validation shared by the whole API (``gcc_jax/_core/checks.py``) and defects found by fuzzing.
 
 Static problems (complex or string data, non-numeric λ, ints passed as PRNG keys, non-boolean
 masks) raise ``TypeError``/``ValueError`` naming the argument; any integral type is a valid
@@ -15,6 +15,7 @@ import pytest
 
 import gcc_jax as gcc
 from gcc_jax import tuning
+from gcc_jax.evaluation import SearchBudget
 
 # These tests check gcc_jax's own validation (what users see), not the annotations.
 pytestmark = pytest.mark.usefixtures("without_jaxtyping")
@@ -142,8 +143,9 @@ def test_numpy_integers_are_valid_sizes(integer):
 
 def test_numpy_integers_in_worst_case_and_lambda_selection():
     code = _spline()
-    wc = gcc.worst_case_mask(code, jnp.sin, X, stragglers=np.int64(2), max_exhaustive=np.int64(50))
-    ref = gcc.worst_case_mask(code, jnp.sin, X, stragglers=2, max_exhaustive=50)
+    budget = SearchBudget(max_exhaustive=np.int64(50))
+    wc = gcc.worst_case_mask(code, jnp.sin, X, stragglers=np.int64(2), search=budget)
+    ref = gcc.worst_case_mask(code, jnp.sin, X, stragglers=2, search={"max_exhaustive": 50})
     np.testing.assert_array_equal(wc.mask, ref.mask)
     y = np.sin(3 * np.asarray(code.beta))
     mask = np.ones(7, bool)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gcc_jax as gcc
+from gcc_jax.evaluation import THOROUGH_SEARCH, SearchBudget
 
 
 def xsinx(v):
@@ -54,9 +55,8 @@ def test_exhaustive_equals_brute_force(name, x):
 def test_heuristic_is_a_lower_bound_and_finds_the_brute_force_maximum(name, x):
     code = CODES[name](11)  # the exhaustive test's sizes: its compiled programs serve
     best, _ = brute_force(code, xsinx, x, 3)
-    wc = gcc.worst_case_mask(
-        code, xsinx, x, stragglers=3, max_exhaustive=0, key=jax.random.key(1), proposals=64
-    )
+    budget = THOROUGH_SEARCH._replace(max_exhaustive=0, proposals=64)
+    wc = gcc.worst_case_mask(code, xsinx, x, stragglers=3, key=jax.random.key(1), search=budget)
     assert not wc.exhaustive and int((~wc.mask).sum()) == 3
     assert wc.num_evaluated < math.comb(11, 3) * 4
     assert wc.loss <= best * (1 + 1e-12)
@@ -65,7 +65,8 @@ def test_heuristic_is_a_lower_bound_and_finds_the_brute_force_maximum(name, x):
 
 def test_heuristic_full_neighbourhood_and_determinism(x):
     code = CODES["BACC"](12)
-    kw = dict(stragglers=2, max_exhaustive=0, proposals=1000, key=jax.random.key(3))
+    # a mapping overrides some fields of the default budget
+    kw = dict(stragglers=2, search=dict(max_exhaustive=0, proposals=1000), key=jax.random.key(3))
     a = gcc.worst_case_mask(code, xsinx, x, **kw)  # S(N−S) = 20 ≤ proposals: full swaps
     b = gcc.worst_case_mask(code, xsinx, x, **kw)
     assert a.loss == b.loss and np.array_equal(a.mask, b.mask)
@@ -89,4 +90,8 @@ def test_edge_cases_and_validation(x):
     with pytest.raises(ValueError, match="stragglers"):
         gcc.worst_case_mask(code, xsinx, x, stragglers=7)
     with pytest.raises(ValueError, match="restarts"):
-        gcc.worst_case_mask(code, xsinx, x, stragglers=1, restarts=0)
+        gcc.worst_case_mask(code, xsinx, x, stragglers=1, search=SearchBudget(restarts=0))
+    with pytest.raises(ValueError, match="unknown settings"):
+        gcc.worst_case_mask(code, xsinx, x, stragglers=1, search=dict(restart=2))
+    with pytest.raises(TypeError, match="SearchBudget"):
+        gcc.worst_case_mask(code, xsinx, x, stragglers=1, search=[1, 2])

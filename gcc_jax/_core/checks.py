@@ -1,4 +1,9 @@
-"""Validation shared by everything in gcc_jax: dtypes, integers, nodes, λ, masks, inputs.
+"""Validation shared by everything in gcc_jax: dtypes, integers, reals, λ, nodes, masks, keys.
+
+The library, the distributed service, the experiments and the command line check their
+arguments here. The scalar checks (:func:`as_int`, :func:`as_real`, :func:`as_choice`) live in
+:mod:`gcc_jax._core.scalars`, importable without JAX so that the command line rejects a bad
+flag before it imports JAX; this module re-exports them and adds the array checks.
 
 One place, one policy (see :mod:`gcc_jax._core.status`): *static* problems (wrong shapes, ranks or
 dtypes, non-boolean masks, non-integral sizes, complex or string data) raise ``TypeError`` /
@@ -13,25 +18,37 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .scalars import as_choice as as_choice
+from .scalars import as_int as as_int
+from .scalars import as_real as as_real
+from .scalars import interval as interval
 from .status import GCCValueError, Status, combine, is_concrete
 from .types import Array, ArrayLike, Bool, Float, Int
 
 __all__ = [
+    "as_choice",
     "as_float_array",
+    "as_floats",
     "as_int",
+    "as_ints",
     "as_lam",
+    "as_lam_grid",
     "as_mask",
+    "as_mask_rows",
     "as_masks",
     "as_nodes",
     "as_prob",
+    "as_real",
     "as_weights",
     "check_code",
+    "check_instance",
     "check_node_leaves",
     "check_inputs",
     "check_key",
     "check_outputs",
     "data_status",
     "float_dtype",
+    "interval",
     "input_status",
     "lam_status",
     "map_chunks",
@@ -70,37 +87,6 @@ def float_dtype(*arrays) -> jnp.dtype:
 def _describe(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def as_int(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
-    """``value`` as a Python int: any integral type (``int``, ``np.int64``, a 0-d integer array).
-
-    Raises:
-        TypeError: a bool, float, string or other non-integral value.
-        ValueError: outside ``[lo, hi]``.
-    """
-    if isinstance(value, bool | np.bool_):
-        raise TypeError(f"`{name}` must be an integer; got bool {value!r}")
-    if isinstance(value, np.ndarray | jax.Array) and value.ndim == 0:
-        if not jnp.issubdtype(value.dtype, jnp.integer):
-            raise TypeError(f"`{name}` must be an integer; got an array of dtype {value.dtype}")
-        if isinstance(value, jax.core.Tracer):
-            raise TypeError(f"`{name}` must be a concrete integer (a size is static); got a tracer")
-        value = int(value)
-    if not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"`{name}` must be an integer; got {type(value).__name__} {_describe(value)}"
-        )
-    value = int(value)
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        if hi is None:
-            rng = f">= {lo}"
-        elif lo is None:
-            rng = f"<= {hi}"
-        else:
-            rng = f"in [{lo}, {hi}]"
-        raise ValueError(f"`{name}` must be {rng}; got {value}")
-    return value
 
 
 def as_float_array(x, name: str) -> Array:
@@ -188,24 +174,61 @@ def as_prob(p, name: str = "p", *, upper_open: bool = False) -> float:
     Strings, complex numbers, bools and arrays of more than one value raise ``TypeError``
     (a string ``"0.2"`` is not silently parsed); values outside the range ``ValueError``.
     """
-    if isinstance(p, str | bytes | bool | np.bool_) or not isinstance(
-        p, numbers.Real | np.ndarray | jax.Array
-    ):
-        raise TypeError(f"`{name}` must be a real number in [0, 1]; got {type(p).__name__} {p!r}")
-    if isinstance(p, np.ndarray | jax.Array):
-        if isinstance(p, jax.core.Tracer):
-            raise TypeError(f"`{name}` must be a concrete number; got a tracer")
-        if p.ndim != 0 or not (
-            jnp.issubdtype(p.dtype, jnp.floating) or jnp.issubdtype(p.dtype, jnp.integer)
-        ):
-            raise TypeError(
-                f"`{name}` must be a real scalar in [0, 1]; got dtype {p.dtype}, shape {p.shape}"
-            )
-    value = float(p)
-    if not (0.0 <= value < 1.0 if upper_open else 0.0 <= value <= 1.0):
+    try:
+        return as_real(p, name, 0.0, 1.0, hi_open=upper_open)
+    except ValueError:
         rng = "[0, 1)" if upper_open else "[0, 1]"
-        raise ValueError(f"`{name}` must be a probability in {rng}; got {value}")
-    return value
+        raise ValueError(f"`{name}` must be a probability in {rng}; got {p!r}") from None
+
+
+def _sequence(values, name: str, what: str) -> list:
+    """``values`` as a non-empty list (a scalar is a list of one; strings are not lists)."""
+    if isinstance(values, str | bytes):
+        raise TypeError(f"`{name}` must be {what}; got the string {_describe(values)}")
+    if isinstance(values, np.ndarray | jax.Array):
+        values = [values] if values.ndim == 0 else list(np.asarray(values).ravel())
+    elif isinstance(values, numbers.Number | np.generic):
+        values = [values]
+    else:
+        try:
+            values = list(values)
+        except TypeError:
+            raise TypeError(
+                f"`{name}` must be {what}; got {type(values).__name__} {_describe(values)}"
+            ) from None
+    if not values:
+        raise ValueError(f"`{name}` must hold at least one value ({what}); got none")
+    return values
+
+
+def as_ints(values, name: str, lo: int | None = None, hi: int | None = None) -> tuple[int, ...]:
+    """A non-empty list of integers (e.g. worker counts), each checked by :func:`as_int`; one
+    integer is a list of one."""
+    values = _sequence(values, name, "a list of integers")
+    return tuple(as_int(v, f"{name}[{i}]", lo, hi) for i, v in enumerate(values))
+
+
+def as_floats(
+    values,
+    name: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> tuple[float, ...]:
+    """A non-empty list of finite real numbers, each checked by :func:`as_real`; one number is
+    a list of one."""
+    values = _sequence(values, name, "a list of real numbers")
+    return tuple(
+        as_real(v, f"{name}[{i}]", lo, hi, lo_open=lo_open, hi_open=hi_open)
+        for i, v in enumerate(values)
+    )
+
+
+def as_lam_grid(values, name: str) -> np.ndarray:
+    """A grid of smoothing parameters: a non-empty 1-D float64 array of finite ``λ >= 0``."""
+    return np.asarray(as_floats(values, name, 0.0), float)
 
 
 def _as_bool_array(mask, name: str):
@@ -305,6 +328,15 @@ def check_node_leaves(code, names: tuple[str, ...]) -> None:
             as_nodes(a, name, dtype)
 
 
+def check_instance(value, cls: type | tuple[type, ...], name: str, what: str | None = None):
+    """``value`` must be an instance of ``cls`` (a class or a tuple of them), described as
+    ``what`` (default the class name)."""
+    if not isinstance(value, cls):
+        what = what or getattr(cls, "__name__", str(cls))
+        raise TypeError(f"`{name}` must be a {what}; got {type(value).__name__} {_describe(value)}")
+    return value
+
+
 def check_code(code, name: str = "code"):
     """``code`` must be a :class:`gcc_jax.AbstractCode` (every code in gcc_jax is one)."""
     from ..codes import AbstractCode  # the codes import this module
@@ -336,6 +368,18 @@ def check_outputs(y, mask, n: int, name: str = "y") -> tuple[Array, Bool[Array, 
     return y, as_mask(mask, n)
 
 
+def as_mask_rows(masks, n: int, name: str = "masks", *, chunked: bool = False):
+    """A batch of masks as a (possibly traced) boolean array of shape ``(p, n)``, or of shape
+    ``(g, p, n)`` (``g`` chunks of ``p`` masks) when ``chunked``."""
+    masks = jnp.asarray(masks)
+    if masks.dtype != jnp.bool_:
+        raise TypeError(f"`{name}` must be boolean (True = returned in time); got {masks.dtype}")
+    ndim, want = (3, f"(g, p, {n}), chunks of rows") if chunked else (2, f"(p, {n})")
+    if masks.ndim != ndim or masks.shape[-1] != n:
+        raise ValueError(f"`{name}` must have shape {want}, one row per pattern; got {masks.shape}")
+    return masks
+
+
 def data_status(y_flat: Float[Array, "n m"], used: Bool[Array, " n"]) -> Int[Array, ""]:
     """``NONFINITE_DATA`` when a used (live) row of ``y`` holds NaN or Inf."""
     finite = jnp.all(jnp.isfinite(y_flat), axis=1)
@@ -363,15 +407,3 @@ def weight_status(w: Float[Array, " n"], used: Bool[Array, " n"]) -> Int[Array, 
 def lam_status(lam: Array) -> Int[Array, ""]:
     """``NEGATIVE_LAM`` when λ is negative or not finite (checked under tracing)."""
     return combine(((lam < 0) | ~jnp.isfinite(lam), Status.NEGATIVE_LAM))
-
-
-def as_mask_rows(masks, n: int, name: str = "masks", *, chunked: bool = False):
-    """A batch of masks as a (possibly traced) boolean array of shape ``(p, n)``, or of shape
-    ``(g, p, n)`` (``g`` chunks of ``p`` masks) when ``chunked``."""
-    masks = jnp.asarray(masks)
-    if masks.dtype != jnp.bool_:
-        raise TypeError(f"`{name}` must be boolean (True = returned in time); got {masks.dtype}")
-    ndim, want = (3, f"(g, p, {n}), chunks of rows") if chunked else (2, f"(p, {n})")
-    if masks.ndim != ndim or masks.shape[-1] != n:
-        raise ValueError(f"`{name}` must have shape {want}, one row per pattern; got {masks.shape}")
-    return masks

@@ -9,36 +9,16 @@ before it computes.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from .._core.checks import as_choice, as_floats, as_int, as_prob, as_real, check_instance
 from .._core.types import Float
 
 __all__ = ["FAULT_KINDS", "DelayModel", "Fault", "faults_for_round"]
 
 _TAILS = ("exponential", "pareto")
-
-
-def _check_prob(value, name: str) -> float:
-    value = float(value)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"`{name}` must be a probability in [0, 1]; got {value}")
-    return value
-
-
-def _check_nonneg(value, name: str) -> float:
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0.0):
-        raise ValueError(f"`{name}` must be finite and >= 0 (seconds); got {value}")
-    return value
-
-
-def _check_int(value, name: str, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-        raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
-    return int(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,30 +82,24 @@ class DelayModel:
     seed: int = 0
 
     def __post_init__(self):
-        n = _check_int(self.num_workers, "num_workers", 1)
-        object.__setattr__(self, "num_workers", n)
-        object.__setattr__(self, "shift", _check_nonneg(self.shift, "shift"))
-        object.__setattr__(self, "scale", _check_nonneg(self.scale, "scale"))
-        if self.tail not in _TAILS:
-            raise ValueError(f"`tail` must be one of {_TAILS}; got {self.tail!r}")
-        a = float(self.pareto_shape)
-        if not (math.isfinite(a) and a > 0):
-            raise ValueError(f"`pareto_shape` must be finite and > 0; got {a}")
-        object.__setattr__(self, "pareto_shape", a)
+        n = as_int(self.num_workers, "num_workers", 1)
+        as_choice(self.tail, "tail", _TAILS)
         if self.slowdown is not None:
-            s = tuple(float(v) for v in np.asarray(self.slowdown, dtype=float).reshape(-1))
+            s = as_floats(self.slowdown, "slowdown", 0.0, lo_open=True)
             if len(s) != n:
                 raise ValueError(f"`slowdown` must have one entry per worker (n={n}); got {len(s)}")
-            if not all(math.isfinite(v) and v > 0 for v in s):
-                raise ValueError(f"`slowdown` entries must be finite and > 0; got {s}")
             object.__setattr__(self, "slowdown", s)
-        object.__setattr__(self, "straggle_prob", _check_prob(self.straggle_prob, "straggle_prob"))
-        f = float(self.straggle_factor)
-        if not (math.isfinite(f) and f >= 1.0):
-            raise ValueError(f"`straggle_factor` must be finite and >= 1; got {f}")
-        object.__setattr__(self, "straggle_factor", f)
-        object.__setattr__(self, "fail_prob", _check_prob(self.fail_prob, "fail_prob"))
-        object.__setattr__(self, "seed", _check_int(self.seed, "seed", 0))
+        for name, value in (
+            ("num_workers", n),
+            ("shift", as_real(self.shift, "shift", 0.0)),
+            ("scale", as_real(self.scale, "scale", 0.0)),
+            ("pareto_shape", as_real(self.pareto_shape, "pareto_shape", 0.0, lo_open=True)),
+            ("straggle_prob", as_prob(self.straggle_prob, "straggle_prob")),
+            ("straggle_factor", as_real(self.straggle_factor, "straggle_factor", 1.0)),
+            ("fail_prob", as_prob(self.fail_prob, "fail_prob")),
+            ("seed", as_int(self.seed, "seed", 0)),
+        ):
+            object.__setattr__(self, name, value)
 
     @classmethod
     def with_slow_workers(
@@ -139,11 +113,9 @@ class DelayModel:
             >>> sorted(dm.slowdown)
             [1.0, 1.0, 1.0, 10.0, 10.0]
         """
-        n = _check_int(num_workers, "num_workers", 1)
-        k = _check_int(num_slow, "num_slow", 0)
-        if k > n:
-            raise ValueError(f"`num_slow` must be <= num_workers={n}; got {k}")
-        slow = np.random.default_rng([_check_int(seed, "seed", 0), 0x51]).permutation(n)[:k]
+        n = as_int(num_workers, "num_workers", 1)
+        k = as_int(num_slow, "num_slow", 0, n)
+        slow = np.random.default_rng([as_int(seed, "seed", 0), 0x51]).permutation(n)[:k]
         s = np.ones(n)
         s[slow] = float(factor)
         return cls(num_workers=n, slowdown=tuple(s), seed=seed, **kwargs)
@@ -157,7 +129,7 @@ class DelayModel:
 
     def sample(self, round_id: int) -> Float[np.ndarray, " n"]:
         """The latencies ``T_{n,t}`` (seconds; ``inf`` = never answers) of round ``t``."""
-        rid = _check_int(round_id, "round_id", 0)
+        rid = as_int(round_id, "round_id", 0)
         rng = np.random.default_rng([self.seed, rid])
         n = self.num_workers
         fail = rng.random(n) < self.fail_prob
@@ -172,9 +144,7 @@ class DelayModel:
 
     def cdf(self, t: Float[np.ndarray, "*q"], worker: int = 0) -> Float[np.ndarray, "*q"]:
         """The closed-form ``P(T_{worker} ≤ t)`` (see the class docstring)."""
-        w = _check_int(worker, "worker", 0)
-        if w >= self.num_workers:
-            raise ValueError(f"`worker` must be < num_workers={self.num_workers}; got {w}")
+        w = as_int(worker, "worker", 0, self.num_workers - 1)
         t = np.asarray(t, dtype=float)
         s = self.slowdowns[w]
 
@@ -218,12 +188,11 @@ class Fault:
     last_round: int | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "worker", _check_int(self.worker, "worker", 0))
-        if self.kind not in FAULT_KINDS:
-            raise ValueError(f"`kind` must be one of {FAULT_KINDS}; got {self.kind!r}")
-        object.__setattr__(self, "first_round", _check_int(self.first_round, "first_round", 0))
+        object.__setattr__(self, "worker", as_int(self.worker, "worker", 0))
+        as_choice(self.kind, "kind", FAULT_KINDS)
+        object.__setattr__(self, "first_round", as_int(self.first_round, "first_round", 0))
         if self.last_round is not None:
-            last = _check_int(self.last_round, "last_round", 0)
+            last = as_int(self.last_round, "last_round", 0)
             if last < self.first_round:
                 raise ValueError(f"`last_round` ({last}) is before `first_round`")
             object.__setattr__(self, "last_round", last)
@@ -247,9 +216,8 @@ def faults_for_round(faults: Sequence[Fault], num_workers: int, round_id: int) -
 def check_faults(faults: Sequence[Fault], num_workers: int) -> tuple[Fault, ...]:
     """Validate a sequence of faults against the number of workers."""
     faults = tuple(faults)
-    for fault in faults:
-        if not isinstance(fault, Fault):
-            raise TypeError(f"`faults` must hold Fault objects; got {type(fault).__name__}")
+    for i, fault in enumerate(faults):
+        check_instance(fault, Fault, f"faults[{i}]", "gcc_jax.distributed.Fault")
         if fault.worker >= num_workers:
             raise ValueError(
                 f"fault on worker {fault.worker} but there are only {num_workers} workers"

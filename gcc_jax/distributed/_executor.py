@@ -23,7 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._core.checks import check_code
+from .._core.checks import as_int, as_real, check_code
 from .._core.types import Bool, Float, Int
 from ..codes import AbstractCode
 
@@ -176,14 +176,8 @@ def as_rule(wait_for: WaitFor, num_workers: int) -> tuple[Callable[[np.ndarray],
     """``(predicate on the mask, number of results it needs at least)`` for a wait rule."""
     if callable(wait_for):
         return wait_for, 1
-    if isinstance(wait_for, bool) or not isinstance(wait_for, int | np.integer):
-        raise TypeError(
-            f"`wait_for` must be an int (results to wait for) or a predicate on the mask; "
-            f"got {type(wait_for).__name__}"
-        )
-    if not 1 <= wait_for <= num_workers:
-        raise ValueError(f"`wait_for` must be in [1, {num_workers}]; got {wait_for}")
-    return _CountRule(int(wait_for)), int(wait_for)
+    count = as_int(wait_for, "wait_for (results to wait for, or a predicate)", 1, num_workers)
+    return _CountRule(count), count
 
 
 def default_wait_for(code: AbstractCode, stragglers: int | None = None) -> WaitFor:
@@ -212,11 +206,7 @@ def default_wait_for(code: AbstractCode, stragglers: int | None = None) -> WaitF
     code = check_code(code)
     n = int(code.num_workers)
     if stragglers is not None:
-        if isinstance(stragglers, bool) or not isinstance(stragglers, int | np.integer):
-            raise TypeError(f"`stragglers` must be an int; got {type(stragglers).__name__}")
-        if not 0 <= stragglers < n:
-            raise ValueError(f"`stragglers` must be in [0, {n - 1}]; got {stragglers}")
-        return n - int(stragglers)
+        return n - as_int(stragglers, "stragglers", 0, n - 1)
     return _EveryInputAvailable(code) if code.is_exact else n
 
 
@@ -307,10 +297,8 @@ def classify_output(
 
 
 def check_timeout(timeout_s: float) -> float:
-    timeout_s = float(timeout_s)
-    if not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise ValueError(f"`timeout_s` must be finite and > 0 (a round must end); got {timeout_s}")
-    return timeout_s
+    """A round's timeout: finite seconds ``> 0`` (a round must end)."""
+    return as_real(timeout_s, "timeout_s", 0.0, lo_open=True)
 
 
 class Executor(abc.ABC):

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.checks import as_int, check_instance
 from .._core.types import Float
 from ._delays import DelayModel, Fault, check_faults, faults_for_round, garbage_like
 from ._executor import (
@@ -27,8 +28,7 @@ __all__ = ["LocalExecutor"]
 
 def as_worker_fns(fn: Callable | Sequence[Callable], num_workers: int) -> list[Callable]:
     """One function per worker: ``fn`` for all, or a sequence of ``num_workers`` functions."""
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"`num_workers` must be an int >= 1; got {num_workers!r}")
+    num_workers = as_int(num_workers, "num_workers", 1)
     if callable(fn):
         return [fn] * num_workers
     fns = list(fn)
@@ -50,8 +50,8 @@ class RoundCounter:
         with self._lock:
             if round_id is None:
                 round_id = self._next
-            elif isinstance(round_id, bool) or not isinstance(round_id, int) or round_id < 0:
-                raise ValueError(f"`round_id` must be an int >= 0; got {round_id!r}")
+            else:
+                round_id = as_int(round_id, "round_id", 0)
             self._next = max(self._next, round_id + 1)
             return round_id
 
@@ -59,8 +59,7 @@ class RoundCounter:
 def check_delays(delays: DelayModel | None, num_workers: int) -> DelayModel | None:
     if delays is None:
         return None
-    if not isinstance(delays, DelayModel):
-        raise TypeError(f"`delays` must be a DelayModel or None; got {type(delays).__name__}")
+    check_instance(delays, DelayModel, "delays", "gcc_jax.distributed.DelayModel or None")
     if delays.num_workers != num_workers:
         raise ValueError(
             f"`delays` models {delays.num_workers} workers but the executor has {num_workers}"

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._core.checks import as_int
 from .._core.types import Float
 from ._delays import DelayModel, Fault, check_faults, faults_for_round, garbage_like
 from ._executor import (
@@ -424,11 +425,7 @@ class RayExecutor(Executor):
         """
         size = len(self._pool)
         if workers is None:
-            if isinstance(num_workers, bool) or not isinstance(num_workers, int):
-                raise ValueError(f"`num_workers` must be an int; got {num_workers!r}")
-            if not 1 <= num_workers <= size:
-                raise ValueError(f"`num_workers` must be in [1, {size}]; got {num_workers}")
-            workers = range(num_workers)
+            workers = range(as_int(num_workers, "num_workers", 1, size))
         ids = [int(w) for w in workers]
         if not ids or len(set(ids)) != len(ids) or not all(0 <= w < size for w in ids):
             raise ValueError(f"`workers` must be distinct actor indices in [0, {size}); got {ids}")

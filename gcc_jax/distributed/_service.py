@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.checks import check_code
+from .._core.checks import as_choice, as_int, as_real, check_code
 from .._core.status import describe_status
 from .._core.types import ArrayLike, Float, Real
 from ..codes import AbstractCode
@@ -136,13 +136,23 @@ def poisson_arrivals(rate: float, num: int, *, seed: int = 0) -> Float[np.ndarra
         >>> t.shape, bool((t[1:] > t[:-1]).all())
         ((5,), True)
     """
-    rate = float(rate)
-    if not (np.isfinite(rate) and rate > 0):
-        raise ValueError(f"`rate` must be finite and > 0 (queries per second); got {rate}")
-    if isinstance(num, bool) or not isinstance(num, int) or num < 0:
-        raise ValueError(f"`num` must be an int >= 0; got {num!r}")
-    gaps = np.random.default_rng([int(seed), 0xA7]).standard_exponential(num) / rate
+    rate = as_real(rate, "rate (queries per second)", 0.0, lo_open=True)
+    num = as_int(num, "num", 0)
+    gaps = np.random.default_rng([as_int(seed, "seed", 0), 0xA7]).standard_exponential(num) / rate
     return np.cumsum(gaps)
+
+
+def _answer(q: _Query, slot, batch, batch_id, t_dispatch, now, **fields) -> Answer:
+    """The :class:`Answer` to query ``q`` (slot ``slot`` of ``batch``) at time ``now``."""
+    return Answer(
+        query_id=q.query_id,
+        batch_id=batch_id,
+        slot=slot,
+        batch_queries=len(batch),
+        latency_s=now - q.t_submit,
+        queue_s=t_dispatch - q.t_submit,
+        **fields,
+    )
 
 
 class CodedInferenceService:
@@ -245,28 +255,15 @@ class CodedInferenceService:
         self.code = code
         self.wait_for = default_wait_for(code, stragglers) if wait_for is None else wait_for
         as_rule(self.wait_for, code.num_workers)  # checks it
-        max_wait_s, timeout_s = float(max_wait_s), float(timeout_s)
-        if not (np.isfinite(max_wait_s) and max_wait_s >= 0):
-            raise ValueError(f"`max_wait_s` must be finite and >= 0; got {max_wait_s}")
-        if not (np.isfinite(timeout_s) and timeout_s > 0):
-            raise ValueError(f"`timeout_s` must be finite and > 0; got {timeout_s}")
-        if deadline_s is not None:
-            deadline_s = float(deadline_s)
-            if not (np.isfinite(deadline_s) and deadline_s > 0):
-                raise ValueError(f"`deadline_s` must be finite and > 0 (or None); got {deadline_s}")
-        if release not in RELEASES:
-            raise ValueError(f"`release` must be one of {RELEASES}; got {release!r}")
-        if on_overload not in _OVERLOAD:
-            raise ValueError(f"`on_overload` must be one of {_OVERLOAD}; got {on_overload!r}")
-        for name, value, lo in (
-            ("max_in_flight", max_in_flight, 1),
-            ("max_queue", max_queue, int(code.num_inputs)),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-                raise ValueError(f"`{name}` must be an int >= {lo}; got {value!r}")
-        self.max_wait_s, self.timeout_s, self.deadline_s = max_wait_s, timeout_s, deadline_s
-        self.max_in_flight, self.max_queue = int(max_in_flight), int(max_queue)
-        self.release, self.on_overload = release, on_overload
+        self.max_wait_s = as_real(max_wait_s, "max_wait_s", 0.0)
+        self.timeout_s = as_real(timeout_s, "timeout_s", 0.0, lo_open=True)
+        self.deadline_s = (
+            None if deadline_s is None else as_real(deadline_s, "deadline_s", 0.0, lo_open=True)
+        )
+        self.release = as_choice(release, "release", RELEASES)
+        self.on_overload = as_choice(on_overload, "on_overload", _OVERLOAD)
+        self.max_in_flight = as_int(max_in_flight, "max_in_flight", 1)
+        self.max_queue = as_int(max_queue, "max_queue", int(code.num_inputs))
         shape = input_shape if input_shape is not None else getattr(executor, "input_shape", None)
         self.input_shape = None if shape is None else tuple(int(s) for s in shape)
         dtype = getattr(executor, "input_dtype", None)
@@ -436,7 +433,9 @@ class CodedInferenceService:
                     f"got shape {arrival_times.shape}"
                 )
             if np.any(np.diff(arrival_times) < 0) or not np.all(np.isfinite(arrival_times)):
-                raise ValueError("`arrival_times` must be finite and non-decreasing")
+                raise ValueError(
+                    f"`arrival_times` must be finite and non-decreasing; got {arrival_times[:8]}"
+                )
         items: Iterable[int] = range(len(queries))
         if progress:
             from .._core.progress import tqdm
@@ -532,7 +531,7 @@ class CodedInferenceService:
                     release(
                         i,
                         functools.partial(
-                            self._failed, q, i, batch, batch_id, t_dispatch, now, msg
+                            _answer, q, i, batch, batch_id, t_dispatch, now, value=None, error=msg
                         ),
                     )
                 return
@@ -548,22 +547,22 @@ class CodedInferenceService:
                 release(
                     i,
                     functools.partial(
-                        Answer,
-                        query_id=q.query_id,
+                        _answer,
+                        q,
+                        i,
+                        batch,
+                        batch_id,
+                        t_dispatch,
+                        now,
                         value=None if error else value[i],
                         error=error,
                         status=status,
-                        batch_id=batch_id,
-                        slot=i,
-                        batch_queries=len(batch),
                         workers_answered=rr.answered,
                         worker_issues=issues,
                         timed_out=rr.timed_out,
-                        latency_s=now - q.t_submit,
-                        queue_s=t_dispatch - q.t_submit,
                         round_s=rr.elapsed,
                         source="" if error else "decoder",
-                    ),
+                    ),  # fmt: skip
                 )
         finally:
             self._slots.release()
@@ -598,37 +597,23 @@ class CodedInferenceService:
                     ready.update({i: (value[i], "decoder") for i in more if have[i]})
         seen = tuple(int(i) for i in np.flatnonzero(mask))
         for slot, (value, source) in ready.items():
-            q = batch[slot]
             release(
                 slot,
                 functools.partial(
-                    Answer,
-                    query_id=q.query_id,
+                    _answer,
+                    batch[slot],
+                    slot,
+                    batch,
+                    batch_id,
+                    t_dispatch,
+                    now,
                     value=value,
                     error=None,
-                    batch_id=batch_id,
-                    slot=slot,
-                    batch_queries=len(batch),
                     workers_answered=seen,
-                    latency_s=now - q.t_submit,
-                    queue_s=t_dispatch - q.t_submit,
                     round_s=now - t_dispatch,
                     source=source,
-                ),
+                ),  # fmt: skip
             )
-
-    @staticmethod
-    def _failed(q, slot, batch, batch_id, t_dispatch, now, msg) -> Answer:
-        return Answer(
-            query_id=q.query_id,
-            value=None,
-            error=msg,
-            batch_id=batch_id,
-            slot=slot,
-            batch_queries=len(batch),
-            latency_s=now - q.t_submit,
-            queue_s=t_dispatch - q.t_submit,
-        )
 
     # -- shutdown -------------------------------------------------------------------------
 

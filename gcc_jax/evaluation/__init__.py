@@ -13,6 +13,7 @@ from ._evaluator import MaskEvaluator as MaskEvaluator
 from ._evaluator import auto_chunk_size as auto_chunk_size
 from ._evaluator import evaluate_masks as evaluate_masks
 from ._evaluator import mask_losses as mask_losses
+from ._evaluator import pattern_loss as pattern_loss
 from ._metrics import mean_ci as mean_ci
 from ._metrics import mse as mse
 from ._metrics import ratio_ci as ratio_ci
@@ -24,5 +25,11 @@ from ._pipeline import coded_apply as coded_apply
 from ._pipeline import monte_carlo_loss as monte_carlo_loss
 from ._stragglers import contiguous_masks as contiguous_masks
 from ._stragglers import sample_masks as sample_masks
+from ._worst_case import DEFAULT_SEARCH as DEFAULT_SEARCH
+from ._worst_case import LIGHT_SEARCH as LIGHT_SEARCH
+from ._worst_case import THOROUGH_SEARCH as THOROUGH_SEARCH
+from ._worst_case import SearchBudget as SearchBudget
 from ._worst_case import WorstCase as WorstCase
+from ._worst_case import as_budget as as_budget
+from ._worst_case import search_worst_case as search_worst_case
 from ._worst_case import worst_case_mask as worst_case_mask

@@ -26,6 +26,7 @@ every adversary at the workers one estimate listens to most, pushing it one way)
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import jax
@@ -34,11 +35,20 @@ import jax.random as jr
 import numpy as np
 import optax
 
-from .._core.checks import as_float_array, as_int, as_mask, as_masks, check_code, check_key
+from .._core.checks import (
+    as_float_array,
+    as_int,
+    as_mask,
+    as_masks,
+    as_real,
+    check_code,
+    check_instance,
+    check_key,
+)
 from .._core.types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 from ..codes import AbstractCode, AbstractLinearCode
 from ._evaluator import MaskEvaluator
-from ._worst_case import search_worst_case
+from ._worst_case import LIGHT_SEARCH, SearchBudget, as_budget, search_worst_case
 
 __all__ = [
     "Adversary",
@@ -96,16 +106,14 @@ class Adversary:
             raise ValueError(f"`strategy` must be one of {STRATEGIES}; got {self.strategy!r}")
         object.__setattr__(self, "steps", as_int(self.steps, "steps", 1))
         object.__setattr__(self, "restarts", as_int(self.restarts, "restarts", 1))
-        if not (np.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"`learning_rate` must be > 0; got {self.learning_rate!r}")
-        bound = self.bound
-        if isinstance(bound, int | float | np.number):
-            if not (np.isfinite(bound) and bound > 0):
-                raise ValueError(f"`bound` must be finite and > 0; got {bound!r}")
-            object.__setattr__(self, "bound", jnp.asarray(float(bound)))
+        as_real(self.learning_rate, "learning_rate", 0.0, lo_open=True)
+        if isinstance(self.bound, int | float | np.number):
+            bound = as_real(self.bound, "bound", 0.0, lo_open=True)
+            object.__setattr__(self, "bound", jnp.asarray(bound))
 
 
-def _check(code, yt, fx, adversaries, mask):
+def _check(code, yt, fx, adversaries, mask, adversary=None):
+    """The checked arguments of the attack functions (``adversary`` too when given)."""
     code = check_code(code)
     n = code.num_workers
     yt = as_float_array(yt, "yt")
@@ -118,6 +126,8 @@ def _check(code, yt, fx, adversaries, mask):
         )
     adversaries = as_mask(adversaries, n, "adversaries")
     mask = as_mask(mask, n)
+    if adversary is not None:
+        check_instance(adversary, (Adversary, ValueRule), "adversary", "gcc_jax.Adversary")
     return code, yt, fx, adversaries, mask
 
 
@@ -268,11 +278,14 @@ def attack(
         mask: straggler mask (True = returned in time); default all live.
         key: PRNG key (``"random"`` values, ``"pgd"`` random starts).
     """
-    code, yt, fx, adversaries, mask = _check(code, yt, fx, adversaries, mask)
-    if not isinstance(adversary, Adversary):
-        raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
-    key = check_key(key)
-    return _attack_jit(code, yt, fx, adversaries, mask, compiled_rule(adversary, yt), key)[0]
+    return _checked_attack(code, yt, fx, adversaries, adversary, mask, key)[0]
+
+
+def _checked_attack(code, yt, fx, adversaries, adversary, mask, key):
+    """:func:`_attack_jit` after the argument checks of :func:`attack` and :func:`attack_loss`."""
+    code, yt, fx, adversaries, mask = _check(code, yt, fx, adversaries, mask, adversary)
+    rule = compiled_rule(adversary, yt)
+    return _attack_jit(code, yt, fx, adversaries, mask, rule, check_key(key))
 
 
 @jax.jit
@@ -295,12 +308,7 @@ def attack_loss(
     key: PRNGKeyArray,
 ) -> tuple[Float[Array, ""], Int[Array, ""]]:
     """``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` after :func:`attack`, and the decode status."""
-    code, yt, fx, adversaries, mask = _check(code, yt, fx, adversaries, mask)
-    if not isinstance(adversary, Adversary):
-        raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
-    key = check_key(key)
-    rule = compiled_rule(adversary, yt)
-    _, loss, status = _attack_jit(code, yt, fx, adversaries, mask, rule, key)
+    _, loss, status = _checked_attack(code, yt, fx, adversaries, adversary, mask, key)
     return loss, status
 
 
@@ -364,8 +372,7 @@ def attack_per_mask(code, yt, aux, honest):
 
 def _attack_evaluator(code, yt, fx, adversary, mask, key, chunk_size) -> MaskEvaluator:
     """The one evaluator of attacks at batches of positions (its rows are *honest* masks)."""
-    if not isinstance(adversary, Adversary | ValueRule):
-        raise TypeError(f"`adversary` must be a gcc_jax.Adversary; got {type(adversary).__name__}")
+    check_instance(adversary, (Adversary, ValueRule), "adversary", "gcc_jax.Adversary")
     aux = (fx, mask, compiled_rule(adversary, yt), key)
     return MaskEvaluator(code, yt, aux, per_mask=attack_per_mask, chunk_size=chunk_size)
 
@@ -430,11 +437,7 @@ def worst_case_adversaries(
     *,
     mask: Bool[ArrayLike, " n"] | None = None,
     key: PRNGKeyArray | None = None,
-    max_exhaustive: int = 2_000,
-    restarts: int = 4,
-    proposals: int = 64,
-    max_iters: int = 20,
-    patience: int = 3,
+    search: SearchBudget | Mapping[str, int] | None = None,
     chunk_size: int = 64,
 ) -> AttackResult:
     """The ``γ`` adversary positions that maximise the decode loss under ``adversary``.
@@ -452,8 +455,10 @@ def worst_case_adversaries(
         num_adversaries: ``γ``.
         mask: straggler mask applied on top (default all live).
         key: PRNG key (default ``jax.random.key(0)``).
-        max_exhaustive, restarts, proposals, max_iters, patience, chunk_size: as
-            :func:`gcc_jax.worst_case_mask`.
+        search: a :class:`gcc_jax.evaluation.SearchBudget`, or a mapping of the fields that
+            differ from :data:`gcc_jax.evaluation.LIGHT_SEARCH` (the default: every candidate
+            is a whole attack).
+        chunk_size: position sets attacked per compiled call.
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
@@ -467,19 +472,10 @@ def worst_case_adversaries(
     code, yt, fx, _, mask = _check(code, yt, fx, None, mask)
     n = code.num_workers
     g = as_int(num_adversaries, "num_adversaries", 0, n)
+    budget = as_budget(search, LIGHT_SEARCH)
     key = jr.key(0) if key is None else check_key(key)
     ev = _attack_evaluator(code, yt, fx, adversary, mask, key, chunk_size)
-    wc = search_worst_case(
-        ev,
-        n,
-        g,
-        key=key,
-        max_exhaustive=max_exhaustive,
-        restarts=restarts,
-        proposals=proposals,
-        max_iters=max_iters,
-        patience=patience,
-    )
+    wc = search_worst_case(ev, n, g, key=key, search=budget)
     adversaries = ~np.asarray(wc.mask)
     # the outputs at the worst positions from the search's own program (no second compile)
     outputs = jnp.asarray(ev(np.asarray(wc.mask)[None])[1][0])
@@ -581,9 +577,7 @@ def targeted_attack(
             f"`surrogate` must have the sizes of `code` (k={code.num_inputs}, "
             f"n={code.num_workers}); got ({surrogate.num_inputs}, {surrogate.num_workers})"
         )
-    m = float(bound)
-    if not (np.isfinite(m) and m > 0):
-        raise ValueError(f"`bound` must be finite and > 0; got {bound!r}")
+    m = as_real(bound, "bound", 0.0, lo_open=True)
     g = as_int(num_adversaries, "num_adversaries", 0, code.num_workers)
     advs, values = _targeted_candidates(surrogate, yt, fx, mask, m, g)
     advs = np.asarray(advs)

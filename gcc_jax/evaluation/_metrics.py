@@ -75,17 +75,7 @@ def rmse(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[
     This is LeTCC's "root mean square difference": the mean over inputs of the Euclidean norm of
     each error vector, not ``sqrt(mse)`` and not normalised by the output size. The experiment
     averages it over batches and straggler sets. Differentiable everywhere (the gradient of a
-    zero error is taken as 0).
-
-    Args:
-        y_hat: estimates, shape ``(K, ...)``.
-        y: true outputs ``f(x_k)``, the same shape.
-
-    Returns:
-        A scalar.
-
-    Raises:
-        ValueError: if the shapes differ.
+    zero error is taken as 0). Arguments, result and errors as :func:`mse`.
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc

@@ -2,7 +2,7 @@
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -16,7 +16,96 @@ from ..codes import AbstractCode
 from ._evaluator import MaskEvaluator
 from ._pipeline import outputs_and_targets as _outputs_and_targets
 
-__all__ = ["WorstCase", "search_worst_case", "worst_case_mask"]
+__all__ = [
+    "DEFAULT_SEARCH",
+    "LIGHT_SEARCH",
+    "THOROUGH_SEARCH",
+    "SearchBudget",
+    "WorstCase",
+    "as_budget",
+    "search_worst_case",
+    "worst_case_mask",
+]
+
+
+class SearchBudget(NamedTuple):
+    """How much work one worst-case search may do (the settings of :func:`worst_case_mask`).
+
+    The search decodes all ``C(N, S)`` patterns when there are at most ``max_exhaustive`` of
+    them; otherwise it runs ``restarts`` local-search chains that decode up to ``proposals``
+    swap neighbours per step, for at most ``max_iters`` steps, a chain stopping after
+    ``patience`` steps without gain. Presets: :data:`THOROUGH_SEARCH` (one search of one
+    code, :func:`worst_case_mask`), :data:`DEFAULT_SEARCH` (a search per code of a comparison,
+    :func:`gcc_jax.tuning.evaluate`, :func:`gcc_jax.tuning.grid_search`) and
+    :data:`LIGHT_SEARCH` (searches repeated inside a loop: :func:`gcc_jax.tuning.tune`, and
+    :func:`worst_case_adversaries`, where each candidate is a whole attack).
+
+    Example:
+        >>> from gcc_jax.evaluation import DEFAULT_SEARCH, SearchBudget
+        >>> DEFAULT_SEARCH == SearchBudget()
+        True
+        >>> DEFAULT_SEARCH._replace(max_exhaustive=0).chunk_size(20, 3, 1024)
+        408
+    """
+
+    max_exhaustive: int = 10_000
+    restarts: int = 8
+    proposals: int = 128
+    max_iters: int = 25
+    patience: int = 3
+
+    def check(self) -> "SearchBudget":
+        """The budget with every field checked: integers, ``restarts``, ``proposals`` and
+        ``patience`` at least 1, ``max_exhaustive`` and ``max_iters`` at least 0."""
+        return SearchBudget(
+            *(
+                as_int(v, name, 0 if name in ("max_exhaustive", "max_iters") else 1)
+                for name, v in zip(self._fields, self, strict=True)
+            )
+        )
+
+    def chunk_size(self, n: int, s: int, most: int) -> int:
+        """Masks per compiled call that waste little padding: every pattern (rounded up to a
+        power of two) when the search is exhaustive, else one local-search step of all
+        chains; at most ``most``."""
+        total = math.comb(n, s)
+        if total <= self.max_exhaustive:
+            return min(most, 1 << max(total - 1, 0).bit_length())
+        return min(most, self.restarts * min(s * (n - s), self.proposals))
+
+
+#: one search of one code (:func:`worst_case_mask`)
+THOROUGH_SEARCH = SearchBudget(
+    max_exhaustive=20_000, restarts=8, proposals=256, max_iters=100, patience=5
+)
+#: one search per code of a comparison (:func:`gcc_jax.tuning.evaluate`, ``grid_search``)
+DEFAULT_SEARCH = SearchBudget()
+#: searches repeated inside a loop (:func:`gcc_jax.tuning.tune`, worst-case adversaries)
+LIGHT_SEARCH = SearchBudget(
+    max_exhaustive=2_000, restarts=4, proposals=64, max_iters=10, patience=2
+)
+
+
+def as_budget(
+    search: SearchBudget | Mapping[str, int] | None, default: SearchBudget
+) -> SearchBudget:
+    """``search`` as a checked :class:`SearchBudget`: ``None`` is ``default``; a mapping
+    overrides some fields of ``default`` (e.g. ``{"max_exhaustive": 0}``)."""
+    if search is None:
+        return default.check()
+    if isinstance(search, SearchBudget):
+        return search.check()
+    if not isinstance(search, Mapping):
+        raise TypeError(
+            f"`search` must be a gcc_jax.evaluation.SearchBudget (or a mapping of its fields); "
+            f"got {type(search).__name__}"
+        )
+    unknown = sorted(set(search) - set(SearchBudget._fields))
+    if unknown:
+        raise ValueError(
+            f"`search` has unknown settings {unknown}; the fields are {SearchBudget._fields}"
+        )
+    return default._replace(**search).check()
 
 
 class WorstCase(NamedTuple):
@@ -101,11 +190,7 @@ def worst_case_mask(
     stragglers: int,
     outputs: tuple[ArrayLike, ArrayLike] | None = None,
     key: PRNGKeyArray | None = None,
-    max_exhaustive: int = 20_000,
-    restarts: int = 8,
-    proposals: int = 256,
-    max_iters: int = 100,
-    patience: int = 5,
+    search: SearchBudget | Mapping[str, int] | None = None,
     chunk_size: int = 1024,
 ) -> WorstCase:
     """The straggler pattern with ``S`` stragglers that maximises the loss (or the worst found).
@@ -115,6 +200,8 @@ def worst_case_mask(
     as ``+inf``. The workers run once (``code.worker_outputs(f, x)``), or their outputs are
     given (``outputs=(y~, f(x))``, e.g. a DNN's logits computed in batches elsewhere); every
     candidate pattern is then decoded by the one mask evaluator (:class:`gcc_jax.MaskEvaluator`).
+
+    The search's settings are a :class:`SearchBudget` (default :data:`THOROUGH_SEARCH`):
 
     * **Exhaustive** when ``C(N, S) ≤ max_exhaustive``: every ``S``-subset is decoded and the
       result is the exact worst case (``exhaustive=True``).
@@ -137,11 +224,8 @@ def worst_case_mask(
         outputs: precomputed ``(y~, f(x))``: the workers' outputs ``(N, *m)`` and the targets
             ``(K, *m)``, instead of ``f`` and ``x``.
         key: PRNG key for the random restarts and proposals (default ``jax.random.key(0)``).
-        max_exhaustive: largest ``C(N, S)`` searched exhaustively.
-        restarts: number of local-search chains.
-        proposals: neighbours decoded per chain and step.
-        max_iters: maximum number of local-search steps.
-        patience: steps without improvement before a chain stops (random proposals only).
+        search: a :class:`SearchBudget`, or a mapping of the fields that differ from
+            :data:`THOROUGH_SEARCH` (e.g. ``{"max_exhaustive": 0}`` forces the local search).
         chunk_size: masks decoded per compiled call.
 
     Returns:
@@ -162,15 +246,8 @@ def worst_case_mask(
     code = check_code(code)
     n = code.num_workers
     s = as_int(stragglers, "stragglers", 0, n)
-    for name, v in (
-        ("max_exhaustive", max_exhaustive),
-        ("restarts", restarts),
-        ("proposals", proposals),
-        ("max_iters", max_iters),
-        ("patience", patience),
-        ("chunk_size", chunk_size),
-    ):
-        as_int(v, name, 0 if name in ("max_exhaustive", "max_iters") else 1)
+    budget = as_budget(search, THOROUGH_SEARCH)
+    chunk_size = as_int(chunk_size, "chunk_size", 1)
     key = jr.key(0) if key is None else check_key(key)
     if outputs is not None:
         if f is not None or x is not None:
@@ -188,23 +265,8 @@ def worst_case_mask(
     if not bool(jnp.all(jnp.isfinite(fx))):
         raise GCCValueError("`f(x)` on the uncoded inputs is not finite; the loss is undefined")
 
-    total = math.comb(n, s)
-    if total <= max_exhaustive:
-        chunk = min(chunk_size, 1 << max(total - 1, 0).bit_length())
-    else:
-        chunk = min(chunk_size, restarts * min(s * (n - s), proposals))
-    ev = MaskEvaluator(code, yt, fx, chunk_size=chunk)
-    return search_worst_case(
-        ev,
-        n,
-        s,
-        key=key,
-        max_exhaustive=max_exhaustive,
-        restarts=restarts,
-        proposals=proposals,
-        max_iters=max_iters,
-        patience=patience,
-    )
+    ev = MaskEvaluator(code, yt, fx, chunk_size=budget.chunk_size(n, s, chunk_size))
+    return search_worst_case(ev, n, s, key=key, search=budget)
 
 
 def search_worst_case(
@@ -213,14 +275,12 @@ def search_worst_case(
     s: int,
     *,
     key: PRNGKeyArray,
-    max_exhaustive: int,
-    restarts: int,
-    proposals: int,
-    max_iters: int,
-    patience: int,
+    search: SearchBudget | Mapping[str, int] | None = None,
 ) -> WorstCase:
     """The search of :func:`worst_case_mask` over a :class:`MaskEvaluator` (any ``per_mask``
-    whose first output is the loss and last the status; any chunk size)."""
+    whose first output is the loss and last the status; any chunk size), with the settings
+    ``search`` (default :data:`DEFAULT_SEARCH`; a mapping overrides some of its fields)."""
+    max_exhaustive, restarts, proposals, max_iters, patience = as_budget(search, DEFAULT_SEARCH)
 
     def ev(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = evaluator(masks)

@@ -14,10 +14,9 @@ graph. This subpackage uses that:
 * :func:`gcv_lam_dec` / :func:`cv_lam_dec`: per-pattern choices of ``λ_dec`` from the workers'
   outputs alone (generalised and K-fold cross-validation);
 * :func:`evaluate`: held-out loss of a code for a straggler model (mean, or worst case by
-  exhaustive or local search).
+  exhaustive or local search, within a :class:`gcc_jax.evaluation.SearchBudget`).
 """
 
-from ._evaluate import DEFAULT_SEARCH as DEFAULT_SEARCH
 from ._evaluate import Evaluation as Evaluation
 from ._evaluate import evaluate as evaluate
 from ._loss import expected_loss as expected_loss
@@ -32,7 +31,6 @@ from ._select import default_lam_grid as default_lam_grid
 from ._select import gcv_lam_dec as gcv_lam_dec
 from ._select import gcv_score as gcv_score
 from ._stragglers import StragglerModel as StragglerModel
-from ._tune import TUNE_SEARCH as TUNE_SEARCH
 from ._tune import GridResult as GridResult
 from ._tune import TuneHistory as TuneHistory
 from ._tune import TuneResult as TuneResult

@@ -3,7 +3,7 @@
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import jax
@@ -11,19 +11,21 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from .._core.checks import check_key
+from .._core.checks import as_int, as_masks, check_instance, check_key
 from .._core.status import GCCValueError, Status
 from .._core.types import ArrayLike, Bool, Float, PRNGKeyArray
 from ..codes import AbstractCode
-from ..evaluation._evaluator import MaskEvaluator
-from ..evaluation._worst_case import search_worst_case
+from ..evaluation import (
+    DEFAULT_SEARCH,
+    MaskEvaluator,
+    SearchBudget,
+    as_budget,
+    search_worst_case,
+)
 from ._loss import job_pattern_loss, targets, worker_outputs
 from ._stragglers import StragglerModel
 
-__all__ = ["Evaluation", "evaluate", "DEFAULT_SEARCH"]
-
-#: local-search settings of the worst-case evaluation (see :func:`gcc_jax.worst_case_mask`)
-DEFAULT_SEARCH = dict(max_exhaustive=10_000, restarts=8, proposals=128, max_iters=25, patience=3)
+__all__ = ["Evaluation", "evaluate"]
 
 
 class Evaluation(NamedTuple):
@@ -104,15 +106,13 @@ def make_evaluator(code, f, xs, *, chunk: int, select=None) -> MaskEvaluator:
     )
 
 
-def search_chunk(n: int, model: StragglerModel, search: dict, chunk_size: int, num: int) -> int:
+def search_chunk(
+    n: int, model: StragglerModel, search: SearchBudget, chunk_size: int, num: int
+) -> int:
     """A chunk size that wastes little padding: the patterns per search step, or ``num``."""
     if model.kind != "worst":
         return max(1, min(chunk_size, num))
-    s = model.stragglers
-    total = math.comb(n, s)
-    if total <= search["max_exhaustive"]:
-        return min(chunk_size, 1 << max(total - 1, 0).bit_length())
-    return min(chunk_size, search["restarts"] * min(s * (n - s), search["proposals"]))
+    return search.chunk_size(n, model.stragglers, chunk_size)
 
 
 def summarise(
@@ -121,13 +121,13 @@ def summarise(
     masks: np.ndarray,
     *,
     key: PRNGKeyArray,
-    search: dict,
+    search: SearchBudget,
     candidates: np.ndarray | None = None,
 ) -> Evaluation:
     """Mean over ``masks`` (random models) or the worst-case search (``worst``)."""
     n = masks.shape[1]
     if model.kind == "worst":
-        wc = search_worst_case(ev, n, model.stragglers, key=key, **search)
+        wc = search_worst_case(ev, n, model.stragglers, key=key, search=search)
         loss, mask, count = wc.loss, np.asarray(wc.mask), int(wc.num_evaluated)
         if candidates is not None and len(candidates):
             extra, extra_status = ev(np.asarray(candidates, bool))
@@ -162,7 +162,7 @@ def evaluate(
     straggler_model: StragglerModel,
     num_masks: int = 256,
     select_lam_dec: Callable | None = None,
-    search: dict | None = None,
+    search: SearchBudget | Mapping[str, int] | None = None,
     candidates: Bool[ArrayLike, "c n"] | None = None,
     chunk_size: int = 256,
 ) -> Evaluation:
@@ -171,9 +171,9 @@ def evaluate(
     The loss of a pattern is the mean over the ``B`` jobs of ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²``
     (all jobs see the same pattern). Random models (``exact``, ``iid``) average it over
     ``num_masks`` patterns drawn with ``key``; ``worst`` reports the largest loss over all
-    ``C(N, S)`` patterns when there are at most ``search["max_exhaustive"]`` of them, else over
-    the contiguous blocks and a local search (:func:`gcc_jax.worst_case_mask`'s, with
-    ``search`` settings; default :data:`DEFAULT_SEARCH`).
+    ``C(N, S)`` patterns when there are at most ``search.max_exhaustive`` of them, else over
+    the contiguous blocks and a local search (:func:`gcc_jax.worst_case_mask`'s, with the
+    budget ``search``; default :data:`gcc_jax.evaluation.DEFAULT_SEARCH`).
 
     Args:
         code: any gcc_jax code.
@@ -185,7 +185,8 @@ def evaluate(
         select_lam_dec: optional per-pattern rule ``(code, y, mask) -> LamChoice`` such as
             :func:`gcv_lam_dec`; each job and pattern is then decoded with its own ``λ_dec``
             (SplineCode only).
-        search: worst-case search settings (keys of :data:`DEFAULT_SEARCH`).
+        search: a :class:`gcc_jax.evaluation.SearchBudget`, or a mapping of the fields that
+            differ from :data:`gcc_jax.evaluation.DEFAULT_SEARCH`.
         candidates: ``worst`` only: extra patterns ``(C, N)`` (exactly ``S`` stragglers each)
             decoded besides the search, e.g. the worst patterns found for other codes; the
             result is the largest loss over both.
@@ -208,14 +209,13 @@ def evaluate(
         >>> ev.exhaustive, ev.num_patterns, bool(ev.loss > 0)
         (True, 45, True)
     """
-    if not isinstance(straggler_model, StragglerModel):
-        raise TypeError(
-            f"`straggler_model` must be a StragglerModel; got {type(straggler_model).__name__}"
-        )
+    check_instance(straggler_model, StragglerModel, "straggler_model")
     xs = check_jobs(x, code)
     n = code.num_workers
     straggler_model.check(n)
-    search = DEFAULT_SEARCH | dict(search or {})
+    num_masks = as_int(num_masks, "num_masks", 1)
+    chunk_size = as_int(chunk_size, "chunk_size", 1)
+    search = as_budget(search, DEFAULT_SEARCH)
     k_masks, k_search = jr.split(check_key(key))
     masks = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
     if select_lam_dec is not None:  # per-job λ choices: memory grows with jobs × grid;
@@ -224,16 +224,11 @@ def evaluate(
         chunk = search_chunk(n, straggler_model, search, chunk_size, num_masks)
     ev = make_evaluator(code, f, xs, chunk=chunk, select=select_lam_dec)
     if candidates is not None:
-        candidates = np.asarray(candidates)
-        if (
-            candidates.dtype != np.bool_
-            or candidates.ndim != 2
-            or candidates.shape[1] != n
-            or np.any((~candidates).sum(axis=1) != straggler_model.stragglers)
-        ):
+        candidates = np.asarray(as_masks(candidates, n, "candidates"))
+        dead = (~candidates).sum(axis=1)
+        if np.any(dead != straggler_model.stragglers):
             raise ValueError(
-                f"`candidates` must be boolean (C, {n}) patterns with exactly "
-                f"{straggler_model.stragglers} stragglers each; got {candidates.dtype} "
-                f"{candidates.shape}"
+                f"`candidates` must have exactly {straggler_model.stragglers} stragglers per "
+                f"row; got rows with {sorted(set(dead.tolist()))}"
             )
     return summarise(ev, straggler_model, masks, key=k_search, search=search, candidates=candidates)

@@ -7,11 +7,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._core.checks import as_masks, check_inputs
+from .._core.checks import as_choice, as_masks, check_inputs
 from .._core.status import Status
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode
-from ..evaluation._evaluator import pattern_loss
+from ..evaluation import pattern_loss
 from ._params import SplineParams
 
 __all__ = ["expected_loss", "as_code"]
@@ -22,12 +22,6 @@ REDUCTIONS = ("mean", "max")
 def as_code(params: Any) -> Any:
     """A code from :class:`SplineParams` (``to_code()``), or the code itself."""
     return params.to_code() if isinstance(params, SplineParams) else params
-
-
-def _check_reduce(reduce: str) -> str:
-    if reduce not in REDUCTIONS:
-        raise ValueError(f"`reduce` must be one of {REDUCTIONS}; got {reduce!r}")
-    return reduce
 
 
 def worker_outputs(code: AbstractCode, f: Callable, xs: Array) -> Array:
@@ -126,7 +120,7 @@ def expected_loss(
         >>> g.log_lam_dec.shape, g.beta_logits.shape
         ((), (11,))
     """
-    reduce = _check_reduce(reduce)
+    reduce = as_choice(reduce, "reduce", REDUCTIONS)
     code = as_code(params)
     x = check_inputs(x, code.num_inputs)
     masks = jnp.asarray(as_masks(masks, code.num_workers))

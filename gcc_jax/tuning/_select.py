@@ -30,11 +30,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._core.checks import as_int, check_outputs, data_status
+from .._core.checks import as_int, check_instance, check_outputs, data_status
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import SplineCode
-from ..spline._fit import fit_smoothing_spline_with_status, smoother_matrix_with_status
+from ..spline import fit_smoothing_spline_with_status, smoother_matrix_with_status
 
 __all__ = [
     "LamChoice",
@@ -73,14 +73,8 @@ def default_lam_grid(dtype=None) -> Float[Array, " g"]:
     return jnp.logspace(-12.0, 0.0, 25, dtype=dtype)
 
 
-def _check_code(code: object) -> SplineCode:
-    if not isinstance(code, SplineCode):
-        raise TypeError(f"`code` must be a gcc_jax.SplineCode; got {type(code).__name__}")
-    return code
-
-
 def _prepare(code, y, mask):
-    code = _check_code(code)
+    code = check_instance(code, SplineCode, "code", "gcc_jax.SplineCode")
     y, mask = check_outputs(y, mask, code.num_workers)
     dtype = code.beta.dtype
     y_flat = y.reshape(code.num_workers, -1).astype(dtype)
@@ -242,10 +236,6 @@ def _grid(grid: ArrayLike | None, dtype) -> Array:
     return grid
 
 
-def _check_refine(refine: int) -> int:
-    return as_int(refine, "refine", 0)
-
-
 def gcv_score(
     code: SplineCode,
     y: Float[ArrayLike, "n ..."],
@@ -286,13 +276,9 @@ def cv_score(
     live workers and ``ŝ_{−j}`` the decoder spline fitted without fold ``j``.
     """
     code, y_flat, mask = _prepare(code, y, mask)
-    folds = _check_folds(folds)
+    folds = as_int(folds, "folds", 2)
     lam = jnp.asarray(lam, y_flat.dtype)
     return _cv_jit(code.beta, y_flat, mask, lam, solver=code.solver, folds=folds)[0]
-
-
-def _check_folds(folds: int) -> int:
-    return as_int(folds, "folds", 2)
 
 
 def gcv_lam_dec(
@@ -336,7 +322,7 @@ def gcv_lam_dec(
     """
     code, y_flat, mask = _prepare(code, y, mask)
     grid = _grid(grid, y_flat.dtype)
-    refine = _check_refine(refine)
+    refine = as_int(refine, "refine", 0)
     return _gcv_choice(code.beta, y_flat, mask, grid, solver=code.solver, refine=refine)
 
 
@@ -367,6 +353,6 @@ def cv_lam_dec(
     """
     code, y_flat, mask = _prepare(code, y, mask)
     grid = _grid(grid, y_flat.dtype)
-    refine = _check_refine(refine)
-    folds = _check_folds(folds)
+    refine = as_int(refine, "refine", 0)
+    folds = as_int(folds, "folds", 2)
     return _cv_choice(code.beta, y_flat, mask, grid, solver=code.solver, refine=refine, folds=folds)

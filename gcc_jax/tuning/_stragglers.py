@@ -10,7 +10,7 @@ import jax.random as jr
 
 from .._core.checks import as_int, as_prob, check_key
 from .._core.types import Array, Bool, PRNGKeyArray
-from ..evaluation._stragglers import contiguous_masks, sample_masks
+from ..evaluation import contiguous_masks, sample_masks
 
 __all__ = ["StragglerModel"]
 

@@ -3,7 +3,7 @@
 import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import jax
@@ -12,24 +12,22 @@ import jax.random as jr
 import numpy as np
 import optax
 
-from .._core.checks import as_int, check_key
+from .._core.checks import as_int, as_lam_grid, as_real, check_instance, check_key
 from .._core.memory import release_memory
 from .._core.precision import Float32PrecisionWarning
 from .._core.status import GCCValueError
-from .._core.types import ArrayLike, Float, PRNGKeyArray
+from .._core.types import Array, ArrayLike, Float, PRNGKeyArray
 from ..codes import SplineCode
-from ..evaluation._evaluator import MaskEvaluator
-from ..evaluation._stragglers import contiguous_masks
-from ..evaluation._worst_case import search_worst_case
-from ._evaluate import (
+from ..evaluation import (
     DEFAULT_SEARCH,
-    Evaluation,
-    check_jobs,
-    job_outputs,
-    make_evaluator,
-    search_chunk,
-    summarise,
+    LIGHT_SEARCH,
+    MaskEvaluator,
+    SearchBudget,
+    as_budget,
+    contiguous_masks,
+    search_worst_case,
 )
+from ._evaluate import check_jobs, job_outputs, make_evaluator, search_chunk, summarise
 from ._loss import job_pattern_loss, mask_losses, reduce_losses, worker_outputs
 from ._params import GROUPS, SplineParams, params_from_code
 from ._stragglers import StragglerModel
@@ -42,9 +40,6 @@ __all__ = [
     "tune",
     "grid_search",
 ]
-
-#: the (lighter) worst-case search of :func:`tune`'s adversarial pool and validation
-TUNE_SEARCH = dict(max_exhaustive=2_000, restarts=4, proposals=64, max_iters=10, patience=2)
 
 _LEAVES = {
     "lam_enc": "log_lam_enc",
@@ -114,19 +109,63 @@ class TuneResult(NamedTuple):
     stopped_early: bool
 
 
-def _check_int(value, name: str, lo: int) -> int:
-    return as_int(value, name, lo)
+class TuneSettings(NamedTuple):
+    """The knobs of :func:`tune` (see its arguments), checked by :meth:`check`."""
+
+    steps: int = 200
+    val_fraction: float = 0.25
+    num_masks: int = 32
+    val_masks: int = 256
+    jobs_per_step: int | None = None
+    trainable: tuple[str, ...] = GROUPS
+    eval_every: int = 10
+    patience: int = 5
+    min_delta: float = 0.01
+    adversarial: int = 8
+    refresh_every: int = 10
+    search: SearchBudget = LIGHT_SEARCH
+
+    def check(self) -> "TuneSettings":
+        """The settings with every value checked (``ValueError``/``TypeError`` naming it)."""
+        trainable = tuple(self.trainable)
+        if not trainable or any(g not in GROUPS for g in trainable):
+            raise ValueError(f"`trainable` must be a non-empty subset of {GROUPS}; got {trainable}")
+        counts = {
+            name: as_int(getattr(self, name), name, 1)
+            for name in ("num_masks", "val_masks", "eval_every", "patience", "adversarial")
+        }
+        return self._replace(
+            steps=as_int(self.steps, "steps", 0),
+            val_fraction=as_real(
+                self.val_fraction, "val_fraction", 0, 1, lo_open=True, hi_open=True
+            ),
+            jobs_per_step=None
+            if self.jobs_per_step is None
+            else as_int(self.jobs_per_step, "jobs_per_step", 1),
+            trainable=trainable,
+            refresh_every=as_int(self.refresh_every, "refresh_every", 1),
+            min_delta=as_real(self.min_delta, "min_delta", 0, 1, hi_open=True),
+            search=as_budget(self.search, LIGHT_SEARCH),
+            **counts,
+        )
 
 
-def _split_jobs(x, x_val, val_fraction, key, code):
+class _Jobs(NamedTuple):
+    """Training and validation jobs, and the targets ``f(x)`` of the training jobs."""
+
+    train: Array  # (b, K, ...)
+    val: Array  # (v, K, ...)
+    fx_train: Array  # (K, b, *out)
+
+
+def _split_jobs(x, x_val, val_fraction, key, code) -> tuple[Array, Array]:
+    """``(train, val)`` jobs: ``x_val`` as given, or a random ``val_fraction`` of ``x``."""
     xs = check_jobs(x, code, "x_train")
     if x_val is not None:
         xv = check_jobs(x_val, code, "x_val")
         if xv.shape[2:] != xs.shape[2:]:
             raise ValueError(f"`x_val` inputs have shape {xv.shape[2:]}, x_train {xs.shape[2:]}")
         return xs, xv
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"`val_fraction` must be in (0, 1); got {val_fraction}")
     b = xs.shape[0]
     if b < 2:
         raise ValueError(
@@ -136,6 +175,15 @@ def _split_jobs(x, x_val, val_fraction, key, code):
     n_val = min(max(int(round(val_fraction * b)), 1), b - 1)
     perm = np.asarray(jr.permutation(key, b))
     return xs[np.sort(perm[n_val:])], xs[np.sort(perm[:n_val])]
+
+
+def _prepare_jobs(code, f, x_train, x_val, val_fraction, key) -> _Jobs:
+    """Split the jobs and run the uncoded ``f`` on the training jobs once."""
+    train, val = _split_jobs(x_train, x_val, val_fraction, key, code)
+    _, fx_train = job_outputs(code, f, train)
+    if not bool(jnp.all(jnp.isfinite(fx_train))):
+        raise GCCValueError("`f(x_train)` is not finite; the loss is undefined")
+    return _Jobs(train, val, fx_train)
 
 
 def _group_mask(params: SplineParams, trainable: tuple[str, ...]) -> SplineParams:
@@ -186,6 +234,119 @@ def _make_step(f, optimizer):
     return step
 
 
+class _Validator:
+    """The validation loss of parameters: held-out jobs, fixed patterns never used in
+    training (for ``worst``, a worst-case search on the validation jobs)."""
+
+    def __init__(self, f, xs_val, model: StragglerModel, n: int, settings: TuneSettings, key):
+        self.f, self.xs, self.model, self.search = f, xs_val, model, settings.search
+        self.patterns = np.asarray(model.sample(key, n, num=settings.val_masks))
+        self.chunk = search_chunk(n, model, settings.search, 256, settings.val_masks)
+        self.key = jr.fold_in(key, 1)
+
+    def __call__(self, params: SplineParams) -> float:
+        ev = make_evaluator(params.to_code(), self.f, self.xs, chunk=self.chunk)
+        return summarise(ev, self.model, self.patterns, key=self.key, search=self.search).loss
+
+
+class _TrainingPatterns:
+    """The patterns of each training step: ``num_masks`` fresh random ones; for ``worst``, also
+    all contiguous blocks and a pool of ``adversarial`` patterns that a worst-case search for
+    the current code refreshes (one entry at a time) every ``refresh_every`` steps."""
+
+    def __init__(self, f, jobs: _Jobs, model: StragglerModel, n: int, settings: TuneSettings):
+        self.f, self.jobs, self.model, self.n, self.settings = f, jobs, model, n, settings
+        self.pool = None
+        if model.kind == "worst":
+            blocks = np.asarray(contiguous_masks(n, model.stragglers))
+            self.pool = np.repeat(blocks[:1], settings.adversarial, axis=0)
+            self.chunk = search_chunk(n, model, settings.search, 256, 1)
+            self.refreshed = 0
+
+    def _refresh(self, params: SplineParams, key) -> None:
+        code = params.to_code()
+        yt, fx = job_outputs(code, self.f, self.jobs.train)
+        ev = MaskEvaluator(code, yt, fx, per_mask=job_pattern_loss, chunk_size=self.chunk)
+        wc = search_worst_case(
+            ev, self.n, self.model.stragglers, key=key, search=self.settings.search
+        )
+        self.pool[self.refreshed % self.settings.adversarial] = wc.mask
+        self.refreshed += 1
+
+    def __call__(self, step: int, params: SplineParams, k_masks, k_search) -> np.ndarray:
+        num = self.settings.num_masks
+        if self.pool is None:
+            return np.asarray(self.model.sample(k_masks, self.n, num=num))
+        if step % self.settings.refresh_every == 0:
+            self._refresh(params, k_search)
+        s = self.model.stragglers
+        sampled = np.asarray(self.model.sample(k_masks, self.n, num=self.n - s + 1 + num))
+        return np.concatenate([sampled, self.pool])
+
+
+def _minibatch(jobs: _Jobs, per_step: int, key) -> tuple[Array, Array]:
+    """``per_step`` random training jobs and their targets (all of them when ``per_step ≥ b``)."""
+    b = jobs.train.shape[0]
+    if per_step >= b:
+        return jobs.train, jobs.fx_train
+    pick = np.sort(np.asarray(jr.permutation(key, b))[:per_step])
+    return jobs.train[pick], jobs.fx_train[:, pick]
+
+
+class _Record:
+    """The course of a run: training losses, validations, the best parameters so far and the
+    early-stopping count. A validation loss improves on the best only when it is below
+    ``(1 − min_delta)`` times it."""
+
+    def __init__(self, params: SplineParams, val: float, min_delta: float):
+        self.min_delta = min_delta
+        self.best_params, self.best_step, self.best_val = params, 0, val
+        self.initial_val = val
+        self.val_steps, self.val_losses = [0], [val]
+        self.lams = [(float(params.lam_enc), float(params.lam_dec))]
+        self.train_losses: list[float] = []
+        self.stale = 0
+
+    def validated(self, step: int, params: SplineParams, val: float) -> None:
+        self.val_steps.append(step)
+        self.val_losses.append(val)
+        self.lams.append((float(params.lam_enc), float(params.lam_dec)))
+        if val < (1.0 - self.min_delta) * self.best_val:
+            self.best_val, self.best_params, self.best_step, self.stale = val, params, step, 0
+        else:
+            self.stale += 1
+
+    def result(self, code: SplineCode, stopped: bool) -> "TuneResult":
+        lam = np.asarray(self.lams)
+        history = TuneHistory(
+            train_loss=np.asarray(self.train_losses),
+            val_step=np.asarray(self.val_steps),
+            val_loss=np.asarray(self.val_losses),
+            lam_enc=lam[:, 0],
+            lam_dec=lam[:, 1],
+        )
+        # no step beat the input on validation: the input itself (not its λ-floored copy)
+        return TuneResult(
+            code=code if self.best_step == 0 else self.best_params.to_code(),
+            params=self.best_params,
+            history=history,
+            best_step=self.best_step,
+            initial_val_loss=float(self.initial_val),
+            best_val_loss=float(self.best_val),
+            stopped_early=stopped,
+        )
+
+
+def _warn_float32(params: SplineParams) -> None:
+    if params.beta_logits.dtype != jnp.float64:
+        warnings.warn(
+            f"tuning in {params.beta_logits.dtype}: smoothing with λ > 0 is inaccurate on "
+            'clustered nodes; enable x64 (jax.config.update("jax_enable_x64", True))',
+            Float32PrecisionWarning,
+            stacklevel=3,
+        )
+
+
 def tune(
     code: SplineCode,
     f: Callable,
@@ -208,7 +369,7 @@ def tune(
     pin_beta: bool | None = None,
     adversarial: int = 8,
     refresh_every: int = 10,
-    search: dict | None = None,
+    search: SearchBudget | Mapping[str, int] | None = None,
     progress: bool = True,
 ) -> TuneResult:
     """Tune ``λ_enc``, ``λ_dec`` and the nodes of ``code`` by gradient descent on the loss.
@@ -256,8 +417,9 @@ def tune(
         pin_beta: keep the worker nodes' ends at ``±1`` (default: if they start there).
         adversarial: size of the pool of searched worst-case patterns (``worst`` only).
         refresh_every: steps between worst-case searches (``worst`` only).
-        search: worst-case search settings of the pool refreshes and the validations
-            (default :data:`TUNE_SEARCH`, lighter than :func:`evaluate`'s).
+        search: the :class:`gcc_jax.evaluation.SearchBudget` of the pool refreshes and the
+            validations, or a mapping of the fields that differ from the default,
+            :data:`gcc_jax.evaluation.LIGHT_SEARCH` (a search runs every few steps).
         progress: show a progress bar.
 
     Returns:
@@ -279,153 +441,97 @@ def tune(
         >>> type(res.code).__name__, res.best_val_loss <= res.initial_val_loss
         ('SplineCode', True)
     """
-    if not isinstance(straggler_model, StragglerModel):
-        raise TypeError(
-            f"`straggler_model` must be a StragglerModel; got {type(straggler_model).__name__}"
-        )
-    trainable = tuple(trainable)
-    unknown = [g for g in trainable if g not in GROUPS]
-    if unknown or not trainable:
-        raise ValueError(f"`trainable` must be a non-empty subset of {GROUPS}; got {trainable}")
-    steps = _check_int(steps, "steps", 0)
-    for name, value, lo in (
-        ("num_masks", num_masks, 1),
-        ("val_masks", val_masks, 1),
-        ("eval_every", eval_every, 1),
-        ("patience", patience, 1),
-        ("adversarial", adversarial, 1),
-        ("refresh_every", refresh_every, 1),
-    ):
-        _check_int(value, name, lo)
-    if not 0.0 <= min_delta < 1.0:
-        raise ValueError(f"`min_delta` must be in [0, 1); got {min_delta}")
+    check_instance(straggler_model, StragglerModel, "straggler_model")
+    settings = TuneSettings(
+        steps, val_fraction, num_masks, val_masks, jobs_per_step, tuple(trainable), eval_every,
+        patience, min_delta, adversarial, refresh_every,
+        as_budget(search, LIGHT_SEARCH),
+    ).check()  # fmt: skip
     params = params_from_code(code, lam_floor=lam_floor, pin_beta=pin_beta)
     n = code.num_workers
     straggler_model.check(n)
     optimizer = default_optimizer() if optimizer is None else optimizer
-    search = TUNE_SEARCH | dict(search or {})
     k_split, k_val, k_run = jr.split(check_key(key), 3)
-    xs_train, xs_val = _split_jobs(x_train, x_val, val_fraction, k_split, code)
-    b_train = xs_train.shape[0]
-    per_step = b_train if jobs_per_step is None else _check_int(jobs_per_step, "jobs_per_step", 1)
-    per_step = min(per_step, b_train)
-    _, fx_train = job_outputs(code, f, xs_train)
-    if not bool(jnp.all(jnp.isfinite(fx_train))):
-        raise GCCValueError("`f(x_train)` is not finite; the loss is undefined")
-    if params.beta_logits.dtype != jnp.float64:
-        warnings.warn(
-            f"tuning in {params.beta_logits.dtype}: smoothing with λ > 0 is inaccurate on "
-            'clustered nodes; enable x64 (jax.config.update("jax_enable_x64", True))',
-            Float32PrecisionWarning,
-            stacklevel=2,
-        )
+    jobs = _prepare_jobs(code, f, x_train, x_val, settings.val_fraction, k_split)
+    _warn_float32(params)
 
-    worst = straggler_model.kind == "worst"
-    s = straggler_model.stragglers
-    val_patterns = np.asarray(straggler_model.sample(k_val, n, num=val_masks))
-    val_chunk = search_chunk(n, straggler_model, search, 256, val_masks)
-    k_val_search = jr.fold_in(k_val, 1)
+    problem = _Problem(
+        step=_make_step(f, optimizer),
+        use_max=jnp.asarray(straggler_model.reduce == "max"),
+        group_mask=_group_mask(params, settings.trainable),
+        jobs=jobs,
+        per_step=settings.jobs_per_step or jobs.train.shape[0],
+        validate=_Validator(f, jobs.val, straggler_model, n, settings, k_val),
+        patterns=_TrainingPatterns(f, jobs, straggler_model, n, settings),
+    )
+    record = _Record(params, problem.validate(params), settings.min_delta)
+    label = f"tune ({straggler_model.describe()})"
+    stopped = _optimise(settings, problem, params, optimizer.init(params), record, k_run, label,
+                        progress)  # fmt: skip
+    return record.result(code, stopped)
 
-    def validate(p: SplineParams) -> float:
-        ev = make_evaluator(p.to_code(), f, xs_val, chunk=val_chunk)
-        result: Evaluation = summarise(
-            ev, straggler_model, val_patterns, key=k_val_search, search=search
-        )
-        return result.loss
 
-    pool = None
-    train_chunk = search_chunk(n, straggler_model, search, 256, 1)
-    if worst:
-        blocks = np.asarray(contiguous_masks(n, s))
-        pool = np.repeat(blocks[:1], adversarial, axis=0)
-        pool_next = 0
+class _Problem(NamedTuple):
+    """What every step of :func:`tune` uses: the compiled step and its fixed inputs, the jobs,
+    the validation and the training patterns."""
 
-    def refresh(p: SplineParams, k) -> None:
-        nonlocal pool, pool_next
-        yt, fx = job_outputs(p.to_code(), f, xs_train)
-        ev = MaskEvaluator(p.to_code(), yt, fx, per_mask=job_pattern_loss, chunk_size=train_chunk)
-        wc = search_worst_case(ev, n, s, key=k, **search)
-        pool[pool_next % adversarial] = wc.mask
-        pool_next += 1
+    step: Callable
+    use_max: Array
+    group_mask: SplineParams
+    jobs: _Jobs
+    per_step: int
+    validate: _Validator
+    patterns: _TrainingPatterns
 
-    step = _make_step(f, optimizer)
-    use_max = jnp.asarray(straggler_model.reduce == "max")
-    group_mask = _group_mask(params, trainable)
-    opt_state = optimizer.init(params)
 
-    best_params, best_step = params, 0
-    best_val = initial_val = validate(params)
-    val_steps, val_losses = [0], [initial_val]
-    lam_hist = [(float(params.lam_enc), float(params.lam_dec))]
-    train_losses: list[float] = []
-    stale = 0
+def _optimise(
+    settings: TuneSettings,
+    problem: _Problem,
+    params: SplineParams,
+    opt_state,
+    record: _Record,
+    key,
+    label: str,
+    progress: bool,
+) -> bool:
+    """The optimisation loop of :func:`tune`: a step per iteration, a validation every
+    ``eval_every`` steps (into ``record``); whether early stopping (``patience`` validations
+    without gain) ended it."""
+    steps = settings.steps
     stopped = False
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .._core.progress import tqdm
 
-        bar = tqdm(total=steps, desc=f"tune ({straggler_model.describe()})", unit="step")
-        bar.set_postfix(val=f"{initial_val:.3e}")
+        bar = tqdm(total=steps, desc=label, unit="step")
+        bar.set_postfix(val=f"{record.initial_val:.3e}")
     for i in range(steps):
-        k_i = jr.fold_in(k_run, i)
-        k_masks, k_jobs, k_search = jr.split(k_i, 3)
-        if worst:
-            if i % refresh_every == 0:
-                refresh(params, k_search)
-            masks = np.concatenate(
-                [np.asarray(straggler_model.sample(k_masks, n, num=n - s + 1 + num_masks)), pool]
-            )
-        else:
-            masks = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
-        if i == 0:  # the step's compilation is the largest (0.5-0.7 GB of temporaries): first
-            release_memory()  # hand back what the validation's and search's compilations freed
-        if per_step < b_train:
-            pick = np.sort(np.asarray(jr.permutation(k_jobs, b_train))[:per_step])
-            xb, fb = xs_train[pick], fx_train[:, pick]
-        else:
-            xb, fb = xs_train, fx_train
-        params, opt_state, loss = step(
-            params, opt_state, group_mask, use_max, xb, fb, jnp.asarray(masks)
+        k_masks, k_jobs, k_search = jr.split(jr.fold_in(key, i), 3)
+        masks = problem.patterns(i, params, k_masks, k_search)
+        if i == 0:  # the step's compilation needs the most temporary memory: hand back first
+            release_memory()  # what the validation's and search's compilations freed
+        xb, fb = _minibatch(problem.jobs, problem.per_step, k_jobs)
+        params, opt_state, loss = problem.step(
+            params, opt_state, problem.group_mask, problem.use_max, xb, fb, jnp.asarray(masks)
         )
-        train_losses.append(float(loss))
+        record.train_losses.append(float(loss))
         done = i + 1
-        if done % eval_every == 0 or done == steps:
-            val = validate(params)
-            val_steps.append(done)
-            val_losses.append(val)
-            lam_hist.append((float(params.lam_enc), float(params.lam_dec)))
-            if val < (1.0 - min_delta) * best_val:
-                best_val, best_params, best_step, stale = val, params, done, 0
-            else:
-                stale += 1
+        if done % settings.eval_every == 0 or done == steps:
+            record.validated(done, params, problem.validate(params))
             if bar is not None:
-                bar.set_postfix(loss=f"{float(loss):.3e}", val=f"{val:.3e}", best=f"{best_val:.3e}")
-            if stale >= patience and done < steps:
-                stopped = True
+                bar.set_postfix(
+                    loss=f"{float(loss):.3e}",
+                    val=f"{record.val_losses[-1]:.3e}",
+                    best=f"{record.best_val:.3e}",
+                )
+            stopped = record.stale >= settings.patience and done < steps
         if bar is not None:
             bar.update(1)
         if stopped:
             break
     if bar is not None:
         bar.close()
-    lam = np.asarray(lam_hist)
-    history = TuneHistory(
-        train_loss=np.asarray(train_losses),
-        val_step=np.asarray(val_steps),
-        val_loss=np.asarray(val_losses),
-        lam_enc=lam[:, 0],
-        lam_dec=lam[:, 1],
-    )
-    # No step beat the input on validation: return the input itself (not its λ-floored copy).
-    return TuneResult(
-        code=code if best_step == 0 else best_params.to_code(),
-        params=best_params,
-        history=history,
-        best_step=best_step,
-        initial_val_loss=float(initial_val),
-        best_val_loss=float(best_val),
-        stopped_early=stopped,
-    )
+    return stopped
 
 
 class GridResult(NamedTuple):
@@ -464,7 +570,7 @@ def grid_search(
     lam_dec_grid: Sequence[float] | None = None,
     num_masks: int = 256,
     top: int = 4,
-    search: dict | None = None,
+    search: SearchBudget | Mapping[str, int] | None = None,
     progress: bool = True,
 ) -> GridResult:
     """The papers' baseline: choose ``(λ_enc, λ_dec)`` on a grid by the loss on jobs ``x``.
@@ -486,29 +592,29 @@ def grid_search(
         lam_enc_grid, lam_dec_grid: non-negative λ values.
         num_masks: random patterns.
         top: ``worst`` only: pairs re-scored by a full search.
-        search: worst-case search settings.
+        search: a :class:`gcc_jax.evaluation.SearchBudget`, or a mapping of the fields that
+            differ from the default, :data:`gcc_jax.evaluation.DEFAULT_SEARCH`.
         progress: show a progress bar over ``λ_enc``.
 
     Returns:
         :class:`GridResult`.
     """
-    if not isinstance(code, SplineCode):
-        raise TypeError(f"`code` must be a gcc_jax.SplineCode; got {type(code).__name__}")
-    if not isinstance(straggler_model, StragglerModel):
-        raise TypeError(
-            f"`straggler_model` must be a StragglerModel; got {type(straggler_model).__name__}"
-        )
-    enc = np.asarray(_default_grid(-10, -2) if lam_enc_grid is None else lam_enc_grid, float)
-    dec = np.asarray(_default_grid(-10, 0) if lam_dec_grid is None else lam_dec_grid, float)
-    for name, g in (("lam_enc_grid", enc), ("lam_dec_grid", dec)):
-        if g.ndim != 1 or g.size < 1 or not np.all(np.isfinite(g)) or np.any(g < 0):
-            raise ValueError(f"`{name}` must be a non-empty 1-D list of finite λ >= 0; got {g}")
-    _check_int(num_masks, "num_masks", 1)
-    _check_int(top, "top", 1)
+    check_instance(code, SplineCode, "code", "gcc_jax.SplineCode")
+    check_instance(straggler_model, StragglerModel, "straggler_model")
+    enc = (
+        _default_grid(-10, -2)
+        if lam_enc_grid is None
+        else as_lam_grid(lam_enc_grid, "lam_enc_grid")
+    )
+    dec = (
+        _default_grid(-10, 0) if lam_dec_grid is None else as_lam_grid(lam_dec_grid, "lam_dec_grid")
+    )
+    num_masks = as_int(num_masks, "num_masks", 1)
+    top = as_int(top, "top", 1)
     xs = check_jobs(x, code)
     n = code.num_workers
     straggler_model.check(n)
-    search = DEFAULT_SEARCH | dict(search or {})
+    search = as_budget(search, DEFAULT_SEARCH)
     k_masks, k_search = jr.split(check_key(key))
     worst = straggler_model.kind == "worst"
     dtype = code.alpha.dtype
@@ -523,7 +629,7 @@ def grid_search(
         candidates = np.asarray(straggler_model.sample(k_masks, n, num=n - s + 1 + num_masks))
         chunk = search_chunk(n, straggler_model, search, 256, 1)
         ev0 = make_evaluator(code, f, xs, chunk=chunk)
-        wc = search_worst_case(ev0, n, s, key=k_search, **search)
+        wc = search_worst_case(ev0, n, s, key=k_search, search=search)
         candidates = np.concatenate([candidates, np.asarray(wc.mask)[None]])
     else:
         candidates = np.asarray(straggler_model.sample(k_masks, n, num=num_masks))
@@ -532,7 +638,7 @@ def grid_search(
     losses = np.full((enc.size, dec.size), np.nan)
     rows = range(enc.size)
     if progress:
-        from tqdm.auto import tqdm
+        from .._core.progress import tqdm
 
         rows = tqdm(rows, desc=f"grid search ({straggler_model.describe()})", unit="λ_enc")
     for i in rows:

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
-from ..._core.progress import tqdm
 
+from ..._core.progress import tqdm
 from ..data import Dataset, load_dataset
 from ..models import ModelApply, make_model, predict_proba, worker_function
 from ..models._apply import Params, canonical_model_name

@@ -18,13 +18,14 @@ import numpy as np
 from ..._core.types import Array, ArrayLike, Float
 from ...codes.learned import LearnedCode, check_size, erasure_patterns
 from ..models._coder import decode_outputs, encode_parities
-from ._cached import cached_fit, tree_fingerprint
+from ._cached import tree_fingerprint
 from ._parity import (
+    GroupTraining,
     TrainedCode,
     base_outputs,
     batched,
     check_train_args,
-    fit_on_groups,
+    fit_on_groups_cached,
     trained_code,
 )
 
@@ -184,40 +185,16 @@ def train_learned_code(
         "encoder": encoder,
         "architecture": [list(np.shape(v)) for v in jax.tree.leaves(init_params)],
         "base_model": getattr(base_apply, "name", getattr(base_apply, "__name__", "?")),
-        "epochs": int(epochs),
-        "batch_groups": int(groups),
-        "lr": float(lr),
-        "weight_decay": float(weight_decay),
-        "val_fraction": float(val_fraction),
-        "seed": int(seed),
         "base_params": tree_fingerprint(base_params),
-        "data": tree_fingerprint(x_train),
     }
     label = f"learned code k={k} r={r} {encoder}"
-
-    def train():
-        y = base_outputs(base_apply, base_params, x_train).reshape(x_train.shape[0], -1)
-        return fit_on_groups(
-            task,
-            init_params,
-            x_train,
-            y,
-            k=k,
-            groups=groups,
-            val_fraction=val_fraction,
-            seed=seed,
-            lr=lr,
-            weight_decay=weight_decay,
-            epochs=epochs,
-            progress=progress,
-            label=label,
-            loss_fn=_learned_loss,
-            agreement=_learned_val_agreement,
-        )
-
-    out = cached_fit(
-        "learned", config, init_params, train, cache_dir=cache_dir, use_cache=use_cache
-    )
+    out, config = fit_on_groups_cached(
+        "learned", task, init_params, x_train,
+        lambda: base_outputs(base_apply, base_params, x_train).reshape(x_train.shape[0], -1),
+        GroupTraining(k, groups, epochs, lr, weight_decay, val_fraction, seed), config,
+        loss_fn=_learned_loss, agreement=_learned_val_agreement, label=label, progress=progress,
+        cache_dir=cache_dir, use_cache=use_cache,
+    )  # fmt: skip
     code = LearnedCode(
         out.params["encoder"], out.params["decoder"], num_inputs=k, num_parities=r, encoder=encoder
     )

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree, Shaped
+
 from ..._core.progress import tqdm
 
 __all__ = ["Batch", "FitResult", "StepResult", "accuracy", "fit", "make_train_step"]

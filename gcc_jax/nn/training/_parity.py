@@ -13,12 +13,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..._core.checks import as_int, as_real
 from ..._core.types import Array, ArrayLike, Float
 from ...codes import AbstractCode
 from ...codes.parity import ParityModelCode, check_encoder, check_num_inputs, parity_input
@@ -26,7 +27,8 @@ from ._cached import CachedFit, cached_fit, tree_fingerprint
 from ._loop import fit
 
 __all__ = [
-    "fit_on_groups",
+    "GroupTraining",
+    "fit_on_groups_cached",
     "TrainedCode",
     "adam_l2",
     "base_outputs",
@@ -105,8 +107,7 @@ def adam_l2(lr: float, weight_decay: float):
 
 def split_groups(n: int, k: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Train indices and held-out validation *groups* ``(g, k)`` of a training split of ``n``."""
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"`val_fraction` must be in (0, 1); got {val_fraction}")
+    val_fraction = as_real(val_fraction, "val_fraction", 0.0, 1.0, lo_open=True, hi_open=True)
     perm = np.random.default_rng((seed, 0xC0DE)).permutation(n)
     n_val = max(k, int(round(val_fraction * n)) // k * k)
     if n - n_val < k:
@@ -115,12 +116,12 @@ def split_groups(n: int, k: int, val_fraction: float, seed: int) -> tuple[np.nda
 
 
 def check_train_args(x_train, k: int, epochs: int, batch_groups: int) -> np.ndarray:
+    """``x_train`` as a NumPy array of ``n`` inputs; ``epochs`` and ``batch_size`` ``>= 1``."""
     x_train = np.asarray(x_train)
     if x_train.ndim < 2:
         raise ValueError(f"`x_train` must have shape (n, ...) with n inputs; got {x_train.shape}")
-    for name, v in (("epochs", epochs), ("batch_size", batch_groups)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise ValueError(f"`{name}` must be a positive int; got {v!r}")
+    as_int(epochs, "epochs", 1)
+    as_int(batch_groups, "batch_size", 1)
     return x_train
 
 
@@ -152,52 +153,83 @@ def _parity_val_agreement(task: _ParityTask, params: Any, x: Array, y: Array) ->
     return jnp.mean(jnp.argmax(recon, axis=-1) == jnp.argmax(y, axis=-1))
 
 
-def fit_on_groups(
+class GroupTraining(NamedTuple):
+    """The settings shared by ParM and learned-code training: groups of ``k`` images, Adam
+    with L2 weight decay, a held-out ``val_fraction`` of the images chosen by ``seed``."""
+
+    k: int
+    groups: int
+    epochs: int
+    lr: float
+    weight_decay: float
+    val_fraction: float
+    seed: int
+
+    def config(self) -> dict[str, Any]:
+        """The settings as they enter the cache key."""
+        return {
+            "epochs": int(self.epochs),
+            "batch_groups": int(self.groups),
+            "lr": float(self.lr),
+            "weight_decay": float(self.weight_decay),
+            "val_fraction": float(self.val_fraction),
+            "seed": int(self.seed),
+        }
+
+
+def fit_on_groups_cached(
+    kind: str,
     task: Any,
     init_params: Any,
     x_train: np.ndarray,
-    y: np.ndarray,
+    targets: Callable[[], np.ndarray],
+    settings: GroupTraining,
+    config: dict[str, Any],
     *,
-    k: int,
-    groups: int,
-    val_fraction: float,
-    seed: int,
-    lr: float,
-    weight_decay: float,
-    epochs: int,
-    progress: bool,
-    label: str,
     loss_fn: Callable,
     agreement: Callable,
-) -> tuple[Any, dict]:
-    """The training shared by ParM and learned codes: groups of ``k`` images, Adam + L2.
+    label: str,
+    progress: bool,
+    cache_dir: str | os.PathLike | None,
+    use_cache: bool,
+) -> tuple[CachedFit, dict[str, Any]]:
+    """The training shared by ParM and learned codes, through the checkpoint cache.
 
-    Holds out :func:`split_groups`' validation groups, trains with :func:`fit` on the rest and
-    reports the degraded-mode agreement ``agreement(task, params, x_val, y_val)`` per epoch.
-    Returns ``(params, metadata)`` for :func:`cached_fit`.
+    Holds out :func:`split_groups`' validation groups, trains with :func:`fit` on the rest
+    (``loss_fn``) and reports the degraded-mode agreement ``agreement(task, params, x_val,
+    y_val)`` per epoch; ``targets()`` (the base model's outputs on ``x_train``) runs only when
+    no checkpoint matches. Returns the :func:`cached_fit` result and the full config.
     """
-    tr, val = split_groups(x_train.shape[0], k, val_fraction, seed)
-    xv, yv = jnp.asarray(x_train[val]), jnp.asarray(y[val])
-    res = fit(
-        task,
-        init_params,
-        x_train[tr],
-        y[tr],
-        optimizer=adam_l2(float(lr), float(weight_decay)),
-        epochs=int(epochs),
-        batch_size=k * int(groups),
-        seed=seed,
-        progress=progress,
-        desc=f"train {label}",
-        loss_fn=loss_fn,
-        validate=lambda p: float(agreement(task, p, xv, yv)),
-    )
-    meta = {
-        "train_losses": list(res.train_losses),
-        "val_metrics": list(res.val_accuracies),
-        "num_steps": res.num_steps,
-    }
-    return res.params, meta
+    config = {**config, **settings.config(), "data": tree_fingerprint(x_train)}
+    k = settings.k
+
+    def train():
+        y = targets()
+        tr, val = split_groups(x_train.shape[0], k, settings.val_fraction, settings.seed)
+        xv, yv = jnp.asarray(x_train[val]), jnp.asarray(y[val])
+        res = fit(
+            task,
+            init_params,
+            x_train[tr],
+            y[tr],
+            optimizer=adam_l2(float(settings.lr), float(settings.weight_decay)),
+            epochs=int(settings.epochs),
+            batch_size=k * int(settings.groups),
+            seed=settings.seed,
+            progress=progress,
+            desc=f"train {label}",
+            loss_fn=loss_fn,
+            validate=lambda p: float(agreement(task, p, xv, yv)),
+        )
+        meta = {
+            "train_losses": list(res.train_losses),
+            "val_metrics": list(res.val_accuracies),
+            "num_steps": res.num_steps,
+        }
+        return res.params, meta
+
+    out = cached_fit(kind, config, init_params, train, cache_dir=cache_dir, use_cache=use_cache)
+    return out, config
 
 
 def train_parity_model(
@@ -282,39 +314,17 @@ def train_parity_model(
         "num_inputs": k,
         "encoder": encoder,
         "parity_model": getattr(parity_apply, "name", getattr(parity_apply, "__name__", "?")),
-        "epochs": int(epochs),
-        "batch_groups": int(groups),
-        "lr": float(lr),
-        "weight_decay": float(weight_decay),
-        "val_fraction": float(val_fraction),
-        "seed": int(seed),
         "init": tree_fingerprint(init_params),
         "base_params": tree_fingerprint(base_params),
-        "data": tree_fingerprint(x_train),
     }
     label = f"ParM k={k} {encoder}"
-
-    def train():
-        y = base_outputs(base_apply, base_params, x_train)
-        return fit_on_groups(
-            task,
-            init_params,
-            x_train,
-            y,
-            k=k,
-            groups=groups,
-            val_fraction=val_fraction,
-            seed=seed,
-            lr=lr,
-            weight_decay=weight_decay,
-            epochs=epochs,
-            progress=progress,
-            label=label,
-            loss_fn=_parity_loss,
-            agreement=_parity_val_agreement,
-        )
-
-    out = cached_fit("parity", config, init_params, train, cache_dir=cache_dir, use_cache=use_cache)
+    out, config = fit_on_groups_cached(
+        "parity", task, init_params, x_train,
+        lambda: base_outputs(base_apply, base_params, x_train),
+        GroupTraining(k, groups, epochs, lr, weight_decay, val_fraction, seed), config,
+        loss_fn=_parity_loss, agreement=_parity_val_agreement, label=label, progress=progress,
+        cache_dir=cache_dir, use_cache=use_cache,
+    )  # fmt: skip
     code = ParityModelCode(out.params, parity_apply, num_inputs=k, encoder=encoder)
     return trained_code(code, out, config, label, progress)
 
