@@ -317,3 +317,18 @@ def test_eager_calls_compile_once_and_equal_the_method_traced_inline(case):
         np.testing.assert_allclose(out.value, _DEC(code, y2, mask).value, rtol=1e-12, atol=1e-12)
     assert cache._cache_size() == size
     assert int(first.status) == 0
+
+
+def test_min_live_is_the_fewest_live_workers_that_decode(case):
+    """``min_live`` (declared on every code): a pattern with that many live workers decodes
+    with status OK; with one fewer, no pattern does and no estimate is available."""
+    code, y = _setup(case)
+    n, need = code.num_workers, code.min_live
+    assert isinstance(need, int) and 0 <= need <= n
+    rng = np.random.default_rng(8)
+    out = code.decode_with_status(y, random_mask(rng, n, n - need))
+    assert int(out.status) == 0, gcc.describe_status(out.status, code)
+    if need >= 1:
+        mask = random_mask(rng, n, n - need + 1)
+        assert int(code.decode_with_status(y, mask).status) != 0
+        assert not np.asarray(code.available(mask)).any()
