@@ -66,12 +66,14 @@ checkpoint cache's metadata (the run that trained the weights); GCC and BACC tra
     "timing_s": {base_training, code_training, tuning, evaluation, total}
 """
 
+import contextlib
 import functools
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -121,9 +123,11 @@ PUBLISHED = {
     "base_model": "resnet18",
     "num_inputs": 2,
     "accuracy": {"deployed": 92.9, "reconstructed": 91.1},
-    "source": "Kosaian & Rashmi blog, parity-models-k2-graph.png (method-notes §3.4)",
+    "source": "Kosaian, Rashmi & Venkataraman, Parity Models: Erasure-Coded Resilience for "
+    "Prediction Serving Systems (ParM), SOSP 2019",
     "learned_code_gap_points": 0.7,
-    "learned_code_source": "blog part 1, ResNet-18, k=2, r=1 [SECONDARY] (method-notes §3.4)",
+    "learned_code_source": "Kosaian, Rashmi & Venkataraman, Learning-Based Coded Computation, "
+    "arXiv:1806.01259 (ResNet-18, k=2, r=1)",
 }
 """ParM's published Fashion-MNIST ``k = 2`` degraded-mode gap (percentage points)."""
 
@@ -276,6 +280,425 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+class _Settings(NamedTuple):
+    """The checked knobs of one comparison (arguments of :func:`run_compare_learned`)."""
+
+    models: tuple[str, ...]
+    ks: tuple[int, ...]
+    base_epochs: int | None
+    code_epochs: int
+    code_train_size: int | None
+    eval_images: int
+    concat: bool
+    learned_encoder: str
+    learned_hidden: int | None
+    gcc_groups: int
+    gcc_trials: int
+    cv_images: int
+    lam_dec_grid: tuple[float, ...]
+    batch_size: int
+    seed: int
+    cache_dir: str | os.PathLike | None
+    use_cache: bool
+    progress: bool
+
+
+class _Splits(NamedTuple):
+    """The data set and the images every step reads."""
+
+    ds: Dataset
+    requested: str
+    note: str
+    x_code: np.ndarray  # training images the codes are trained on
+    ev: np.ndarray  # test-split indices of the evaluation images
+    cv: np.ndarray  # training-split indices of GCC's λ cross-validation images
+    can_concat: bool  # ParM's concatenation encoder fits the image shape
+
+
+class _Groups(NamedTuple):
+    """Evaluation images in groups of ``size``: inputs, labels, base argmax and base logits."""
+
+    x: np.ndarray  # (g, size, ...)
+    labels: np.ndarray  # (g, size)
+    base_pred: np.ndarray  # (g, size)
+    logits: np.ndarray  # (g, size, m)
+
+
+class _Base(NamedTuple):
+    """A trained base model, the worker functions built on it and its outputs."""
+
+    name: str
+    apply: Callable
+    params: Any
+    f_logits: Callable  # a worker returning logits (ParM, learned code)
+    f_probs: Callable  # a worker returning softmax probabilities (GCC, BACC)
+    x_ev: np.ndarray
+    y_ev: np.ndarray
+    logits_ev: np.ndarray
+    x_cv: np.ndarray
+    probs_cv: np.ndarray
+    info: dict  # the record under ``results["models"][name]``
+
+    def groups(self, size: int) -> _Groups:
+        """The evaluation images in groups of ``size`` (the first whole groups)."""
+        idx = np.arange((len(self.y_ev) // size) * size).reshape(-1, size)
+        pred = self.logits_ev.argmax(-1)
+        return _Groups(self.x_ev[idx], self.y_ev[idx], pred[idx], self.logits_ev[idx])
+
+
+class _Point(NamedTuple):
+    """An operating point of GCC and BACC: ``K`` inputs on ``N`` workers, ``S`` stragglers."""
+
+    suffix: str  # appended to the method name ("" or "-natural")
+    num_inputs: int
+    num_workers: int
+    stragglers: int
+    natural: bool  # random patterns of S stragglers (else every single-straggler pattern)
+
+
+def _check(raw: _Settings) -> _Settings:
+    """The arguments of :func:`run_compare_learned`, checked (``ValueError`` names the bad one)."""
+    ks = tuple(as_int(k, "k", 2) for k in raw.ks)
+    models = tuple(str(m) for m in raw.models)
+    if not ks or not models:
+        raise ValueError("`ks` and `models` must be non-empty")
+    grid = tuple(float(v) for v in raw.lam_dec_grid)
+    if not grid or any(not np.isfinite(v) or v < 0 for v in grid):
+        raise ValueError(f"`lam_dec_grid` must be finite λ >= 0; got {raw.lam_dec_grid!r}")
+    if raw.learned_encoder not in ("mlp", "conv"):
+        raise ValueError(f"`learned_encoder` must be 'mlp' or 'conv'; got {raw.learned_encoder!r}")
+    return raw._replace(
+        models=models,
+        ks=ks,
+        code_epochs=as_int(raw.code_epochs, "code_epochs", 1),
+        eval_images=as_int(raw.eval_images, "eval_images", 2),
+        concat=bool(raw.concat),
+        gcc_groups=as_int(raw.gcc_groups, "gcc_groups", 1),
+        gcc_trials=as_int(raw.gcc_trials, "gcc_trials", 1),
+        cv_images=as_int(raw.cv_images, "cv_images", 2),
+        lam_dec_grid=grid,
+    )
+
+
+def _load_splits(s: _Settings, dataset: str | Dataset, data_path) -> _Splits:
+    """The data set (:func:`_load`) and its code-training, evaluation and λ-CV images."""
+    ds, requested, note = _load(dataset, data_path)
+    if note and s.progress:
+        tqdm.write(note, file=sys.stderr)
+    if s.eval_images < max(s.ks):
+        raise ValueError(f"`eval_images`={s.eval_images} is smaller than a group (k={max(s.ks)})")
+    h, w = ds.input_shape[:2]
+    return _Splits(
+        ds=ds,
+        requested=requested,
+        note=note,
+        x_code=ds.x_train[code_train_indices(ds.num_train, s.code_train_size, s.seed)],
+        ev=eval_indices(ds.x_test.shape[0], s.eval_images, s.seed),
+        cv=cv_indices(ds.num_train, s.cv_images, s.seed),
+        can_concat=s.concat and h % 2 == 0 and w % 2 == 0,
+    )
+
+
+def _train_base(s: _Settings, sp: _Splits, model: str) -> _Base:
+    """Train (or load) base model ``model`` and compute its outputs on the evaluation images."""
+    epochs = s.base_epochs if s.base_epochs is not None else DEFAULT_BASE_EPOCHS.get(model, 5)
+    ds = sp.ds
+    tm = train_classifier(
+        model,
+        ds,
+        epochs=epochs,
+        batch_size=s.batch_size,
+        seed=s.seed,
+        cache_dir=s.cache_dir,
+        use_cache=s.use_cache,
+        progress=s.progress,
+    )
+    apply, params = tm.apply, tm.params
+    in_dtype = ds.x_test.dtype  # the workers run the model in its own precision
+
+    def f_logits(v):
+        return apply(params, v.astype(in_dtype))
+
+    def f_probs(v):
+        return jax.nn.softmax(apply(params, v.astype(in_dtype)), axis=-1)
+
+    x_ev = ds.x_test[sp.ev]  # float32: the workers run the model in its own precision
+    y_ev = ds.y_test[sp.ev]
+    logits_ev = base_outputs(apply, params, x_ev).astype(jnp.zeros(()).dtype)
+    x_cv = ds.x_train[sp.cv]
+    info = {
+        "test_accuracy": tm.test_accuracy,
+        "eval_accuracy": float(np.mean(logits_ev.argmax(-1) == y_ev)),
+        "num_params": count_params(params),
+        "epochs": int(epochs),
+        "train_time_s": tm.train_time_s,
+        "from_cache": tm.from_cache,
+    }
+    probs_cv = _softmax(base_outputs(apply, params, x_cv))
+    return _Base(
+        name=model,
+        apply=apply,
+        params=params,
+        f_logits=f_logits,
+        f_probs=f_probs,
+        x_ev=x_ev,
+        y_ev=y_ev,
+        logits_ev=logits_ev,
+        x_cv=x_cv,
+        probs_cv=probs_cv,
+        info=info,
+    )
+
+
+def _row_head(
+    base: _Base, k: int, method: str, encoder, output: str, n: int, kk: int, s: int, patterns: str
+) -> dict:
+    """The fields every row starts with: what was coded, how, and under which patterns."""
+    return {
+        "model": base.name,
+        "k": k,
+        "method": method,
+        "encoder": encoder,
+        "output": output,
+        "num_inputs": kk,
+        "num_workers": n,
+        "stragglers": s,
+        "extra_workers_per_input": (n - kk) / kk,
+        "patterns": patterns,
+    }
+
+
+def _trained_row(base: _Base, k: int, method: str, encoder: str, trained) -> dict:
+    """The row of a trained code (ParM or learned): ``k + 1`` workers, one base erasure."""
+    g = base.groups(k)
+    erase_base = single_erasures(k + 1)[:k]  # (k, n): pattern j loses base worker j
+    degraded_base = ~erase_base[None, :, :k]  # slot j reconstructed in pattern j
+    yt = group_outputs(trained.code, base.f_logits, g.x)
+    vals, st = decode_groups(trained.code, yt, erase_base)
+    row = _row_head(base, k, method, encoder, "logits", k + 1, k, 1, "single base")
+    row.update(score(vals, st, degraded_base, g.base_pred, g.labels))
+    row["all_overall"] = _all_outputs_parm(row, vals, st, g.labels, logits=g.logits)
+    row.update(
+        train_time_s=trained.train_time_s,
+        from_cache=trained.from_cache,
+        val_metric=trained.val_metrics[-1] if trained.val_metrics else None,
+        lam_dec=None,
+        tuning_time_s=0.0,
+    )
+    return row
+
+
+def _train_parm(s: _Settings, sp: _Splits, base: _Base, k: int, encoder: str):
+    """ParM's parity model for groups of ``k`` with the ``encoder`` ("sum" or "concat")."""
+    ds = sp.ds
+    _, init = make_model(
+        base.name, input_shape=ds.input_shape, num_classes=ds.num_classes, key=s.seed + 1
+    )
+    return train_parity_model(
+        base.apply,
+        base.params,
+        sp.x_code,
+        num_inputs=k,
+        init_params=init,
+        encoder=encoder,
+        epochs=s.code_epochs,
+        seed=s.seed,
+        cache_dir=s.cache_dir,
+        use_cache=s.use_cache,
+        progress=s.progress,
+    )
+
+
+def _train_learned(s: _Settings, sp: _Splits, base: _Base, k: int):
+    """The learned code (encoder and decoder trained end to end) for groups of ``k``."""
+    hidden = None if s.learned_hidden is None else int(s.learned_hidden)
+    return train_learned_code(
+        base.apply,
+        base.params,
+        sp.x_code,
+        num_inputs=k,
+        encoder=s.learned_encoder,
+        encoder_hidden=(hidden,) if s.learned_encoder == "mlp" and hidden else None,
+        channels=hidden if s.learned_encoder == "conv" else None,
+        epochs=s.code_epochs,
+        seed=s.seed,
+        cache_dir=s.cache_dir,
+        use_cache=s.use_cache,
+        progress=s.progress,
+    )
+
+
+def _patterns(pt: _Point, trials: int, key: Array, num_batches: int) -> np.ndarray:
+    """The straggler patterns of an operating point: every single-straggler mask ``(n, n)``
+    (the same for every batch), or ``trials`` random masks per batch ``(b, trials, n)``."""
+    if not pt.natural:
+        return single_erasures(pt.num_workers)
+    keys = [
+        jax.random.fold_in(jax.random.fold_in(key, pt.num_inputs), b) for b in range(num_batches)
+    ]
+    return np.stack(
+        [
+            np.asarray(sample_masks(kb, pt.num_workers, num=trials, stragglers=pt.stragglers))
+            for kb in keys
+        ]
+    )
+
+
+def _choose_lam_dec(s: _Settings, base: _Base, pt: _Point, key: Array) -> float:
+    """GCC's ``λ_dec``: the grid value with the lowest mean RMSE of the decoded softmax outputs
+    on the cross-validation (training) images; the first grid value when there is no choice."""
+    grid, kk, n = s.lam_dec_grid, pt.num_inputs, pt.num_workers
+    n_cv = len(base.x_cv) // kk
+    if n_cv < 1 or len(grid) < 2:
+        return grid[0]
+    xc = base.x_cv[: n_cv * kk].reshape(n_cv, kk, *base.x_cv.shape[1:])
+    pc = base.probs_cv[: n_cv * kk].reshape(n_cv, kk, -1)
+    code0 = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=0.0)
+    yt = group_outputs(code0, base.f_probs, xc)
+    masks = _patterns(pt, s.gcc_trials, key, n_cv)
+    rmse = []
+    for lam_c in grid:
+        c = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam_c)
+        vals, st = decode_groups(c, yt, masks)
+        err = np.linalg.norm(np.asarray(vals) - pc[:, None], axis=-1)
+        rmse.append(np.inf if (np.asarray(st) != 0).any() else float(err.mean()))
+    return grid[int(np.argmin(rmse))]
+
+
+def _interpolating_rows(
+    s: _Settings, base: _Base, k: int, pt: _Point, lam: float, t_tune: float, key: Array
+) -> list[dict]:
+    """The GCC and BACC rows of one operating point (every decoded output counts)."""
+    kk, n = pt.num_inputs, pt.num_workers
+    g = base.groups(kk)
+    masks = _patterns(pt, s.gcc_trials, key, g.x.shape[0])
+    label = f"{s.gcc_trials} random S={pt.stragglers}" if pt.natural else "all single"
+    rows = []
+    for name, code in (
+        ("GCC", SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam)),
+        ("BACC", BerrutCode.chebyshev(num_inputs=kk, num_workers=n)),
+    ):
+        yt = group_outputs(code, base.f_probs, g.x)
+        vals, st = decode_groups(code, yt, masks)
+        row = _row_head(base, k, name + pt.suffix, None, "probs", n, kk, pt.stragglers, label)
+        row.update(score(vals, st, np.ones(1, bool), g.base_pred, g.labels))
+        row.update(
+            train_time_s=0.0,
+            from_cache=None,
+            val_metric=None,
+            lam_dec=lam if name == "GCC" else None,
+            tuning_time_s=t_tune if name == "GCC" else 0.0,
+        )
+        rows.append(row)
+    return rows
+
+
+class _Timer:
+    """Seconds spent per phase, accumulated over the run (``with timer("tuning"): ...``)."""
+
+    def __init__(self):
+        self.s = {"base_training": 0.0, "code_training": 0.0, "tuning": 0.0, "evaluation": 0.0}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.s[phase] += time.perf_counter() - t0
+
+
+def _measure_k(
+    s: _Settings, sp: _Splits, base: _Base, k: int, key: Array, timer: _Timer, rows: list
+) -> None:
+    """Every method's rows for groups of ``k``, appended to ``rows`` as each one finishes."""
+    encoders = ["sum"] + (["concat"] if sp.can_concat and k in (2, 4) else [])
+    for enc in encoders:
+        with timer("code_training"):
+            tc = _train_parm(s, sp, base, k, enc)
+        with timer("evaluation"):
+            rows.append(_trained_row(base, k, f"ParM-{enc}", enc, tc))
+    with timer("code_training"):
+        tl = _train_learned(s, sp, base, k)
+    with timer("evaluation"):
+        rows.append(_trained_row(base, k, "learned", s.learned_encoder, tl))
+    g = s.gcc_groups
+    for pt in (_Point("", k, k + 1, 1, False), _Point("-natural", g * k, g * (k + 1), g, True)):
+        if pt.num_inputs > len(sp.ev):
+            continue
+        k_cv, k_ev = jax.random.split(jax.random.fold_in(key, pt.num_workers))
+        t0 = time.perf_counter()
+        lam = _choose_lam_dec(s, base, pt, k_cv)
+        t_tune = time.perf_counter() - t0
+        timer.s["tuning"] += t_tune
+        with timer("evaluation"):
+            rows += _interpolating_rows(s, base, k, pt, lam, t_tune, k_ev)
+
+
+def _comparison(rows: list[dict], model_info: dict) -> list[dict]:
+    """Complete every row with its gap and base model; the ParM ``k = 2`` rows set against the
+    published gap (:data:`PUBLISHED`)."""
+    comparison = []
+    for row in rows:
+        info = model_info[row["model"]]
+        base = info["eval_accuracy"]
+        row["gap_points"] = 100.0 * (base - row["overall"]["mean"])
+        # every row states the base model it codes for (ParM like for like)
+        row["base_model"] = row["model"]
+        row["base_test_accuracy"] = info["test_accuracy"]
+        row["base_epochs"] = info["epochs"]
+        if row["method"].startswith("ParM") and row["k"] == 2:
+            comparison.append(
+                {
+                    "model": row["model"],
+                    "method": row["method"],
+                    "base_accuracy": base,
+                    "base_epochs": info["epochs"],
+                    "overall": row["overall"]["mean"],
+                    "gap_points": row["gap_points"],
+                    "published_gap_points": PUBLISHED["parm_gap_points"],
+                    "published_base_model": PUBLISHED["base_model"],
+                    "like_for_like": row["model"] == PUBLISHED["base_model"],
+                }
+            )
+    return comparison
+
+
+def _config_record(s: _Settings, sp: _Splits, interrupted: bool) -> dict:
+    """The ``config`` block of the JSON record."""
+    return {
+        "interrupted": interrupted,
+        "dataset": sp.ds.name,
+        "models": list(s.models),
+        "ks": list(s.ks),
+        "base_epochs": s.base_epochs,
+        "code_epochs": s.code_epochs,
+        "code_train_size": s.code_train_size,
+        "eval_images": s.eval_images,
+        "concat": s.concat,
+        "learned_encoder": s.learned_encoder,
+        "learned_hidden": s.learned_hidden,
+        "gcc_groups": s.gcc_groups,
+        "gcc_trials": s.gcc_trials,
+        "cv_images": s.cv_images,
+        "lam_dec_grid": list(s.lam_dec_grid),
+        "batch_size": int(s.batch_size),
+        "dtype": str(jnp.zeros(()).dtype),
+    }
+
+
+def _dataset_record(sp: _Splits) -> dict:
+    """The ``results["dataset"]`` block: the data set used and the image counts."""
+    return {
+        "name": sp.ds.name,
+        "requested": sp.requested,
+        "note": sp.note,
+        "num_code_train": int(sp.x_code.shape[0]),
+        "num_eval": int(len(sp.ev)),
+        "num_cv": int(len(sp.cv)),
+    }
+
+
 def run_compare_learned(
     *,
     dataset: str | Dataset = "fashion_mnist",
@@ -334,301 +757,52 @@ def run_compare_learned(
         DatasetNotFoundError: a data set other than Fashion-MNIST is missing.
     """
     t_start = time.perf_counter()
-    ks = tuple(as_int(k, "k", 2) for k in ks)
-    models = tuple(str(m) for m in models)
-    if not ks or not models:
-        raise ValueError("`ks` and `models` must be non-empty")
-    code_epochs = as_int(code_epochs, "code_epochs", 1)
-    eval_images = as_int(eval_images, "eval_images", 2)
-    g_nat = as_int(gcc_groups, "gcc_groups", 1)
-    trials = as_int(gcc_trials, "gcc_trials", 1)
-    cv_images = as_int(cv_images, "cv_images", 2)
-    grid = tuple(float(v) for v in lam_dec_grid)
-    if not grid or any(not np.isfinite(v) or v < 0 for v in grid):
-        raise ValueError(f"`lam_dec_grid` must be finite λ >= 0; got {lam_dec_grid!r}")
-    if learned_encoder not in ("mlp", "conv"):
-        raise ValueError(f"`learned_encoder` must be 'mlp' or 'conv'; got {learned_encoder!r}")
-    dtype = jnp.zeros(()).dtype
-
-    ds, requested, note = _load(dataset, data_path)
-    if note and progress:
-        tqdm.write(note, file=sys.stderr)
-    if eval_images < max(ks):
-        raise ValueError(f"`eval_images`={eval_images} is smaller than a group (k={max(ks)})")
-    x_code = ds.x_train[code_train_indices(ds.num_train, code_train_size, seed)]
-    ev = eval_indices(ds.x_test.shape[0], eval_images, seed)
-    cv = cv_indices(ds.num_train, cv_images, seed)
-    h, w = ds.input_shape[:2]
-    can_concat = concat and h % 2 == 0 and w % 2 == 0
+    s = _check(
+        _Settings(
+            models=models,
+            ks=ks,
+            base_epochs=base_epochs,
+            code_epochs=code_epochs,
+            code_train_size=code_train_size,
+            eval_images=eval_images,
+            concat=concat,
+            learned_encoder=learned_encoder,
+            learned_hidden=learned_hidden,
+            gcc_groups=gcc_groups,
+            gcc_trials=gcc_trials,
+            cv_images=cv_images,
+            lam_dec_grid=lam_dec_grid,
+            batch_size=batch_size,
+            seed=seed,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+            progress=progress,
+        )
+    )
+    sp = _load_splits(s, dataset, data_path)
     key = jax.random.key(seed)
-
-    times = {"base_training": 0.0, "code_training": 0.0, "tuning": 0.0, "evaluation": 0.0}
+    timer = _Timer()
     model_info: dict[str, dict] = {}
     rows: list[dict] = []
     with StopOnInterrupt() as stop:
-        for model in models:
-            epochs = base_epochs if base_epochs is not None else DEFAULT_BASE_EPOCHS.get(model, 5)
-            t0 = time.perf_counter()
-            tm = train_classifier(
-                model,
-                ds,
-                epochs=epochs,
-                batch_size=batch_size,
-                seed=seed,
-                cache_dir=cache_dir,
-                use_cache=use_cache,
-                progress=progress,
-            )
-            times["base_training"] += time.perf_counter() - t0
-            apply, params = tm.apply, tm.params
-            in_dtype = ds.x_test.dtype  # the workers run the model in its own precision
-
-            def f_logits(v, apply=apply, params=params, in_dtype=in_dtype):
-                return apply(params, v.astype(in_dtype))
-
-            def f_probs(v, apply=apply, params=params, in_dtype=in_dtype):
-                return jax.nn.softmax(apply(params, v.astype(in_dtype)), axis=-1)
-
-            x_ev = ds.x_test[ev]  # float32: the workers run the model in its own precision
-            y_ev = ds.y_test[ev]
-            logits_ev = base_outputs(apply, params, x_ev).astype(dtype)
-            base_pred_ev = logits_ev.argmax(-1)
-            x_cv = ds.x_train[cv]
-            probs_cv = _softmax(base_outputs(apply, params, x_cv))
-            model_info[model] = {
-                "test_accuracy": tm.test_accuracy,
-                "eval_accuracy": float(np.mean(base_pred_ev == y_ev)),
-                "num_params": count_params(params),
-                "epochs": int(epochs),
-                "train_time_s": tm.train_time_s,
-                "from_cache": tm.from_cache,
-            }
-
-            def groups(size: int, n_img: int = len(ev)):
-                """Evaluation images in groups of ``size`` (first whole groups)."""
-                g = n_img // size
-                idx = np.arange(g * size).reshape(g, size)
-                return idx, x_ev[idx], y_ev[idx], base_pred_ev[idx], logits_ev[idx]
-
-            for k in ks:
-                desc = f"{model} k={k}"
-                idx, xg, yg, bg, lg = groups(k)
-                erase_base = single_erasures(k + 1)[:k]  # (k, n): pattern j loses base worker j
-                degraded_base = ~erase_base[None, :, :k]  # slot j reconstructed in pattern j
-
-                def common(method, encoder, output, n, kk, s, patterns, extra_per_input):
-                    return {
-                        "model": model,
-                        "k": k,
-                        "method": method,
-                        "encoder": encoder,
-                        "output": output,
-                        "num_inputs": kk,
-                        "num_workers": n,
-                        "stragglers": s,
-                        "extra_workers_per_input": extra_per_input,
-                        "patterns": patterns,
-                    }
-
-                def trained_row(method, encoder, trained):
-                    """The row of a trained code (ParM or learned: k + 1 workers, one erasure)."""
-                    yt = group_outputs(trained.code, f_logits, xg)
-                    vals, st = decode_groups(trained.code, yt, erase_base)
-                    row = common(method, encoder, "logits", k + 1, k, 1, "single base", 1 / k)
-                    row.update(score(vals, st, degraded_base, bg, yg))
-                    row["all_overall"] = _all_outputs_parm(row, vals, st, yg, logits=lg)
-                    row.update(
-                        train_time_s=trained.train_time_s,
-                        from_cache=trained.from_cache,
-                        val_metric=trained.val_metrics[-1] if trained.val_metrics else None,
-                        lam_dec=None,
-                        tuning_time_s=0.0,
-                    )
-                    return row
-
-                # -- ParM --------------------------------------------------------------------------
-                encoders = ["sum"] + (["concat"] if can_concat and k in (2, 4) else [])
-                for enc in encoders:
-                    _, init = make_model(
-                        model, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed + 1
-                    )
-                    t0 = time.perf_counter()
-                    tc = train_parity_model(
-                        apply,
-                        params,
-                        x_code,
-                        num_inputs=k,
-                        init_params=init,
-                        encoder=enc,
-                        epochs=code_epochs,
-                        seed=seed,
-                        cache_dir=cache_dir,
-                        use_cache=use_cache,
-                        progress=progress,
-                    )
-                    times["code_training"] += time.perf_counter() - t0
-                    t0 = time.perf_counter()
-                    rows.append(trained_row(f"ParM-{enc}", enc, tc))
-                    times["evaluation"] += time.perf_counter() - t0
-
-                # -- learned code ------------------------------------------------------------------
-                t0 = time.perf_counter()
-                hidden = None if learned_hidden is None else int(learned_hidden)
-                tl = train_learned_code(
-                    apply,
-                    params,
-                    x_code,
-                    num_inputs=k,
-                    encoder=learned_encoder,
-                    encoder_hidden=(hidden,) if learned_encoder == "mlp" and hidden else None,
-                    channels=hidden if learned_encoder == "conv" else None,
-                    epochs=code_epochs,
-                    seed=seed,
-                    cache_dir=cache_dir,
-                    use_cache=use_cache,
-                    progress=progress,
-                )
-                times["code_training"] += time.perf_counter() - t0
-                t0 = time.perf_counter()
-                rows.append(trained_row("learned", learned_encoder, tl))
-                times["evaluation"] += time.perf_counter() - t0
-
-                # -- GCC and BACC: N = k + 1, S = 1, and the natural operating point ---------------
-                settings = [
-                    ("", k, k + 1, 1, None),
-                    ("-natural", g_nat * k, g_nat * (k + 1), g_nat, 1),
-                ]
-                for suffix, kk, n, s, nat in settings:
-                    if kk > len(ev):
-                        continue
-                    if nat is None:  # every single-straggler pattern
-                        patterns = "all single"
-
-                        def masks_for(base_key, num_batches, n=n):
-                            return single_erasures(n)  # the same patterns for every batch
-
-                    else:
-                        patterns = f"{trials} random S={s}"
-
-                        def masks_for(base_key, num_batches, n=n, s=s, kk=kk):
-                            return np.stack(
-                                [
-                                    np.asarray(
-                                        sample_masks(
-                                            jax.random.fold_in(jax.random.fold_in(base_key, kk), b),
-                                            n,
-                                            num=trials,
-                                            stragglers=s,
-                                        )
-                                    )
-                                    for b in range(num_batches)
-                                ]
-                            )
-
-                    k_cv, k_ev = jax.random.split(jax.random.fold_in(key, n))
-                    # λ_dec by cross-validation on training images (GCC only)
-                    t0 = time.perf_counter()
-                    n_cv = len(cv) // kk
-                    lam = grid[0]
-                    if n_cv >= 1 and len(grid) > 1:
-                        xc = x_cv[: n_cv * kk].reshape(n_cv, kk, *x_cv.shape[1:])
-                        pc = probs_cv[: n_cv * kk].reshape(n_cv, kk, -1)
-                        code0 = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=0.0)
-                        yt = group_outputs(code0, f_probs, xc)
-                        masks = masks_for(k_cv, n_cv)
-                        rmse = []
-                        for lam_c in grid:
-                            c = SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam_c)
-                            vals, st = decode_groups(c, yt, masks)
-                            err = np.linalg.norm(np.asarray(vals) - pc[:, None], axis=-1)
-                            bad = np.asarray(st) != 0
-                            rmse.append(np.inf if bad.any() else float(err.mean()))
-                        lam = grid[int(np.argmin(rmse))]
-                    t_tune = time.perf_counter() - t0
-                    times["tuning"] += t_tune
-
-                    t0 = time.perf_counter()
-                    _, xb, yb, bb, _ = groups(kk)
-                    masks = masks_for(k_ev, xb.shape[0])
-                    for name, code in (
-                        ("GCC", SplineCode.chebyshev(num_inputs=kk, num_workers=n, lam_dec=lam)),
-                        ("BACC", BerrutCode.chebyshev(num_inputs=kk, num_workers=n)),
-                    ):
-                        yt = group_outputs(code, f_probs, xb)
-                        vals, st = decode_groups(code, yt, masks)
-                        row = common(
-                            name + suffix, None, "probs", n, kk, s, patterns, (n - kk) / kk
-                        )
-                        row.update(score(vals, st, np.ones(1, bool), bb, yb))
-                        row.update(
-                            train_time_s=0.0,
-                            from_cache=None,
-                            val_metric=None,
-                            lam_dec=lam if name == "GCC" else None,
-                            tuning_time_s=t_tune if name == "GCC" else 0.0,
-                        )
-                        rows.append(row)
-                    times["evaluation"] += time.perf_counter() - t0
+        for model in s.models:
+            with timer("base_training"):
+                base = _train_base(s, sp, model)
+            model_info[model] = base.info
+            for k in s.ks:
+                _measure_k(s, sp, base, k, key, timer, rows)
                 if progress:
-                    tqdm.write(f"{desc}: done", file=sys.stderr)
-
-    comparison = []
-    for row in rows:
-        info = model_info[row["model"]]
-        base = info["eval_accuracy"]
-        row["gap_points"] = 100.0 * (base - row["overall"]["mean"])
-        # every row states the base model it codes for (ParM like for like)
-        row["base_model"] = row["model"]
-        row["base_test_accuracy"] = info["test_accuracy"]
-        row["base_epochs"] = info["epochs"]
-        if row["method"].startswith("ParM") and row["k"] == 2:
-            comparison.append(
-                {
-                    "model": row["model"],
-                    "method": row["method"],
-                    "base_accuracy": base,
-                    "base_epochs": info["epochs"],
-                    "overall": row["overall"]["mean"],
-                    "gap_points": row["gap_points"],
-                    "published_gap_points": PUBLISHED["parm_gap_points"],
-                    "published_base_model": PUBLISHED["base_model"],
-                    "like_for_like": row["model"] == PUBLISHED["base_model"],
-                }
-            )
-    times["total"] = time.perf_counter() - t_start
-    config = {
-        "interrupted": stop.interrupted,
-        "dataset": ds.name,
-        "models": list(models),
-        "ks": list(ks),
-        "base_epochs": base_epochs,
-        "code_epochs": code_epochs,
-        "code_train_size": code_train_size,
-        "eval_images": eval_images,
-        "concat": bool(concat),
-        "learned_encoder": learned_encoder,
-        "learned_hidden": learned_hidden,
-        "gcc_groups": g_nat,
-        "gcc_trials": trials,
-        "cv_images": cv_images,
-        "lam_dec_grid": list(grid),
-        "batch_size": int(batch_size),
-        "dtype": str(dtype),
-    }
+                    tqdm.write(f"{model} k={k}: done", file=sys.stderr)
+    comparison = _comparison(rows, model_info)
+    times = {**timer.s, "total": time.perf_counter() - t_start}
     payload = {
-        "dataset": {
-            "name": ds.name,
-            "requested": requested,
-            "note": note,
-            "num_code_train": int(x_code.shape[0]),
-            "num_eval": int(len(ev)),
-            "num_cv": int(len(cv)),
-        },
+        "dataset": _dataset_record(sp),
         "models": model_info,
         "rows": rows,
         "published": PUBLISHED,
         "comparison": comparison,
     }
+    config = _config_record(s, sp, stop.interrupted)
     return stop.finish(
         ExperimentResult(
             "compare_learned",
@@ -775,6 +949,18 @@ _COLORS = {
 }
 
 
+def _bar_series(rows: list[dict], model: str, method: str, metric: str, ks, offset: float):
+    """Bar positions, heights (%) and 95% CI half-widths of one method's ``metric`` per ``k``."""
+    xs, ys, es = [], [], []
+    for i, k in enumerate(ks):
+        match = [r for r in rows if r["model"] == model and r["k"] == k and r["method"] == method]
+        if match and match[0][metric]["mean"] is not None:
+            xs.append(i + offset)
+            ys.append(100 * match[0][metric]["mean"])
+            es.append(100 * (match[0][metric]["ci95"] or 0.0))
+    return xs, ys, es
+
+
 def plot_compare(result: ExperimentResult):
     """Bars of degraded-mode accuracy per ``k`` and method; one column per model.
 
@@ -792,17 +978,8 @@ def plot_compare(result: ExperimentResult):
             ax = axes[row_i, col]
             ends = [0.0, 100.0]  # the symmetric CIs are drawn in full, even past 0 or 100 %
             for j, method in enumerate(methods):
-                xs, ys, es = [], [], []
-                for i, k in enumerate(ks):
-                    match = [
-                        r
-                        for r in result["rows"]
-                        if r["model"] == model and r["k"] == k and r["method"] == method
-                    ]
-                    if match and match[0][metric]["mean"] is not None:
-                        xs.append(i + (j - (len(methods) - 1) / 2) * width)
-                        ys.append(100 * match[0][metric]["mean"])
-                        es.append(100 * (match[0][metric]["ci95"] or 0.0))
+                offset = (j - (len(methods) - 1) / 2) * width
+                xs, ys, es = _bar_series(result["rows"], model, method, metric, ks, offset)
                 ax.bar(xs, ys, width, yerr=es, color=_COLORS.get(method), label=method, capsize=2)
                 ends += [y - e for y, e in zip(ys, es, strict=True)]
                 ends += [y + e for y, e in zip(ys, es, strict=True)]
