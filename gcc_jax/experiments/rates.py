@@ -35,21 +35,24 @@ ends dominate the mean), so the median is the more stable rate statistic.
 
 Slopes: least-squares ``log stat = a + b log N`` over two stated ranges — ``all`` (every ``N``)
 and ``upper`` (the upper half of the log-range of ``N``) — with bootstrap CIs (the same draw
-resampling across ``N``). Theory (method notes §1.8): GCC ``O(S³ N⁻³)`` worst case and
-``O(log³_{1/p}(N) N⁻³)`` iid without noise; with noise ``O((σ²/(N−S))^{3/5})``, slope ``−3/5``;
-the bound quoted for BACC is ``O(S⁴ N⁻²)`` (``O(log⁴_{1/p}(N) N⁻²)``), none with noise.
+resampling across ``N``). Theory (the rate theorems of the LeTCC and BACC papers): GCC
+``O(S³ N⁻³)`` worst case and ``O(log³_{1/p}(N) N⁻³)`` iid without noise; with noise
+``O((σ²/(N−S))^{3/5})``, slope ``−3/5``; the bound quoted for BACC is ``O(S⁴ N⁻²)``
+(``O(log⁴_{1/p}(N) N⁻²)``), none with noise.
 
 Functions: the papers' ``x·sin(x)`` (scalar inputs ``x_k ~ U(−3, 3)``) and a smooth vector map
 ℝ² → ℝ³ (:func:`vector_map`, inputs ``x_k ~ U(−1, 1)²``).
 """
 
 import dataclasses
+import itertools
 import math
 import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -267,6 +270,297 @@ def _contiguous(n: int, s: int) -> np.ndarray:
     return ~((idx >= start) & (idx < start + s))
 
 
+class _Settings(NamedTuple):
+    """The checked arguments of :func:`run_rates`."""
+
+    workers: tuple[int, ...]
+    num_inputs: int
+    stragglers: int
+    p: float
+    num_masks: int
+    functions: Sequence[str]
+    draws: int
+    cv_draws: int
+    cv_masks: int
+    noise: tuple[float, ...]
+    lam_dec_grid: tuple[float, ...]
+    bootstrap: int
+    solver: str
+    search: dict
+    progress: bool
+
+
+class _Draws(NamedTuple):
+    """One worker function's evaluation and CV input draws and its bootstrap resampling."""
+
+    name: str
+    f: Callable
+    out_shape: tuple[int, ...]  # shape of one output f(x)
+    key: Array  # the function's key; every N and σ folds its own from it
+    xs: Array  # (draws, K, dim) evaluation inputs
+    xs_cv: Array  # (cv_draws, K, dim) held-out inputs of GCC-cv's λ
+    boot_rng: np.random.Generator
+    draw_index: np.ndarray  # (bootstrap, draws): the draws of every replicate
+
+
+class _Cell(NamedTuple):
+    """One ``(σ, N)`` of one function: its key, codes, worker noise and straggler patterns."""
+
+    sigma: float
+    n: int
+    key: Array
+    gcc0: Any  # GCC at λ = 0 (also the base of the CV)
+    bacc: Any
+    eps: Array  # (draws, N, *m) worker noise of the evaluation draws
+    eps_cv: Array  # (cv_draws, N, *m) worker noise of the CV draws
+    iid_masks: list  # per evaluation draw, ``num_masks`` iid patterns
+
+
+def _check(raw: _Settings) -> _Settings:
+    """The arguments of :func:`run_rates`, checked; the solver and the search settings chosen."""
+    workers = tuple(int(n) for n in raw.workers)
+    s = raw.stragglers
+    if len(workers) < 2 or any(n < s + 2 for n in workers):
+        raise ValueError(f"`workers` needs >= 2 values, each >= S + 2 = {s + 2}")
+    for name in raw.functions:
+        if name not in FUNCTIONS:
+            raise ValueError(f"unknown function {name!r}; choose from {sorted(FUNCTIONS)}")
+    if not 0.0 < raw.p < 1.0:
+        raise ValueError(f"`p` must be in (0, 1); got {raw.p}")
+    draws = as_int(raw.draws, "draws", 2)
+    cv_draws = as_int(raw.cv_draws, "cv_draws", 1)
+    cv_masks = as_int(raw.cv_masks, "cv_masks", 1)
+    bootstrap = as_int(raw.bootstrap, "bootstrap", 10)
+    noise = tuple(float(v) for v in raw.noise)
+    if not noise or any(not math.isfinite(v) or v < 0 for v in noise):
+        raise ValueError(f"`noise` must be a non-empty list of σ >= 0; got {noise!r}")
+    given = DEFAULT_LAM_DEC_GRID if raw.lam_dec_grid is None else raw.lam_dec_grid
+    grid = tuple(float(v) for v in given)
+    if not grid or any(not math.isfinite(v) or v < 0 for v in grid):
+        raise ValueError(f"`lam_dec_grid` must be a non-empty list of λ >= 0; got {grid!r}")
+    search = dict(max_exhaustive=10_000, restarts=8, proposals=128, max_iters=25, patience=3)
+    return raw._replace(
+        workers=workers,
+        draws=draws,
+        cv_draws=cv_draws,
+        cv_masks=cv_masks,
+        bootstrap=bootstrap,
+        noise=noise,
+        lam_dec_grid=grid,
+        solver=pick_solver(raw.solver),
+        search=search | dict(raw.search or {}),
+    )
+
+
+def _draws(s: _Settings, fi: int, fname: str, seed: int) -> _Draws:
+    """Function ``fi``'s input draws (evaluation and CV) and its bootstrap resampling."""
+    f, dim, half = FUNCTIONS[fname]
+    kx = jax.random.fold_in(jax.random.key(seed), fi)
+    shape = (s.num_inputs, dim)
+    xs = jax.random.uniform(jax.random.fold_in(kx, 0), (s.draws, *shape), minval=-half, maxval=half)
+    xs_cv = jax.random.uniform(
+        jax.random.fold_in(kx, 1), (s.cv_draws, *shape), minval=-half, maxval=half
+    )
+    boot_rng = np.random.default_rng((seed, fi, 0xB007))
+    draw_index = boot_rng.integers(s.draws, size=(s.bootstrap, s.draws))
+    out_shape = jax.eval_shape(f, jax.ShapeDtypeStruct((dim,), xs.dtype)).shape
+    return _Draws(fname, f, out_shape, kx, xs, xs_cv, boot_rng, draw_index)
+
+
+def _cell(s: _Settings, dr: _Draws, si: int, sigma: float, ni: int, n: int) -> _Cell:
+    """The codes, worker noise and iid patterns of one ``(σ, N)``."""
+    km = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(dr.key, 2), si), ni)
+
+    def noise_for(k, count):
+        return sigma * jax.random.normal(k, (count, n, *dr.out_shape), dr.xs.dtype)
+
+    iid_masks = [
+        np.asarray(sample_masks(jax.random.fold_in(km, 100 + d), n, num=s.num_masks, p=s.p))
+        for d in range(s.draws)
+    ]
+    return _Cell(
+        sigma=sigma,
+        n=n,
+        key=km,
+        gcc0=_make_code("GCC", s.num_inputs, n, 0.0, 0.0, s.solver),
+        bacc=_make_code("BACC", s.num_inputs, n, 0.0, 0.0, s.solver),
+        eps=noise_for(jax.random.fold_in(km, 1), s.draws),
+        eps_cv=noise_for(jax.random.fold_in(km, 2), s.cv_draws),
+        iid_masks=iid_masks,
+    )
+
+
+def _cross_validate(s: _Settings, dr: _Draws, c: _Cell) -> tuple[dict, dict]:
+    """GCC-cv's λ_dec per regime (``{"worst", "iid"}``) and the CV curves (:func:`_cv_lam_dec`):
+    worst case over the contiguous blocks and random ``S``-subsets, iid over random patterns."""
+    n, km = c.n, c.key
+    iid_cv = np.asarray(sample_masks(jax.random.fold_in(km, 3), n, num=s.cv_masks, p=s.p))
+    random_s = sample_masks(jax.random.fold_in(km, 4), n, num=s.cv_masks, stragglers=s.stragglers)
+    worst_cv = np.concatenate([_contiguous(n, s.stragglers), np.asarray(random_s)])
+    lam, curves = {}, {}
+    for regime, cands in (("worst", worst_cv), ("iid", iid_cv)):
+        lam[regime], curves[regime] = _cv_lam_dec(
+            c.gcc0, dr.f, dr.xs_cv, c.eps_cv, cands, s.lam_dec_grid, regime == "worst"
+        )
+    return lam, curves
+
+
+def _noisy_outputs(s: _Settings, dr: _Draws, c: _Cell) -> dict:
+    """``(family, draw) → (noisy worker outputs, targets)`` for GCC and BACC."""
+    outputs = {}
+    for d in range(s.draws):
+        for cname, code in (("GCC", c.gcc0), ("BACC", c.bacc)):
+            yt, fx = outputs_and_targets(code, dr.f, dr.xs[d])
+            outputs[(cname, d)] = (yt + c.eps[d].astype(yt.dtype), fx)
+    return outputs
+
+
+def _worst_table(s: _Settings, c: _Cell, code, outputs: list) -> tuple[list, dict]:
+    """Per draw, the loss of the worst pattern of ``S`` stragglers found; whether every search
+    was exhaustive, and for draw 0 the heuristic search's loss over the exhaustive one."""
+    table, extra = [], {"exhaustive": True}
+    for d, (yt, fx) in enumerate(outputs):
+        ev = MaskEvaluator(code, yt, fx, chunk_size=128)
+        skey = jax.random.fold_in(c.key, 200 + d)
+        wc = search_worst_case(ev, c.n, s.stragglers, key=skey, search=s.search)
+        table.append([wc.loss])
+        extra["exhaustive"] &= bool(wc.exhaustive)
+        if d == 0 and wc.exhaustive:
+            heuristic = s.search | dict(max_exhaustive=0)
+            heur = search_worst_case(ev, c.n, s.stragglers, key=skey, search=heuristic)
+            extra["heuristic_ratio"] = heur.loss / wc.loss
+    return table, extra
+
+
+def _iid_table(c: _Cell, code, outputs: list) -> tuple[list, dict]:
+    """Per draw, the losses of its iid patterns (NaN where the decode failed) and the count
+    of failed patterns."""
+    table, failed = [], 0
+    for d, (yt, fx) in enumerate(outputs):
+        loss, status = MaskEvaluator(code, yt, fx, chunk_size=128)(c.iid_masks[d])
+        table.append(np.where(status == 0, loss, np.nan))
+        failed += int(np.sum(status != 0))
+    return table, {"failed": failed}
+
+
+def _record(
+    s: _Settings, dr: _Draws, c: _Cell, regime: str, cname: str, table: np.ndarray, reps: dict
+) -> dict:
+    """One row: the mean and median loss over draws with bootstrap CIs (replicates stored in
+    ``reps`` for the slopes' CIs)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, median = float(np.nanmean(table)), float(np.nanmedian(table))
+    rep_mean, rep_median = bootstrap_stats(table, dr.draw_index, dr.boot_rng)
+    reps[(dr.name, c.sigma, regime, cname, c.n)] = (rep_mean, rep_median)
+    return dict(
+        function=dr.name,
+        sigma=c.sigma,
+        regime=regime,
+        code=cname,
+        N=c.n,
+        K=s.num_inputs,
+        mean=dict(value=mean, ci95=_ci(rep_mean)),
+        median=dict(value=median, ci95=_ci(rep_median)),
+        per_draw=np.nanmean(table, axis=1).tolist(),
+    )
+
+
+class _Measured(NamedTuple):
+    """What one ``(σ, N)`` produced."""
+
+    rows: list[dict]  # one per code and regime
+    lam: dict  # GCC-cv's λ_dec per regime
+    medians: list[str]  # "code regime median" per row, for the progress line
+    cv_seconds: float  # time spent choosing λ_dec
+
+
+def _measure_cell(s: _Settings, dr: _Draws, c: _Cell, reps: dict) -> _Measured:
+    """Every code and regime at one ``(σ, N)`` (the rows' statistics: :func:`_record`)."""
+    t0 = time.perf_counter()
+    lam, curves = _cross_validate(s, dr, c)
+    t_cv = time.perf_counter() - t0
+    outputs = _noisy_outputs(s, dr, c)
+    group, line = [], []
+    for cname in CODES:
+        fam = "BACC" if cname == "BACC" else "GCC"
+        for regime in ("worst", "iid"):
+            if cname == "BACC":
+                code = c.bacc
+            else:
+                lam_dec = 0.0 if cname == "GCC-interp" else lam[regime]
+                code = _make_code("GCC", s.num_inputs, c.n, 0.0, lam_dec, s.solver)
+            t0 = time.perf_counter()
+            per_draw = [outputs[(fam, d)] for d in range(s.draws)]
+            if regime == "worst":
+                table, extra = _worst_table(s, c, code, per_draw)
+            else:
+                table, extra = _iid_table(c, code, per_draw)
+            row = _record(s, dr, c, regime, cname, np.asarray(table, float), reps)
+            row |= dict(seconds=time.perf_counter() - t0) | extra
+            row |= dict(S=s.stragglers) if regime == "worst" else dict(p=s.p, masks=s.num_masks)
+            if cname == "GCC-cv":
+                row |= dict(lam_dec=lam[regime], cv_curve=curves[regime])
+            elif cname == "GCC-interp":
+                row |= dict(lam_dec=0.0)
+            group.append(row)
+            line.append(f"{cname} {regime} {row['median']['value']:.2e}")
+    return _Measured(group, lam, line, t_cv)
+
+
+def _measure_function(s: _Settings, dr: _Draws, rows: list[dict], reps: dict) -> float:
+    """Every ``(σ, N)`` of one function, its rows appended to ``rows`` one ``N`` at a time;
+    returns the seconds spent on cross-validation."""
+    t_cv = 0.0
+    for si, sigma in enumerate(s.noise):
+        for ni, n in enumerate(s.workers):
+            got = _measure_cell(s, dr, _cell(s, dr, si, sigma, ni, n), reps)
+            t_cv += got.cv_seconds
+            rows.extend(got.rows)  # one N's rows, kept only once all are measured
+            if s.progress:
+                lam = got.lam
+                print(
+                    f"{dr.name:>10} σ={sigma:g} N={n:>5}: λ_cv worst {lam['worst']:g} iid "
+                    f"{lam['iid']:g}; medians " + ", ".join(got.medians),
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return t_cv
+
+
+def _config_record(s: _Settings, interrupted: bool) -> dict:
+    """The ``config`` block of the JSON record."""
+    return dict(
+        interrupted=interrupted,
+        num_inputs=s.num_inputs,
+        workers=list(s.workers),
+        stragglers=s.stragglers,
+        p=s.p,
+        num_masks=s.num_masks,
+        functions=list(s.functions),
+        draws=s.draws,
+        cv_draws=s.cv_draws,
+        cv_masks=s.cv_masks,
+        noise=list(s.noise),
+        lam_enc=0.0,
+        lam_dec_grid=list(s.lam_dec_grid),
+        bootstrap=s.bootstrap,
+        solver=s.solver,
+        search=s.search,
+        dtype=str(jnp.zeros(()).dtype),
+    )
+
+
+def _search_check(rows: list[dict]) -> dict:
+    """How often the heuristic worst-case search matched the exhaustive one, and its worst ratio."""
+    checked = [r["heuristic_ratio"] for r in rows if "heuristic_ratio" in r]
+    return dict(
+        cases=len(checked),
+        equal=int(sum(q >= 1.0 - 1e-9 for q in checked)),
+        min_ratio=float(min(checked)) if checked else float("nan"),
+    )
+
+
 def run_rates(
     *,
     workers: Sequence[int] = (20, 40, 80, 160, 320, 640),
@@ -313,24 +607,25 @@ def run_rates(
         ``search_check`` (heuristic vs exhaustive worst case).
     """
     t_start = time.perf_counter()
-    workers = tuple(int(n) for n in workers)
-    if len(workers) < 2 or any(n < stragglers + 2 for n in workers):
-        raise ValueError(f"`workers` needs >= 2 values, each >= S + 2 = {stragglers + 2}")
-    for name in functions:
-        if name not in FUNCTIONS:
-            raise ValueError(f"unknown function {name!r}; choose from {sorted(FUNCTIONS)}")
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"`p` must be in (0, 1); got {p}")
-    draws = as_int(draws, "draws", 2)
-    cv_draws = as_int(cv_draws, "cv_draws", 1)
-    cv_masks = as_int(cv_masks, "cv_masks", 1)
-    bootstrap = as_int(bootstrap, "bootstrap", 10)
-    noise = tuple(float(v) for v in noise)
-    if not noise or any(not math.isfinite(v) or v < 0 for v in noise):
-        raise ValueError(f"`noise` must be a non-empty list of σ >= 0; got {noise!r}")
-    grid = tuple(float(v) for v in (DEFAULT_LAM_DEC_GRID if lam_dec_grid is None else lam_dec_grid))
-    if not grid or any(not math.isfinite(v) or v < 0 for v in grid):
-        raise ValueError(f"`lam_dec_grid` must be a non-empty list of λ >= 0; got {grid!r}")
+    s = _check(
+        _Settings(
+            workers=workers,
+            num_inputs=num_inputs,
+            stragglers=stragglers,
+            p=p,
+            num_masks=num_masks,
+            functions=functions,
+            draws=draws,
+            cv_draws=cv_draws,
+            cv_masks=cv_masks,
+            noise=noise,
+            lam_dec_grid=lam_dec_grid,
+            bootstrap=bootstrap,
+            solver=solver,
+            search=search,
+            progress=progress,
+        )
+    )
     if not jax.config.jax_enable_x64:
         warnings.warn(
             "run_rates in float32: losses below ~1e-10 are round-off; enable x64 "
@@ -338,173 +633,19 @@ def run_rates(
             Float32PrecisionWarning,
             stacklevel=2,
         )
-    solver = pick_solver(solver)
-    search = dict(
-        max_exhaustive=10_000, restarts=8, proposals=128, max_iters=25, patience=3
-    ) | dict(search or {})
-    s = stragglers
-    key = jax.random.key(seed)
     rows, reps = [], {}
     t_cv = 0.0
     with StopOnInterrupt() as stop:
-        for fi, fname in enumerate(functions):
-            f, dim, half = FUNCTIONS[fname]
-            kx = jax.random.fold_in(key, fi)
-            xs = jax.random.uniform(
-                jax.random.fold_in(kx, 0), (draws, num_inputs, dim), minval=-half, maxval=half
-            )
-            xs_cv = jax.random.uniform(
-                jax.random.fold_in(kx, 1), (cv_draws, num_inputs, dim), minval=-half, maxval=half
-            )
-            boot_rng = np.random.default_rng((seed, fi, 0xB007))
-            draw_index = boot_rng.integers(draws, size=(bootstrap, draws))
-            for si, sigma in enumerate(noise):
-                for ni, n in enumerate(workers):
-                    km = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(kx, 2), si), ni)
-                    gcc0 = _make_code("GCC", num_inputs, n, 0.0, 0.0, solver)
-                    bacc = _make_code("BACC", num_inputs, n, 0.0, 0.0, solver)
-                    m = jax.eval_shape(f, jax.ShapeDtypeStruct((dim,), xs.dtype)).shape
-
-                    def noise_for(k, count):
-                        return sigma * jax.random.normal(k, (count, n, *m), xs.dtype)
-
-                    eps = noise_for(jax.random.fold_in(km, 1), draws)
-                    eps_cv = noise_for(jax.random.fold_in(km, 2), cv_draws)
-                    iid_cv = np.asarray(
-                        sample_masks(jax.random.fold_in(km, 3), n, num=cv_masks, p=p)
-                    )
-                    worst_cv = np.concatenate(
-                        [
-                            _contiguous(n, s),
-                            np.asarray(
-                                sample_masks(
-                                    jax.random.fold_in(km, 4), n, num=cv_masks, stragglers=s
-                                )
-                            ),
-                        ]
-                    )
-                    t0 = time.perf_counter()
-                    lam = {}
-                    curves = {}
-                    for regime, cands in (("worst", worst_cv), ("iid", iid_cv)):
-                        lam[regime], curves[regime] = _cv_lam_dec(
-                            gcc0, f, xs_cv, eps_cv, cands, grid, regime == "worst"
-                        )
-                    t_cv += time.perf_counter() - t0
-                    outputs = {}
-                    for d in range(draws):
-                        for cname, code in (("GCC", gcc0), ("BACC", bacc)):
-                            yt, fx = outputs_and_targets(code, f, xs[d])
-                            outputs[(cname, d)] = (yt + eps[d].astype(yt.dtype), fx)
-                    iid_masks = [
-                        np.asarray(
-                            sample_masks(jax.random.fold_in(km, 100 + d), n, num=num_masks, p=p)
-                        )
-                        for d in range(draws)
-                    ]
-                    line, group = [], []  # one N's rows, kept only once all are measured
-                    for cname in CODES:
-                        for regime in ("worst", "iid"):
-                            if cname == "BACC":
-                                code, fam = bacc, "BACC"
-                            else:
-                                fam = "GCC"
-                                lam_dec = 0.0 if cname == "GCC-interp" else lam[regime]
-                                code = _make_code("GCC", num_inputs, n, 0.0, lam_dec, solver)
-                            t0 = time.perf_counter()
-                            table, extra = [], {}
-                            for d in range(draws):
-                                yt, fx = outputs[(fam, d)]
-                                ev = MaskEvaluator(code, yt, fx, chunk_size=128)
-                                if regime == "worst":
-                                    skey = jax.random.fold_in(km, 200 + d)
-                                    wc = search_worst_case(ev, n, s, key=skey, search=search)
-                                    table.append([wc.loss])
-                                    extra.setdefault("exhaustive", True)
-                                    extra["exhaustive"] &= bool(wc.exhaustive)
-                                    if d == 0 and wc.exhaustive:
-                                        heur = search_worst_case(
-                                            ev,
-                                            n,
-                                            s,
-                                            key=skey,
-                                            search=search | dict(max_exhaustive=0),
-                                        )
-                                        extra["heuristic_ratio"] = heur.loss / wc.loss
-                                else:
-                                    loss, status = ev(iid_masks[d])
-                                    table.append(np.where(status == 0, loss, np.nan))
-                                    extra["failed"] = extra.get("failed", 0) + int(
-                                        np.sum(status != 0)
-                                    )
-                            table = np.asarray(table, float)
-                            with warnings.catch_warnings():
-                                warnings.simplefilter("ignore", RuntimeWarning)
-                                mean, median = float(np.nanmean(table)), float(np.nanmedian(table))
-                            rep_mean, rep_median = bootstrap_stats(table, draw_index, boot_rng)
-                            reps[(fname, sigma, regime, cname, n)] = (rep_mean, rep_median)
-                            row = (
-                                dict(
-                                    function=fname,
-                                    sigma=sigma,
-                                    regime=regime,
-                                    code=cname,
-                                    N=n,
-                                    K=num_inputs,
-                                    mean=dict(value=mean, ci95=_ci(rep_mean)),
-                                    median=dict(value=median, ci95=_ci(rep_median)),
-                                    per_draw=np.nanmean(table, axis=1).tolist(),
-                                    seconds=time.perf_counter() - t0,
-                                )
-                                | extra
-                            )
-                            row |= dict(S=s) if regime == "worst" else dict(p=p, masks=num_masks)
-                            if cname == "GCC-cv":
-                                row |= dict(lam_dec=lam[regime], cv_curve=curves[regime])
-                            elif cname == "GCC-interp":
-                                row |= dict(lam_dec=0.0)
-                            group.append(row)
-                            line.append(f"{cname} {regime} {median:.2e}")
-                    rows.extend(group)
-                    if progress:
-                        print(
-                            f"{fname:>10} σ={sigma:g} N={n:>5}: λ_cv worst {lam['worst']:g} iid "
-                            f"{lam['iid']:g}; medians " + ", ".join(line),
-                            file=sys.stderr,
-                            flush=True,
-                        )
-    config = dict(
-        interrupted=stop.interrupted,
-        num_inputs=num_inputs,
-        workers=list(workers),
-        stragglers=stragglers,
-        p=p,
-        num_masks=num_masks,
-        functions=list(functions),
-        draws=draws,
-        cv_draws=cv_draws,
-        cv_masks=cv_masks,
-        noise=list(noise),
-        lam_enc=0.0,
-        lam_dec_grid=list(grid),
-        bootstrap=bootstrap,
-        solver=solver,
-        search=search,
-        dtype=str(jnp.zeros(()).dtype),
-    )
+        for fi, fname in enumerate(s.functions):
+            t_cv += _measure_function(s, _draws(s, fi, fname, seed), rows, reps)
+    config = _config_record(s, stop.interrupted)
     fits, lams, ratios = _summarise(rows, reps, config)
-    checked = [r["heuristic_ratio"] for r in rows if "heuristic_ratio" in r]
-    search_check = dict(
-        cases=len(checked),
-        equal=int(sum(q >= 1.0 - 1e-9 for q in checked)),
-        min_ratio=float(min(checked)) if checked else float("nan"),
-    )
     result = ExperimentResult(
         "rates",
         config,
         {"seed": int(seed)},
         METRICS,
-        dict(rows=rows, fits=fits, lams=lams, ratios=ratios, search_check=search_check),
+        dict(rows=rows, fits=fits, lams=lams, ratios=ratios, search_check=_search_check(rows)),
         {"cross_validation": t_cv, "total": time.perf_counter() - t_start},
     )
     return stop.finish(result)
@@ -533,60 +674,69 @@ def _ranges(n: np.ndarray) -> dict[str, np.ndarray]:
     return {"all": np.ones(n.shape, bool)} | ({"upper": upper} if upper.sum() >= 2 else {})
 
 
-def _summarise(rows: list[dict], reps: dict, cfg: dict):
-    fits, lams, ratios = [], [], []
-    for fname in cfg["functions"]:
-        for sigma in cfg["noise"]:
-            for regime in ("worst", "iid"):
-                for code in CODES:
-                    for stat, which in (("mean", 0), ("median", 1)):
-                        n, value, _, _, _ = _series(rows, fname, sigma, regime, code, stat)
-                        if n.size == 0:  # an interrupted run never reached this series
-                            continue
-                        boot = np.stack(
-                            [reps[(fname, sigma, regime, code, int(v))][which] for v in n], axis=1
-                        )
-                        for rname, sel in _ranges(n).items():
-                            note = None
-                            if code == "GCC-interp" and sigma == 0:
-                                note = "interpolation accuracy (λ = 0), not the theorem's bound"
-                            fits.append(
-                                dict(
-                                    function=fname,
-                                    sigma=sigma,
-                                    regime=regime,
-                                    code=code,
-                                    stat=stat,
-                                    range=rname,
-                                    N=[int(n[sel].min()), int(n[sel].max())],
-                                    slope=float(_slopes(n[sel], value[sel])),
-                                    ci95=_ci(_slopes(n[sel], boot[:, sel])),
-                                    theory_slope=theory_slope(code, regime, sigma),
-                                    note=note,
-                                )
-                            )
-                n, _, _, _, sel_rows = _series(rows, fname, sigma, regime, "GCC-cv", "mean")
-                if n.size == 0:
-                    continue
-                lam_values = np.array([r["lam_dec"] for r in sel_rows], float)
-                lams.append(
-                    dict(
-                        function=fname,
-                        sigma=sigma,
-                        regime=regime,
-                        N=n.astype(int).tolist(),
-                        lam_dec=lam_values.tolist(),
-                        slope=float(_slopes(n, lam_values)) if np.all(lam_values > 0) else None,
-                    )
+def _fits(rows: list[dict], reps: dict, fname: str, sigma: float, regime: str) -> list[dict]:
+    """Slopes of every code's mean and median in ``N`` over each range, with bootstrap CIs."""
+    fits = []
+    for code, (stat, which) in itertools.product(CODES, (("mean", 0), ("median", 1))):
+        n, value, _, _, _ = _series(rows, fname, sigma, regime, code, stat)
+        if n.size == 0:  # an interrupted run never reached this series
+            continue
+        boot = np.stack([reps[(fname, sigma, regime, code, int(v))][which] for v in n], axis=1)
+        note = None
+        if code == "GCC-interp" and sigma == 0:
+            note = "interpolation accuracy (λ = 0), not the theorem's bound"
+        for rname, sel in _ranges(n).items():
+            fits.append(
+                dict(
+                    function=fname,
+                    sigma=sigma,
+                    regime=regime,
+                    code=code,
+                    stat=stat,
+                    range=rname,
+                    N=[int(n[sel].min()), int(n[sel].max())],
+                    slope=float(_slopes(n[sel], value[sel])),
+                    ci95=_ci(_slopes(n[sel], boot[:, sel])),
+                    theory_slope=theory_slope(code, regime, sigma),
+                    note=note,
                 )
-                entry = dict(function=fname, sigma=sigma, regime=regime, N=int(n[-1]))
-                for stat in ("mean", "median"):
-                    _, g, _, _, _ = _series(rows, fname, sigma, regime, "GCC-cv", stat)
-                    _, b, _, _, _ = _series(rows, fname, sigma, regime, "BACC", stat)
-                    entry[stat] = dict(
-                        gcc=float(g[-1]), bacc=float(b[-1]), ratio=float(g[-1] / b[-1])
-                    )
-                ratios.append(entry)
+            )
+    return fits
+
+
+def _lams_and_ratio(rows: list[dict], fname: str, sigma: float, regime: str):
+    """GCC-cv's λ per ``N`` with its slope, and GCC-cv/BACC at the largest ``N`` (None, None
+    when no GCC-cv row was measured)."""
+    n, _, _, _, sel_rows = _series(rows, fname, sigma, regime, "GCC-cv", "mean")
+    if n.size == 0:
+        return None, None
+    lam_values = np.array([r["lam_dec"] for r in sel_rows], float)
+    lams = dict(
+        function=fname,
+        sigma=sigma,
+        regime=regime,
+        N=n.astype(int).tolist(),
+        lam_dec=lam_values.tolist(),
+        slope=float(_slopes(n, lam_values)) if np.all(lam_values > 0) else None,
+    )
+    ratio = dict(function=fname, sigma=sigma, regime=regime, N=int(n[-1]))
+    for stat in ("mean", "median"):
+        _, g, _, _, _ = _series(rows, fname, sigma, regime, "GCC-cv", stat)
+        _, b, _, _, _ = _series(rows, fname, sigma, regime, "BACC", stat)
+        ratio[stat] = dict(gcc=float(g[-1]), bacc=float(b[-1]), ratio=float(g[-1] / b[-1]))
+    return lams, ratio
+
+
+def _summarise(rows: list[dict], reps: dict, cfg: dict):
+    """Slopes (:func:`_fits`), GCC-cv's λ per ``N`` and the GCC-cv/BACC ratios of every
+    function, σ and regime."""
+    fits, lams, ratios = [], [], []
+    for fname, sigma, regime in itertools.product(cfg["functions"], cfg["noise"], ("worst", "iid")):
+        fits += _fits(rows, reps, fname, sigma, regime)
+        lam, ratio = _lams_and_ratio(rows, fname, sigma, regime)
+        if lam is not None:
+            lams.append(lam)
+            ratios.append(ratio)
     return fits, lams, ratios
 
 
