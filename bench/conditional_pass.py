@@ -30,10 +30,10 @@ def point(n: int, num: int, direct: bool) -> dict:
     from _common import best_of, worker_function
 
     import gcc_jax as gcc
-    from gcc_jax.spline import _kalman as _kalman_batch
+    from gcc_jax.spline import _kalman
 
     if direct:
-        _kalman_batch.in_sequence = lambda s, fn: fn()
+        _kalman.in_sequence = lambda s, fn: fn()
     code = gcc.SplineCode.chebyshev(num_inputs=20, num_workers=n, lam_dec=1e-6)
     x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (20, 4)))
     f = worker_function(10)

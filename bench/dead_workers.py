@@ -1,12 +1,12 @@
 """Benchmark: the downdate's dead-worker search (bit scans) against the counting form it replaced.
 
-``gcc_jax.spline._downdate.dead_workers`` packs each mask's dead workers into 32-bit words and takes the
-lowest set bit of the first non-zero word per slot (``O(S · N/32)`` a mask). The peer is the
-code it replaced (session 14's, kept here): running counts of the dead workers compared with
+``gcc_jax.spline._downdate.dead_workers`` packs each mask's dead workers into 32-bit words and
+takes the lowest set bit of the first non-zero word per slot (``O(S · N/32)`` a mask). The peer
+is the code it replaced (session 14's, kept here): running counts of the dead workers compared with
 every slot, or a scan over the workers (``O(S · N)`` a mask).
 Both are checked equal on every mask, then timed in one run: 32 chunks of 64 masks per compiled
 call (a ``lax.map``, as in the evaluator), one CPU core, XLA's classic emitters (what
-``SplineCode.cpu_compiler_options`` asks for there). Prints µs per chunk of 64 masks and the
+the CPU evaluator policy asks for there). Prints µs per chunk of 64 masks and the
 ratio; writes JSON to ``bench/results/``.
 
 Usage: python bench/dead_workers.py [--repeat 30] [--out PATH]

@@ -1,8 +1,8 @@
 """Error of the rank-S downdate decoder (float64 or float32), and how often its gates let it run.
 
-The many-mask decoder (``gcc_jax/spline/_downdate.py``) decodes each chunk of masks as rank-S downdates
-of one fit when the chunk passes its gates, else by the Kalman pass. This measures the downdate
-in the chosen precision against the float64 Kalman pass over a grid meant to break it:
+The many-mask decoder (``gcc_jax/spline/_downdate.py``) decodes each chunk of masks as rank-S
+downdates of one fit when the chunk passes its gates, else by the Kalman pass. This measures the
+downdate in the chosen precision against the float64 Kalman pass over a grid meant to break it:
 
 * N in {64, 100, 256, 1024} Chebyshev workers, S in {8, 10, 24} stragglers, λ from 0 to 1e4;
 * masks: uniformly random, one contiguous block of S stragglers, S/2 adjacent pairs;

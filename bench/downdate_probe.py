@@ -1,9 +1,9 @@
 """The downdate decoder with a static number of stragglers, against the library's general one.
 
 The library decodes many masks over one set of outputs as rank-S downdates of one full fit
-(``gcc_jax/spline/_downdate.py``; ``SplineCode.decode_batch_with_status`` and the mask evaluator take it
-in float64 for 64 ≤ N ≤ 1024, S ≤ 24). There the number of stragglers is a value, not a shape:
-each chunk's inverses are padded to the next of two fixed sizes (S = 10 → 12), a chunk whose
+(``gcc_jax/spline/_downdate.py``; ``SplineCode.decode_batch_with_status`` and the mask evaluator
+take it in float64 for 64 ≤ N ≤ 1024, S ≤ 24). There the number of stragglers is a value, not a
+shape: each chunk's inverses are padded to the next of two fixed sizes (S = 10 → 12), a chunk whose
 masks do not fit falls back to the Kalman pass, and statuses and a condition check come with it.
 This script measures what that generality costs, against the bare formula with S static (one
 compile per straggler count, no checks, no fallback):

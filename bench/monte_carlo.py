@@ -14,7 +14,7 @@ S = 10 stragglers each, in float64 and float32. In the same run:
   (``code.decode_chunks``, with the statuses and checks of every decode) over masks already on
   the devices, the decoded values ``(M, K, m)`` out, sharded over the devices as the mask
   evaluator shards it, with the code's CPU chunk size, compiler options and plan
-  (``code.decode_plan``: the part of the decoder that does not depend on the outputs, made once
+  (``code.decode_init``: the part of the decoder that does not depend on the outputs, made once
   per code, as the floor's matrices are made before it is timed). ``monte_carlo_loss``
   also encodes, runs ``f`` on the ``N`` coded and ``K`` true inputs, validates its arguments,
   moves the masks and operands onto the devices and the losses back, every call.
@@ -51,6 +51,7 @@ from _common import (
     floor_call,
     scipy_peer,
     use_cpu_devices,
+    use_device,
     worker_function,
 )
 
@@ -120,14 +121,16 @@ def decoder_alone(gcc, code, yt, masks_np, chunk) -> tuple:
     devices = jax.devices()
     num, n = masks_np.shape
     first = masks_np[:1]
-    cpu = devices[0].platform == "cpu"
-    auto = gcc.auto_chunk_size(n, M_OUT)
-    hint = code.cpu_chunk_size(first) if cpu else None
-    chunk = chunk or (min(hint, auto) if hint else auto)
+    policy = gcc.evaluation.policy_for(devices[0].platform)
+    # the code's decode_init state (its decoder's work that does not depend on the outputs),
+    # made once per code as the evaluator makes it, as the floor's decoder matrices are made
+    # before its timing; the backend policy picks the chunk and the XLA options from it
+    plan = code.decode_init(first) if policy.precompute else None
+    chunk = chunk or policy.chunk_size(n, M_OUT, plan)
     ndev = len(devices)
     if num % (chunk * ndev):
         raise SystemExit(f"--masks must be a multiple of {chunk * ndev} (chunk × devices)")
-    options = code.cpu_compiler_options(first) if cpu else {}
+    options = policy.compiler_options(plan)
     mesh = Mesh(np.asarray(devices), ("p",))
 
     def values(code, yt, chunks, plan):
@@ -141,9 +144,6 @@ def decoder_alone(gcc, code, yt, masks_np, chunk) -> tuple:
         check_vma=False,
     )
     run = jax.jit(sharded, compiler_options=options or None)
-    # the code's plan (its decoder's work that does not depend on the outputs), made once per
-    # code as the evaluator makes it, as the floor's decoder matrices are made before its timing
-    plan = code.decode_plan(first)
     code, yt, plan = jax.device_put((code, yt, plan), NamedSharding(mesh, P()))
     chunks = jax.device_put(
         masks_np.reshape(num // (chunk * ndev), chunk * ndev, n),
@@ -167,13 +167,14 @@ def main() -> None:
     p.add_argument("--chunk", type=int, default=None, help="masks per chunk (default: auto)")
     p.add_argument("--dtypes", default="float64,float32")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "monte_carlo.json"))
-    p.add_argument("--device", default=None, help="JAX platform, e.g. cpu or gpu (default: any)")
+    p.add_argument(
+        "--device", default=None, help="cpu, gpu (cuda or rocm, whichever is installed), cuda, …"
+    )
     p.add_argument(
         "--cpu-devices", type=int, default=None, help="split the CPU into this many JAX devices"
     )
     args = p.parse_args()
-    if args.device:
-        jax.config.update("jax_platforms", args.device)
+    use_device(args.device)
     use_cpu_devices(args.cpu_devices)
     jax.config.update("jax_enable_x64", True)
     import gcc_jax as gcc

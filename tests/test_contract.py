@@ -130,11 +130,11 @@ _CHUNKS = jax.jit(
 def test_decode_chunks_equals_the_per_mask_loop(case):
     """``decode_chunks`` (the mask evaluator's entry) gives ``then`` of every chunk's decode,
     stacked: equal to the per-mask decode loop, whatever a code does once for all chunks (and
-    with the code's own ``decode_plan`` for the masks, as the evaluator passes it)."""
+    with the code's own ``decode_init`` state for the masks, as the evaluator passes it)."""
     code, y = _setup(case)
     masks = _masks(case, code.num_workers, seed=5)
     chunks = np.stack([masks, masks[::-1]])  # (2, p, n)
-    plan = code.decode_plan(masks[:1])
+    plan = code.decode_init(masks[:1])
     value, status, total = (np.asarray(a) for a in _CHUNKS(code, y, jnp.asarray(chunks), plan))
     assert value.shape == (2, masks.shape[0], code.num_inputs, *y.shape[1:])
     assert status.shape == total.shape[:1] + (masks.shape[0],)

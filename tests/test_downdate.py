@@ -1,7 +1,7 @@
 """The rank-S downdate decoder (gcc_jax.spline._downdate) against independent references.
 
 References: the Kalman pass (``smooth_batch_with_status``, itself held against SciPy in
-tests/test_kalman_batch.py), SciPy's ``make_smoothing_spline`` on the survivors, and a roughness
+tests/test_kalman.py), SciPy's ``make_smoothing_spline`` on the survivors, and a roughness
 matrix built from SciPy's natural ``CubicSpline`` (``∫ s_i'' s_j''``, exact for piecewise-linear
 second derivatives). Each equality test also asserts that the downdate path was the one taken.
 """
@@ -14,8 +14,9 @@ import pytest
 from scipy.interpolate import CubicSpline, make_smoothing_spline
 
 import gcc_jax as gcc
+from gcc_jax._core.sanitise import sanitise
 from gcc_jax.spline import _downdate as dd
-from gcc_jax.spline._kalman import sanitise, smooth_batch_with_status
+from gcc_jax.spline._kalman import smooth_batch_with_status
 
 N, K, P = 64, 8, 32  # workers, query points, masks per chunk (the smallest gated-in sizes)
 
@@ -39,7 +40,7 @@ def _one_chunk(values, status):
 @jax.jit
 def _decode(t, lam, y, tq, masks):
     """The decoder on one chunk of masks (its first valid row gives the base)."""
-    return jax.tree.map(lambda a: a[0], dd.decode_chunks(t, lam, y, tq, masks[None], _one_chunk))
+    return jax.tree.map(lambda a: a[0], dd.smooth_chunks(t, lam, y, tq, masks[None], _one_chunk))
 
 
 @jax.jit
@@ -74,14 +75,14 @@ def test_equals_kalman_pass(stragglers, lam):
 
 @jax.jit
 def _chunks(t, lam, y, tq, chunks):
-    values, status = dd.decode_chunks(t, lam, y, tq, chunks, _one_chunk)
+    values, status = dd.smooth_chunks(t, lam, y, tq, chunks, _one_chunk)
     return values, status, dd.downdate_chunks(t, lam, y, tq, chunks, _one_chunk)[1]
 
 
 @jax.jit
 def _decode_with(t, lam, y, tq, masks, plan):
     return jax.tree.map(
-        lambda a: a[0], dd.decode_chunks(t, lam, y, tq, masks[None], _one_chunk, plan)
+        lambda a: a[0], dd.smooth_chunks(t, lam, y, tq, masks[None], _one_chunk, plan)
     )
 
 
@@ -93,17 +94,17 @@ def test_a_plan_is_used_only_for_the_fit_it_was_made_for():
     lam = jnp.asarray(1e-6)
     masks = _masks(3, 6)
     ref, ref_status = _kalman(t, lam, y, tq, masks)
-    plan = dd.plan(t, lam, tq, jnp.int32(6))
+    plan = dd.downdate_plan(t, lam, tq, jnp.int32(6))
     got, status = _decode_with(t, lam, y, tq, masks, plan)
     np.testing.assert_array_equal(status, ref_status)
     assert _rel(got, ref) < 1e-11
     doctored = plan._replace(g=plan.g * 1.5)
     assert _rel(_decode_with(t, lam, y, tq, masks, doctored)[0], ref) > 1e-3
     others = [
-        dd.plan(t, 2 * lam, tq, jnp.int32(6)),
-        dd.plan(jnp.linspace(t[0], t[-1], N), lam, tq, jnp.int32(6)),
-        dd.plan(t, lam, tq / 2, jnp.int32(6)),
-        dd.plan(t, lam, tq, jnp.int32(7)),
+        dd.downdate_plan(t, 2 * lam, tq, jnp.int32(6)),
+        dd.downdate_plan(jnp.linspace(t[0], t[-1], N), lam, tq, jnp.int32(6)),
+        dd.downdate_plan(t, lam, tq / 2, jnp.int32(6)),
+        dd.downdate_plan(t, lam, tq, jnp.int32(7)),
     ]
     for other in others:
         doctored = other._replace(g=other.g * 1.5)  # would show if it were used
@@ -212,7 +213,7 @@ def test_condition_check_is_numpys_condition_number():
         masks[p] = True
         masks[p, 3 * p : 3 * p + 10] = False
     masks = jnp.asarray(masks)
-    s = sanitise(t, masks, jnp.asarray(0.0), y)
+    s = sanitise(t, jnp.asarray(0.0), y, masks)
     base = jax.jit(dd.prepare)(s.t, s.lam, s.y, tq, jnp.asarray(10))
     good = np.asarray(jax.jit(dd.downdate, static_argnums=2)(base, masks, 12)[1])
     omega, dead = _roughness(np.asarray(t)), (~np.asarray(masks)).nonzero()[1].reshape(P, 10)
@@ -381,7 +382,7 @@ def test_compiles_once_across_masks_lam_nodes():
     @jax.jit
     @chex.assert_max_traces(n=1)
     def decode(t, lam, masks):
-        return dd.decode_chunks(t, lam, y, tq, masks[None], _one_chunk)[0][0]
+        return dd.smooth_chunks(t, lam, y, tq, masks[None], _one_chunk)[0][0]
 
     for stragglers, lam, shift in [(3, 1e-6, 0.0), (10, 0.0, 0.5), (17, 1e-2, -1.0)]:
         masks = _masks(stragglers + 20, stragglers)

@@ -85,113 +85,150 @@ def test_an_evaluator_given_new_lambdas_reuses_its_compiled_blocks():
         np.testing.assert_allclose(got, np.sum((dec.value - fx) ** 2) / fx.shape[0], rtol=1e-10)
 
 
-def test_cpu_compiler_options_follow_the_code_the_masks_and_the_user(monkeypatch):
-    """SplineCode asks for XLA's classic CPU emitters where the downdate applies (64 ≤ N ≤ 1024,
-    S ≤ 24 in the first mask), and never against an ``XLA_FLAGS`` that names the option."""
+def _first_rows(n, s):
+    """Three masks of ``n`` workers whose first ``s`` straggle."""
+    return np.arange(n)[None, :] >= np.full((3, 1), s)
+
+
+@pytest.mark.cpu_only("XLA CPU compiler options of the CPU evaluator policy")
+def test_cpu_policy_compiler_options_follow_the_state_and_the_user(monkeypatch):
+    """The CPU policy asks for XLA's classic CPU emitters where the code's decode_init state is a
+    downdate plan (SplineCode, 64 ≤ N ≤ 1024, S ≤ 24 in the first mask), and never against an
+    ``XLA_FLAGS`` that names the option; other backends' default policy asks for nothing."""
     classic = {"xla_cpu_use_fusion_emitters": False}
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_parallel_codegen_split_count=1")
     spline = gcc.SplineCode.chebyshev
+    cpu = gcc.evaluation.policy_for("cpu")
 
-    def masks(n, s):
-        return np.arange(n)[None, :] >= np.full((3, 1), s)
+    def options(code, n, s):
+        return cpu.compiler_options(code.decode_init(_first_rows(n, s)))
 
-    assert spline(num_inputs=4, num_workers=100).cpu_compiler_options(masks(100, 10)) == classic
-    assert spline(num_inputs=4, num_workers=1024).cpu_compiler_options(masks(1024, 24)) == classic
-    assert spline(num_inputs=4, num_workers=100).cpu_compiler_options(masks(100, 25)) == {}
-    assert spline(num_inputs=4, num_workers=63).cpu_compiler_options(masks(63, 5)) == {}
-    assert spline(num_inputs=4, num_workers=1025).cpu_compiler_options(masks(1025, 5)) == {}
-    kernel = spline(num_inputs=4, num_workers=100, solver="kernel")
-    assert kernel.cpu_compiler_options(masks(100, 10)) == {}
-    berrut = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100)
-    assert berrut.cpu_compiler_options(masks(100, 10)) == {}
+    assert options(spline(num_inputs=4, num_workers=100), 100, 10) == classic
+    assert options(spline(num_inputs=4, num_workers=1024), 1024, 24) == classic
+    assert options(spline(num_inputs=4, num_workers=100, solver="auto"), 100, 10) == classic
+    assert options(spline(num_inputs=4, num_workers=100), 100, 25) == {}
+    assert options(spline(num_inputs=4, num_workers=63), 63, 5) == {}
+    assert options(spline(num_inputs=4, num_workers=1025), 1025, 5) == {}
+    assert options(spline(num_inputs=4, num_workers=100, solver="kernel"), 100, 10) == {}
+    assert options(gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100), 100, 10) == {}
+    plan = spline(num_inputs=4, num_workers=100).decode_init(_first_rows(100, 10))
+    assert gcc.evaluation.policy_for("no-such-backend").compiler_options(plan) == {}
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
-    assert spline(num_inputs=4, num_workers=100).cpu_compiler_options(masks(100, 10)) == {}
+    assert cpu.compiler_options(plan) == {}
 
 
-def test_cpu_chunk_size_follows_the_code_and_the_masks():
-    """SplineCode asks for 64-mask chunks where the downdate applies, else nothing."""
+def test_policy_chunk_size_follows_the_state_and_the_backend():
+    """The CPU policy cuts 64-mask chunks where the code's state is a downdate plan, else
+    auto_chunk_size's (256 here, fewer only for huge N); a backend without an entry keeps the
+    default chunk for every state."""
     spline = gcc.SplineCode.chebyshev
+    cpu = gcc.evaluation.policy_for("cpu")
+    other = gcc.evaluation.policy_for("no-such-backend")
 
-    def masks(n, s):
-        return np.arange(n)[None, :] >= np.full((3, 1), s)
+    def chunk(policy, code, n, s):
+        return policy.chunk_size(n, 10, code.decode_init(_first_rows(n, s)))
 
-    assert spline(num_inputs=4, num_workers=100).cpu_chunk_size(masks(100, 10)) == 64
-    assert spline(num_inputs=4, num_workers=512).cpu_chunk_size(masks(512, 24)) == 64
-    assert spline(num_inputs=4, num_workers=100).cpu_chunk_size(masks(100, 25)) is None
-    assert spline(num_inputs=4, num_workers=1024).cpu_chunk_size(masks(1024, 10)) == 64
-    assert spline(num_inputs=4, num_workers=1025).cpu_chunk_size(masks(1025, 10)) is None
-    assert spline(num_inputs=4, num_workers=63).cpu_chunk_size(masks(63, 5)) is None
-    kernel = spline(num_inputs=4, num_workers=100, solver="kernel")
-    assert kernel.cpu_chunk_size(masks(100, 10)) is None
-    berrut = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100)
-    assert berrut.cpu_chunk_size(masks(100, 10)) is None
+    assert chunk(cpu, spline(num_inputs=4, num_workers=100), 100, 10) == 64
+    assert chunk(cpu, spline(num_inputs=4, num_workers=512), 512, 24) == 64
+    assert chunk(cpu, spline(num_inputs=4, num_workers=1024), 1024, 10) == 64
+    assert chunk(cpu, spline(num_inputs=4, num_workers=100), 100, 25) == 256
+    assert chunk(cpu, spline(num_inputs=4, num_workers=1025), 1025, 10) == 256
+    assert chunk(cpu, spline(num_inputs=4, num_workers=63), 63, 5) == 256
+    assert chunk(cpu, spline(num_inputs=4, num_workers=100, solver="kernel"), 100, 10) == 256
+    assert chunk(cpu, gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100), 100, 10) == 256
+    assert chunk(other, spline(num_inputs=4, num_workers=100), 100, 10) == 256
+    # auto_chunk_size reads the policy: a power of two, narrower once a chunk's grid arrays
+    # would pass the memory budget
+    assert gcc.auto_chunk_size(100, 10, platform="cpu") == cpu.chunk_size(100, 10) == 256
+    sizes = [gcc.auto_chunk_size(n, 10, platform="cpu") for n in (10**3, 10**5, 10**6, 10**7)]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] == 256 and sizes[-1] < 64
+    assert all(c & (c - 1) == 0 for c in sizes)
+    # a policy with a large cap (an accelerator's) is bounded by the memory budget instead:
+    # 512 MiB over 16 N + 16 (4 m + 13)(⌊√N⌋ + 1) bytes a mask, rounded down to a power of two
+    wide = gcc.evaluation.BackendPolicy(max_chunk=1 << 20)
+    per_mask = 16 * 100 + 16 * (4 * 10 + 13) * 11
+    assert wide.chunk_size(100, 10) == 1 << (((512 << 20) // per_mask).bit_length() - 1) == 32768
 
 
-def test_evaluator_cuts_chunks_of_the_codes_hint_unless_told(monkeypatch):
-    """With no chunk_size the evaluator decodes chunks of the code's cpu_chunk_size (capped by
-    auto_chunk_size); a chunk_size given wins; the losses are the same. The code's plan is passed
-    to its decode_chunks."""
+@pytest.mark.cpu_only("the evaluator reads the CPU policy on CPU devices only")
+def test_evaluator_cuts_chunks_of_its_policy_unless_told(monkeypatch):
+    """With no chunk_size the evaluator decodes chunks of its backend policy's size for the
+    code's state (capped by the default chunk); a chunk_size given wins; the losses are the
+    same. The code's decode_init state is passed to its decode_chunks, unless the policy does
+    not precompute."""
     code, x = _setup(n=64)
     yt, fx = code.worker_outputs(f, x), jax.vmap(f)(x)
     masks = np.asarray(gcc.sample_masks(jax.random.key(7), 64, num=96, stragglers=6))
-    widths, plans = [], []
+    widths, states = [], []
     decode_chunks = gcc.SplineCode.decode_chunks
 
-    def spy(self, y, chunks, then, plan=None):
+    def spy(self, y, chunks, then, state=None):
         widths.append(chunks.shape[1])  # at trace time: the chunk's width
-        plans.append(None if plan is None else plan.p.shape)  # and the code's plan
-        return decode_chunks(self, y, chunks, then, plan)
+        states.append(None if state is None else state.p.shape)  # and the code's state
+        return decode_chunks(self, y, chunks, then, state)
 
+    policies = gcc.evaluation._policy.POLICIES
     monkeypatch.setattr(gcc.SplineCode, "decode_chunks", spy)
-    monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 32)
+    monkeypatch.setitem(policies, "cpu", policies["cpu"]._replace(downdate_chunk=32))
     hinted, status = gcc.MaskEvaluator(code, yt, fx)(masks)
     assert widths == [32] and not status.any()
-    assert plans == [(64, 64)]  # the evaluator passes SplineCode.decode_plan on
+    assert states == [(64, 64)]  # the evaluator passes SplineCode.decode_init on
     told, _ = gcc.MaskEvaluator(code, yt, fx, chunk_size=16)(masks)
     assert widths == [32, 16]
-    monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 4096)
+    monkeypatch.setitem(policies, "cpu", policies["cpu"]._replace(downdate_chunk=4096))
     capped, _ = gcc.MaskEvaluator(code, yt, fx)(masks)
     assert widths[-1] == 128  # the batch's size rounded up to a power of two (auto: 256)
-    ref = _loop_loss(code, x, masks[:16])  # the loop on a few; the three ways on all
+    monkeypatch.setitem(policies, "cpu", policies["cpu"]._replace(precompute=False))
+    lazy, _ = gcc.MaskEvaluator(code, yt, fx)(masks)
+    assert states[-1] is None and widths[-1] == 128  # no state: the default chunk
+    ref = _loop_loss(code, x, masks[:16])  # the loop on a few; the four ways on all
     np.testing.assert_allclose(hinted[:16], ref, rtol=1e-9, atol=1e-15)
-    for got in (told, capped):
+    for got in (told, capped, lazy):
         np.testing.assert_allclose(got, hinted, rtol=1e-12, atol=1e-15)
-    monkeypatch.setattr(gcc.SplineCode, "cpu_chunk_size", lambda self, masks: 0)
-    with pytest.raises(ValueError, match="cpu_chunk_size"):
-        gcc.MaskEvaluator(code, yt, fx)(masks)
 
 
-def test_decode_plan_is_made_once_per_code_and_straggler_count():
-    """SplineCode's plan is computed once per code object and straggler count (the same object
-    again; another code object with equal values gets its own, equal one), only where the
-    downdate applies (the evaluator passing it on: the next test)."""
+def test_decode_init_is_made_once_per_code_and_straggler_count():
+    """SplineCode's decode_init state is computed once per code object and straggler count (the
+    same object again; another code object with equal values gets its own, equal one), only
+    where the downdate applies (the evaluator passing it on: the next test)."""
     spline = gcc.SplineCode.chebyshev
-
-    def masks(n, s):
-        return np.arange(n)[None, :] >= np.full((3, 1), s)
-
     code = spline(num_inputs=4, num_workers=100)
-    plan = code.decode_plan(masks(100, 10))
-    assert code.decode_plan(masks(100, 10)) is plan and int(plan.dead) == 10
-    other_s = code.decode_plan(masks(100, 12))
-    assert other_s is not plan and int(other_s.dead) == 12
+    state = code.decode_init(_first_rows(100, 10))
+    assert isinstance(state, gcc.spline.DowndatePlan)
+    assert code.decode_init(_first_rows(100, 10)) is state and int(state.dead) == 10
+    other_s = code.decode_init(_first_rows(100, 12))
+    assert other_s is not state and int(other_s.dead) == 12
     twin = gcc.SplineCode(
         alpha=jnp.array(code.alpha),
         beta=jnp.array(code.beta),
         lam_enc=jnp.array(code.lam_enc),
         lam_dec=jnp.array(code.lam_dec),
     )
-    twin_plan = twin.decode_plan(masks(100, 10))
-    assert twin_plan is not plan
-    chex.assert_trees_all_close(twin_plan, plan, rtol=0, atol=0)
-    assert code.decode_plan(masks(100, 25)) is None
-    assert spline(num_inputs=4, num_workers=63).decode_plan(masks(63, 5)) is None
+    twin_state = twin.decode_init(_first_rows(100, 10))
+    assert twin_state is not state
+    chex.assert_trees_all_close(twin_state, state, rtol=0, atol=0)
+    assert code.decode_init(_first_rows(100, 25)) is None
+    assert spline(num_inputs=4, num_workers=63).decode_init(_first_rows(63, 5)) is None
     kernel = spline(num_inputs=4, num_workers=100, solver="kernel")
-    assert kernel.decode_plan(masks(100, 10)) is None
+    assert kernel.decode_init(_first_rows(100, 10)) is None
     berrut = gcc.BerrutCode.chebyshev(num_inputs=4, num_workers=100)
-    assert berrut.decode_plan(masks(100, 10)) is None
+    assert berrut.decode_init(_first_rows(100, 10)) is None
 
 
+def test_decode_init_state_reused_gives_the_values_without_it():
+    """decode_chunks with the state of decode_init equals decode_chunks without one (to
+    rounding) and a state made for another straggler count is recomputed, not misused."""
+    code, x = _setup(n=64)
+    yt = code.worker_outputs(f, x)
+    masks = np.asarray(gcc.sample_masks(jax.random.key(3), 64, num=64, stragglers=6))
+    chunks = masks.reshape(2, 32, 64)
+    plain = code.decode_chunks(yt, chunks, lambda d: d.value)
+    for state in (code.decode_init(masks[:1]), code.decode_init(_first_rows(64, 9))):
+        got = code.decode_chunks(yt, chunks, lambda d: d.value, state)
+        np.testing.assert_allclose(got, plain, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.cpu_only("compiles with XLA CPU compiler options")
 def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monkeypatch):
     """The evaluator compiles a SplineCode block on the downdate with the code's CPU options
     (here the suite's XLA_FLAGS are hidden so that the code asks for them): the same values as
@@ -199,7 +236,7 @@ def test_blocks_compiled_with_a_codes_options_match_a_loop_and_compile_once(monk
     monkeypatch.setenv("XLA_FLAGS", "")
     code, x = _setup(n=64)
     masks = np.asarray(gcc.sample_masks(jax.random.key(5), 64, num=64, stragglers=6))
-    options = code.cpu_compiler_options(masks)
+    options = gcc.evaluation.policy_for("cpu").compiler_options(code.decode_init(masks))
     assert options
     run = gcc.evaluation._evaluator._blocks_on(tuple(jax.devices()), tuple(sorted(options.items())))
     assert run is not gcc.evaluation._evaluator._blocks

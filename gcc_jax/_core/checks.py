@@ -18,12 +18,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .sanitise import data_status as data_status
+from .sanitise import input_status as input_status
+from .sanitise import lam_status as lam_status
+from .sanitise import node_status as node_status
+from .sanitise import weight_status as weight_status
 from .scalars import as_choice as as_choice
 from .scalars import as_int as as_int
 from .scalars import as_real as as_real
 from .scalars import interval as interval
-from .status import GCCValueError, Status, combine, is_concrete
-from .types import Array, ArrayLike, Bool, Float, Int
+from .status import GCCValueError, is_concrete
+from .types import Array, ArrayLike, Bool, Float
 
 __all__ = [
     "as_choice",
@@ -378,32 +383,3 @@ def as_mask_rows(masks, n: int, name: str = "masks", *, chunked: bool = False):
     if masks.ndim != ndim or masks.shape[-1] != n:
         raise ValueError(f"`{name}` must have shape {want}, one row per pattern; got {masks.shape}")
     return masks
-
-
-def data_status(y_flat: Float[Array, "n m"], used: Bool[Array, " n"]) -> Int[Array, ""]:
-    """``NONFINITE_DATA`` when a used (live) row of ``y`` holds NaN or Inf."""
-    finite = jnp.all(jnp.isfinite(y_flat), axis=1)
-    return combine((jnp.any(used & ~finite), Status.NONFINITE_DATA))
-
-
-def input_status(x: Array) -> Int[Array, ""]:
-    """``NONFINITE_DATA`` when the inputs hold NaN or Inf (checked under tracing)."""
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        return jnp.zeros((), jnp.int32)
-    return combine((~jnp.all(jnp.isfinite(x)), Status.NONFINITE_DATA))
-
-
-def node_status(t: Float[Array, " n"]) -> Int[Array, ""]:
-    """``BAD_NODES`` when ``t`` is not strictly increasing and finite (checked under tracing)."""
-    bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
-    return combine((bad, Status.BAD_NODES))
-
-
-def weight_status(w: Float[Array, " n"], used: Bool[Array, " n"]) -> Int[Array, ""]:
-    """``BAD_WEIGHTS`` when a used weight is negative, NaN or Inf (checked under tracing)."""
-    return combine((jnp.any(used & ~(jnp.isfinite(w) & (w >= 0))), Status.BAD_WEIGHTS))
-
-
-def lam_status(lam: Array) -> Int[Array, ""]:
-    """``NEGATIVE_LAM`` when λ is negative or not finite (checked under tracing)."""
-    return combine(((lam < 0) | ~jnp.isfinite(lam), Status.NEGATIVE_LAM))

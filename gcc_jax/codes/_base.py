@@ -33,7 +33,7 @@ from .._core.checks import (
 from .._core.pytree import AbstractVar, missing_abstract_vars, pytree_dataclass
 from .._core.status import Status, combine, raise_if_bad
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
-from ..spline._nodes import chebyshev_nodes
+from ..spline import chebyshev_nodes
 
 __all__ = [
     "AbstractCode",
@@ -248,19 +248,19 @@ class AbstractCode(abc.ABC):
         y: Shaped[ArrayLike, "n *m"],
         chunks: Bool[ArrayLike, "g p n"],
         then: Callable[[Decoded], Any],
-        plan: Any = None,
+        state: Any = None,
     ) -> Any:
         """``then(decode_batch_with_status(y, chunk))`` for every chunk of masks, stacked.
 
         ``lax.map`` over the ``g`` chunks by default. A code may do once here what every chunk
         shares (``SplineCode``: the full fit that each mask's fit is a rank-S downdate of, and
-        the choice of solver, see :mod:`gcc_jax.spline._downdate`); the values do not depend on how the
-        masks are cut into chunks. ``then`` (a pure function of one chunk's decode, e.g. its
-        losses) runs per chunk, so only its outputs are kept for all chunks.
+        the choice of solver, see :func:`gcc_jax.spline.decode_path`); the values do not depend
+        on how the masks are cut into chunks. ``then`` (a pure function of one chunk's decode,
+        e.g. its losses) runs per chunk, so only its outputs are kept for all chunks.
         :class:`gcc_jax.MaskEvaluator` calls it once per block, inside its compiled call.
-        ``plan`` is what :meth:`decode_plan` returned for these masks (or ``None``): work that
-        depends on the code and the masks' shape of straggling but not on ``y``, done once for
-        many calls. It never changes the values; derivatives do not flow through its arrays.
+        ``state`` is what :meth:`decode_init` returned for these masks (or ``None``, which
+        every code accepts): it never changes the values; derivatives do not flow through its
+        arrays.
 
         Example:
             >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -272,65 +272,30 @@ class AbstractCode(abc.ABC):
             >>> values.shape, bool(jnp.allclose(values.reshape(ref.shape), ref))
             ((2, 5, 3, 1), True)
         """
-        del plan  # no shared work to save
+        del state  # no shared work to reuse
         chunks = as_mask_rows(chunks, self.num_workers, "chunks", chunked=True)
         return map_chunks(lambda masks: then(self.decode_batch_with_status(y, masks)), chunks)
 
-    def decode_plan(self, masks: Bool[np.ndarray, "p n"]) -> Any:
-        """Work for :meth:`decode_chunks` of blocks of ``masks`` that does not depend on the
-        outputs, done once: a pytree of arrays, or ``None`` (the default: nothing to save).
+    def decode_init(self, masks: Bool[np.ndarray, "p n"]) -> Any:
+        """The work for :meth:`decode_chunks` that depends on the code and the masks' number of
+        stragglers but not on the outputs ``y``: a pytree of arrays, or ``None`` (the default:
+        nothing to precompute).
 
-        A performance hint, like :meth:`cpu_compiler_options` (``masks`` is a host array, the
-        first row of the block about to be decoded). :class:`gcc_jax.MaskEvaluator` asks for it
-        once per call and passes it to every block's :meth:`decode_chunks`; the code is free to
-        ignore a plan that does not fit the call (the values never depend on it). ``SplineCode``
-        returns the downdate's full fit without its outputs for the masks' number of stragglers
-        (its Kalman pass of the identity: :mod:`gcc_jax.spline._downdate`), computed once per code
-        object and straggler count.
-
-        Example:
-            >>> import numpy as np, gcc_jax as gcc
-            >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
-            >>> code.decode_plan(np.ones((4, 8), bool)) is None
-            True
-        """
-        del masks
-        return None
-
-    def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
-        """XLA options for :class:`gcc_jax.MaskEvaluator`'s compiled block of ``masks`` on a CPU,
-        when the block runs :meth:`decode_chunks` (the default per-pattern loss).
-
-        A performance hint: which of XLA's code generators suits the code's batch decoder for
-        these masks (a host array: the first row of the block about to be decoded, which the
-        evaluator reads without copying the block off its device). The options change the
-        generated machine code, not the arithmetic; each set of options is compiled once. The
-        default is none. ``SplineCode`` asks for XLA's classic CPU emitters where its downdate
-        decoder applies (:mod:`gcc_jax.spline._downdate`).
+        The init half of an init/compute split (as lineax's ``solver.init(operator)`` before
+        ``solver.compute(state, vector)``): the caller decides when to make it and reuses it
+        for every :meth:`decode_chunks` call over masks with that number of stragglers.
+        ``masks`` is a host array whose first row stands for the masks to be decoded. The state
+        never changes the values: a code ignores a state that does not fit the call, and
+        ``decode_chunks(..., state=None)`` is always valid. ``SplineCode`` returns the
+        downdate's full fit without its outputs (a :class:`gcc_jax.spline.DowndatePlan`),
+        made once per code object and straggler count. What the caller does with the state's
+        type (chunk sizes, compiler options) is its own backend policy
+        (:func:`gcc_jax.evaluation.policy_for`).
 
         Example:
             >>> import numpy as np, gcc_jax as gcc
             >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
-            >>> code.cpu_compiler_options(np.ones((4, 8), bool))
-            {}
-        """
-        del masks
-        return {}
-
-    def cpu_chunk_size(self, masks: Bool[np.ndarray, "p n"]) -> int | None:
-        """Masks per chunk for :class:`gcc_jax.MaskEvaluator`'s blocks of ``masks`` on a CPU, when
-        they run :meth:`decode_chunks` (the default per-pattern loss) and the caller left the
-        chunk size to the evaluator; ``None`` (the default) keeps
-        :func:`gcc_jax.auto_chunk_size`, which also caps the hint.
-
-        A performance hint, like :meth:`cpu_compiler_options`: the values do not depend on the
-        chunk size. ``SplineCode`` asks for 64 where its downdate decoder applies
-        (each mask's work is small there, and a narrower chunk keeps it in cache).
-
-        Example:
-            >>> import numpy as np, gcc_jax as gcc
-            >>> code = gcc.BerrutCode.chebyshev(num_inputs=3, num_workers=8)
-            >>> code.cpu_chunk_size(np.ones((4, 8), bool)) is None
+            >>> code.decode_init(np.ones((4, 8), bool)) is None
             True
         """
         del masks

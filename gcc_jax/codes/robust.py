@@ -29,12 +29,11 @@ from .._core.checks import (
     check_node_leaves,
     check_outputs,
     float_dtype,
-    lam_status,
-    node_status,
 )
+from .._core.sanitise import sanitise
 from .._core.status import Status, combine, is_concrete
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
-from ..spline._fit import fit_smoothing_spline_with_status
+from ..spline import fit_smoothing_spline_with_status
 from ._base import AbstractCode, Decoded, Encoded, NodeSizes, jit_method, pytree_dataclass
 from .spline import SplineCode
 
@@ -437,26 +436,14 @@ class RobustSplineCode(NodeSizes, AbstractCode):
         y_flat = y.reshape(n, -1).astype(dtype)
         beta, alpha = self.beta.astype(dtype), self.alpha.astype(dtype)
         lam = jnp.asarray(self.lam_dec, dtype)
-        need = self.min_live
-        finite = jnp.all(jnp.isfinite(y_flat), axis=1)
-        status = (
-            combine((jnp.sum(mask) < need, Status.TOO_FEW_LIVE))
-            | combine((jnp.any(mask & ~finite), Status.NONFINITE_DATA))
-            | node_status(beta)
-            | node_status(alpha)
-            | lam_status(lam)
-        )
-        bad = status != 0
-        # harmless inputs for a failed pattern (the value is NaN afterwards)
-        beta_ok = jnp.where(bad, jnp.linspace(-1.0, 1.0, n, dtype=dtype), beta)
-        mask_ok = jnp.where(bad, jnp.ones_like(mask), mask)
-        lam_ok = jnp.where(bad, jnp.ones_like(lam), lam)
-        y_ok = jnp.where(mask_ok[:, None] & finite[:, None], y_flat, 0.0)
+        # flags, and harmless inputs for a failed pattern (the value is NaN afterwards)
+        s = sanitise(beta, lam, y_flat, mask, nodes=(alpha,), min_live=self.min_live)
+        status = s.status
         value, _ = robust_fit(
-            beta_ok,
-            y_ok,
-            lam_ok,
-            mask_ok,
+            s.t,
+            s.y,
+            s.lam,
+            s.masks,
             alpha,
             kind=self.loss,
             iterations=self.iterations,

@@ -12,16 +12,19 @@ import numpy as np
 from .._core.cache import IdentityCache
 from .._core.checks import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
-from ..spline._downdate import MAX_WORKERS, MIN_WORKERS, SIZES, decode_chunks, plan
-from ..spline._fit import (
+from ..spline import (
+    DecodePath,
+    DowndatePlan,
     as_solver,
+    decode_path,
+    downdate_plan,
     fit_smoothing_spline_with_status,
-    resolve_solver,
+    smooth_chunks,
     smoother_matrix_with_status,
 )
 from ._base import AbstractNodeCode, Decoded, jit_method, pytree_dataclass
 
-# downdate plans by code arrays and straggler count (SplineCode.decode_plan)
+# downdate plans by code arrays and straggler count (SplineCode.decode_init)
 _PLANS = IdentityCache(size=8)
 
 
@@ -140,17 +143,21 @@ class SplineCode(AbstractNodeCode):
     ) -> Decoded:
         """Decode and report value problems as data (never raises on them).
 
-        ``u_dec(alpha_k)`` of the smoothing spline through the live ``(beta_n, y_n)``. With
-        fewer columns than workers each column is fitted directly (O(n) per column); with more
-        (many outputs or jobs) the ``(k, n)`` decoder matrix is formed once and applied — the
-        same linear map, so the same value. Status flags: ``TOO_FEW_LIVE`` (fewer than 2 live
-        workers), ``NONFINITE_DATA``, ``BAD_NODES``, ``NEGATIVE_LAM``, ``NONFINITE_RESULT``.
-        Returns ``Decoded(value, status)``; use under ``jit``/``vmap`` over masks.
+        ``u_dec(alpha_k)`` of the smoothing spline through the live ``(beta_n, y_n)``, by the
+        path :func:`gcc_jax.spline.decode_path` picks for one mask: with more columns than
+        workers (many outputs or jobs) the ``(k, n)`` decoder matrix is formed once and
+        applied; with the ``"parallel"`` or ``"kernel"`` solver (or ``"auto"`` resolving to
+        one) each column is fitted directly; else the batch-native Kalman pass of this one
+        mask. The same linear map, so the same value. Status flags: ``TOO_FEW_LIVE`` (fewer
+        than 2 live workers), ``NONFINITE_DATA``, ``BAD_NODES``, ``NEGATIVE_LAM``,
+        ``NONFINITE_RESULT``. Returns ``Decoded(value, status)``; use under ``jit``/``vmap``
+        over masks.
         """
         y, mask = check_outputs(y, mask, self.num_workers)
-        if math.prod(y.shape[1:]) > self.num_workers:
+        path = decode_path(self.solver, self.num_workers, columns=math.prod(y.shape[1:]))
+        if path is DecodePath.MATRIX:
             return self.decode_by_matrix_with_status(y, mask)
-        if resolve_solver(self.solver, self.num_workers, math.prod(y.shape[1:])) != "kalman":
+        if path is DecodePath.FIT:
             spline = fit_smoothing_spline_with_status(
                 self.beta, y, self.lam_dec, mask, solver=self.solver
             )
@@ -164,15 +171,16 @@ class SplineCode(AbstractNodeCode):
     ) -> Decoded:
         """:meth:`decode_with_status` for every row of ``masks``, batch-native.
 
-        One chunk of :meth:`decode_chunks`: for at least 32 masks that all have the same
-        number S ≤ 24 of stragglers and 64 ≤ N ≤ 1024, each mask's fit is a rank-S downdate of
-        one full fit (:mod:`gcc_jax.spline._downdate`: an S × S inverse per mask); otherwise the masks
+        One chunk of :meth:`decode_chunks`. The path is :func:`gcc_jax.spline.decode_path`'s:
+        for at least 32 masks that all have the same number S ≤ 24 of stragglers and
+        64 ≤ N ≤ 1024, each mask's fit is a rank-S downdate of one full fit
+        (:func:`gcc_jax.spline.smooth_chunks`: an S × S inverse per mask); otherwise the masks
         are the vectorised axis of one forward/backward smoother pass
-        (:mod:`gcc_jax.spline._kalman`) that returns the spline only at ``alpha``. Values
-        ``(p, k, *m)`` and statuses ``(p,)`` equal the per-mask decode's (same flags; NaN where
-        not OK); ``solver="auto"`` takes this path too. Falls back to ``vmap(decode_with_status)``
-        for the kernel and parallel solvers and for more columns than workers (the
-        decoder-matrix path).
+        (:func:`gcc_jax.spline.smooth_batch_with_status`) that returns the spline only at
+        ``alpha``. Values ``(p, k, *m)`` and statuses ``(p,)`` equal the per-mask decode's
+        (same flags; NaN where not OK); ``solver="auto"`` takes this path too. The kernel and
+        parallel solvers, more columns than workers and a single mask with ``solver="auto"``
+        take ``vmap(decode_with_status)``.
 
         Example:
             >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -186,127 +194,84 @@ class SplineCode(AbstractNodeCode):
         """
         n = self.num_workers
         y = check_outputs(y, jnp.ones((n,), bool), n)[0]
-        if self.solver in ("kernel", "parallel") or math.prod(y.shape[1:]) > n:
+        masks = as_mask_rows(masks, n)
+        if not self._batch_native(y, masks.shape[0]):
             return super().decode_batch_with_status(y, masks)
-        chunks = as_mask_rows(masks, n)[None]
-        return jax.tree.map(lambda a: a[0], self.decode_chunks(y, chunks, lambda d: d))
+        return jax.tree.map(lambda a: a[0], self.decode_chunks(y, masks[None], lambda d: d))
 
     def decode_chunks(
         self,
         y: Shaped[ArrayLike, "n ..."],
         chunks: Bool[ArrayLike, "g p n"],
         then: Callable[[Decoded], Any],
-        plan: Any = None,
+        state: DowndatePlan | None = None,
     ) -> Any:
         """``then(decode_batch_with_status(y, chunk))`` for every chunk, the shared work done once.
 
-        See :meth:`gcc_jax.AbstractCode.decode_chunks`: when the chunks pass the static gates of
-        :mod:`gcc_jax.spline._downdate`, the fit with every worker live, for the first chunk's first
-        valid mask's number of stragglers, is computed once and every chunk is downdated from
-        it; the chunks whose masks do not fit it are then smoothed by the Kalman pass (the same
-        values to rounding). With a ``plan`` (:meth:`decode_plan`) for this code and that number
-        of stragglers, the fit's part that does not depend on ``y`` is taken from it.
+        See :meth:`gcc_jax.AbstractCode.decode_chunks`: on the downdate path
+        (:func:`gcc_jax.spline.decode_path`), the fit with every worker live, for the first
+        chunk's first valid mask's number of stragglers, is computed once and every chunk is
+        downdated from it; the chunks whose masks do not fit it are then smoothed by the Kalman
+        pass (the same values to rounding). With a ``state`` (:meth:`decode_init`) for this
+        code and that number of stragglers, the fit's part that does not depend on ``y`` is
+        taken from it.
         """
         n = self.num_workers
         y = check_outputs(y, jnp.ones((n,), bool), n)[0]
-        if self.solver in ("kernel", "parallel") or math.prod(y.shape[1:]) > n:
-            return AbstractNodeCode.decode_chunks(self, y, chunks, then)
         chunks = as_mask_rows(chunks, n, "chunks", chunked=True)
+        if not self._batch_native(y, chunks.shape[1]):
+            return AbstractNodeCode.decode_chunks(self, y, chunks, then)
         dtype = float_dtype(self.beta, y)
 
         def decoded(values, status):
             shape = (values.shape[0], self.num_inputs, *y.shape[1:])
             return then(Decoded(values.reshape(shape), status))
 
-        return decode_chunks(
+        return smooth_chunks(
             self.beta.astype(dtype),
             self.lam_dec.astype(dtype),
             y.reshape(n, -1).astype(dtype),
             self.alpha.astype(dtype),
             chunks,
             decoded,
-            plan,
+            state,
         )
 
-    def decode_plan(self, masks: Bool[np.ndarray, "p n"]) -> Any:
-        """The downdate's full fit without the outputs (an ``Operator`` of
-        :mod:`gcc_jax.spline._downdate`: its Kalman pass of the identity and interpolation matrix)
-        for the first mask's number of stragglers, when the downdate applies to ``masks`` (as
-        in :meth:`cpu_compiler_options`); else ``None``
-        (:meth:`gcc_jax.AbstractCode.decode_plan`).
+    def decode_init(self, masks: Bool[np.ndarray, "p n"]) -> DowndatePlan | None:
+        """The downdate's full fit without the outputs, for the first mask's number of
+        stragglers, when :func:`gcc_jax.spline.decode_path` sends chunks of such masks to the
+        downdate; else ``None`` (:meth:`gcc_jax.AbstractCode.decode_init`).
 
-        Computed once per code object and straggler count and kept while the code's arrays
-        live, so Monte Carlo calls with the same code do not redo it: 0.2–0.6 ms a call at
-        N = 100 on a 2-core CPU, 10–15% of :func:`gcc_jax.monte_carlo_loss` at 4,096 masks
-        (``bench/README.md``). :meth:`decode_chunks` checks in its compiled code that the plan
-        was made from its own nodes, ``λ`` and query points (and recomputes the fit if not).
+        A :class:`gcc_jax.spline.DowndatePlan` (its Kalman pass of the identity and
+        interpolation matrix), computed once per code object and straggler count and kept
+        while the code's arrays live, so Monte Carlo calls with the same code do not redo it.
+        :meth:`decode_chunks` checks in its compiled code that the state was made from its
+        own nodes, ``λ`` and query points (and recomputes the fit if not).
 
         Example:
             >>> import numpy as np, gcc_jax as gcc
             >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=100)
             >>> masks = np.arange(100)[None, :] >= 10  # S = 10
-            >>> plan = code.decode_plan(masks)
-            >>> plan.p.shape, int(plan.dead), code.decode_plan(masks) is plan
+            >>> state = code.decode_init(masks)
+            >>> state.p.shape, int(state.dead), code.decode_init(masks) is state
             ((100, 100), 10, True)
+            >>> code.decode_init(np.arange(100)[None, :] >= 40) is None  # S = 40: Kalman pass
+            True
         """
-        if not self._downdate_applies(masks):
-            return None
-        dead = int(np.sum(~np.asarray(masks)[0]))
-        leaves = (self.beta, self.lam_dec, self.alpha)
-        return _PLANS(leaves, dead, lambda: plan(*leaves, jnp.int32(dead)))
-
-    def cpu_compiler_options(self, masks: Bool[np.ndarray, "p n"]) -> dict[str, Any]:
-        """XLA's classic CPU emitters when the downdate decoder applies to ``masks`` (Kalman
-        solver, ``64 ≤ N ≤ 1024``, the first mask's stragglers ``S ≤ 24``), else none
-        (:meth:`gcc_jax.AbstractCode.cpu_compiler_options`).
-
-        Measured with jaxlib 0.10.2 on 2 cores (``monte_carlo_loss``, float64, one process per
-        setting, default emitters → classic): on the downdate, N = 100, S = 10: 218,742 →
-        237,183 masks/s; N = 256, S = 20: 55,028 → 67,426; N = 512, S = 10: 85,036 → 85,442;
-        N = 64, S = 6: 262,464 → 259,798; N = 1024, S = 10: 32,679 → 30,971. On the Kalman pass
-        (S beyond the downdate's) the default emitters are faster: N = 100, S = 30: 63,637
-        against 56,567; N = 512, S = 50: 16,059 against 13,342; N = 1000, S = 100: 8,337
-        against 7,028. Either way the classic ones compile in 1.4–2 s less and with about 400 MB
-        less peak memory (N = 100, S = 10: 890 → 467 MB). ``XLA_FLAGS`` naming the option wins
-        (:func:`gcc_jax.evaluation._xla_flags.compiler_options`).
-
-        Example:
-            >>> import numpy as np, gcc_jax as gcc
-            >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=100)
-            >>> code.cpu_compiler_options(np.ones((4, 100), bool).cumsum(1) > 40)  # S = 40
-            {}
-        """
-        from ..evaluation._xla_flags import FLAG, compiler_options  # (no evaluation at import)
-
-        return compiler_options(FLAG) if self._downdate_applies(masks) else {}
-
-    def cpu_chunk_size(self, masks: Bool[np.ndarray, "p n"]) -> int | None:
-        """64 masks per chunk when the downdate decoder applies to ``masks`` (as in
-        :meth:`cpu_compiler_options`), else the evaluator's default
-        (:meth:`gcc_jax.AbstractCode.cpu_chunk_size`).
-
-        Measured with jaxlib 0.10.2 on 2 cores (``monte_carlo_loss``, 4,096 masks, 64 against
-        256 masks per chunk, masks/s): N = 100, S = 10, float64: 375,000 against 285,000 on one
-        CPU device, 597,000 against 540,000 on two; float32: 426,000 against 390,000 and
-        669,000 against 642,000; N = 100, S = 24: 94,000 against 81,000; N = 256, S = 20:
-        85,200 against 74,500. Until the dead workers were found by bit scans, N = 1024 kept
-        256 (64,700 against 75,500 at S = 10: the per-chunk scan over the workers dominated);
-        since, two devices: N = 1024, S = 10, float64 252,000 against 247,000, float32 473,000
-        against 461,000; S = 24 float64 119,000 against 84,000, float32 208,000 against 217,000;
-        N = 512, S = 10, float64 575,000 against 524,000.
-
-        Example:
-            >>> import numpy as np, gcc_jax as gcc
-            >>> code = gcc.SplineCode.chebyshev(num_inputs=3, num_workers=100)
-            >>> code.cpu_chunk_size(np.arange(100)[None, :] >= 10)  # S = 10
-            64
-        """
-        return 64 if self._downdate_applies(masks) else None
-
-    def _downdate_applies(self, masks: Bool[np.ndarray, "p n"]) -> bool:
-        """Whether the downdate decoder's static gates let it decode ``masks``: Kalman solver,
-        ``64 ≤ N ≤ 1024``, the first mask's stragglers ``S ≤ 24`` (:mod:`gcc_jax.spline._downdate`)."""
         masks = np.asarray(masks)
-        if self.solver != "kalman" or not MIN_WORKERS <= self.num_workers <= MAX_WORKERS:
-            return False
-        return bool(masks.ndim == 2 and masks.shape[0] > 0 and np.sum(~masks[0]) <= SIZES[-1])
+        if masks.ndim != 2 or masks.shape[0] == 0:
+            return None
+        dead = int(np.sum(~masks[0]))
+        path = decode_path(self.solver, self.num_workers, masks=None, stragglers=dead)
+        if path is not DecodePath.DOWNDATE:
+            return None
+        leaves = (self.beta, self.lam_dec, self.alpha)
+        return _PLANS(leaves, dead, lambda: downdate_plan(*leaves, jnp.int32(dead)))
+
+    def _batch_native(self, y: Array, num_masks: int) -> bool:
+        """Whether :func:`gcc_jax.spline.decode_path` sends ``num_masks`` masks over ``y`` to
+        the batch-native decoders (the Kalman pass or the downdate)."""
+        path = decode_path(
+            self.solver, self.num_workers, columns=math.prod(y.shape[1:]), masks=num_masks
+        )
+        return path in (DecodePath.KALMAN, DecodePath.DOWNDATE)

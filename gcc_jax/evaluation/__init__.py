@@ -10,7 +10,6 @@ from ._adversary import attack_losses as attack_losses
 from ._adversary import targeted_attack as targeted_attack
 from ._adversary import worst_case_adversaries as worst_case_adversaries
 from ._evaluator import MaskEvaluator as MaskEvaluator
-from ._evaluator import auto_chunk_size as auto_chunk_size
 from ._evaluator import evaluate_masks as evaluate_masks
 from ._evaluator import mask_losses as mask_losses
 from ._evaluator import pattern_loss as pattern_loss
@@ -23,6 +22,9 @@ from ._pipeline import MonteCarloResult as MonteCarloResult
 from ._pipeline import apply_workers as apply_workers
 from ._pipeline import coded_apply as coded_apply
 from ._pipeline import monte_carlo_loss as monte_carlo_loss
+from ._policy import BackendPolicy as BackendPolicy
+from ._policy import auto_chunk_size as auto_chunk_size
+from ._policy import policy_for as policy_for
 from ._stragglers import contiguous_masks as contiguous_masks
 from ._stragglers import sample_masks as sample_masks
 from ._worst_case import DEFAULT_SEARCH as DEFAULT_SEARCH

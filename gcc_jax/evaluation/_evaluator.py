@@ -22,10 +22,10 @@ from .._core.cache import IdentityCache
 from .._core.checks import as_int, as_masks
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode
+from ._policy import BackendPolicy, policy_for
 
 __all__ = [
     "MaskEvaluator",
-    "auto_chunk_size",
     "batch_losses",
     "evaluate_masks",
     "mask_losses",
@@ -78,25 +78,6 @@ def mask_losses(
     return jax.vmap(lambda mask: pattern_loss(code, yt, fx, mask))(masks)
 
 
-def auto_chunk_size(num_workers: int, out_size: int) -> int:
-    """Masks per chunk: a power of two in [1, 256].
-
-    The batch-native O(N) decoder (masks as the vectorised axis) keeps per mask a few arrays over
-    the merged grid (the masks themselves stay booleans) and, beyond 4 MiB of per-step
-    quantities, checkpoints its state every ``√N`` steps (``~ 16 (4m + 13) √N`` bytes); measured
-    at N = 10⁵ (m = 10, float64, one device), going from 128 to 256 masks per chunk raised the
-    peak RSS by 198 MB, 1.55 MB (15.5 N bytes) a mask, hence the estimate ``16 N`` bytes a mask
-    for the grid arrays. Wider chunks amortise the per-step loop overhead (same setting: 256
-    masks 94, 128 masks 83, 64 masks 78 masks/s), so the chunk is 256 unless that would exceed
-    512 MiB (N ≳ 10⁵).
-    """
-    num_workers = as_int(num_workers, "num_workers", 1)
-    out_size = as_int(out_size, "out_size", 1)
-    per_mask = 16 * num_workers + 16 * (4 * out_size + 13) * (math.isqrt(num_workers) + 1)
-    chunk = max(1, min((512 << 20) // per_mask, 256))
-    return int(1 << (chunk.bit_length() - 1))
-
-
 def batch_losses(
     code: AbstractCode, yt: Array, fx: Array, masks: Bool[Array, "p n"]
 ) -> tuple[Float[Array, " p"], Int[Array, " p"]]:
@@ -116,17 +97,18 @@ def _losses(dec, fx: Array) -> tuple[Array, Array]:
     return jnp.where(ok, loss, jnp.nan), dec.status
 
 
-def _blocks_fn(per_mask, treedef, leaves, yt, fx, masks, plan):
+def _blocks_fn(per_mask, treedef, leaves, yt, fx, masks, state):
     """``per_mask`` over masks ``(g, chunk, n)``: ``lax.map`` over ``g``, ``vmap`` over chunks.
 
     The code comes as its structure (static) and its array leaves: it is rebuilt here, under the
     trace, where its constructor's checks of concrete values do not run again. The default loss
     goes through the code's batched decoder instead of ``vmap(per_mask)``, over the whole block
-    (:meth:`AbstractCode.decode_chunks`, with the code's ``plan`` for these masks).
+    (:meth:`AbstractCode.decode_chunks`, with the code's :meth:`AbstractCode.decode_init` state
+    for these masks).
     """
     code = jax.tree.unflatten(treedef, leaves)
     if per_mask is pattern_loss:
-        return code.decode_chunks(yt, masks, lambda dec: _losses(dec, fx), plan)
+        return code.decode_chunks(yt, masks, lambda dec: _losses(dec, fx), state)
     return jax.lax.map(jax.vmap(lambda mask: per_mask(code, yt, fx, mask)), masks)
 
 
@@ -144,17 +126,15 @@ def _blocks_on(
     devices: tuple[jax.Device, ...], options: tuple[tuple[str, Any], ...] = ()
 ) -> Callable:
     """:func:`_blocks_fn` compiled for ``devices`` with XLA ``options``
-    (:meth:`AbstractCode.cpu_compiler_options`). One jitted function per pair, so each still
+    (:meth:`BackendPolicy.compiler_options`). One jitted function per pair, so each still
     compiles once per shape.
 
     One device: the shared :data:`_blocks` when there are no options. Several: each device runs
     :func:`_blocks_fn` on its own slice of every chunk (``shard_map`` over the chunk axis; the
     code, outputs and targets replicated), so a device never waits for another: its chunk's
     decoder choices (the downdate's per-chunk gates) and its batched decoder's shared fit are
-    its own, and no value crosses devices until the losses come back. Under automatic
-    partitioning of the same program, every chunk's gate became a reduction across the devices:
-    ``monte_carlo_loss`` at N = 100 (S = 10, float32, two CPU devices) ran at 455,000 masks/s
-    against 550,000–573,000 this way (``bench/README.md``).
+    its own, and no value crosses devices until the losses come back (under automatic
+    partitioning every chunk's gate would be a reduction across the devices).
     """
     jit = functools.partial(jax.jit, static_argnames=("per_mask", "treedef"))
     if options:
@@ -165,30 +145,19 @@ def _blocks_on(
 
     mesh = _mesh(devices)
 
-    def sharded(per_mask, treedef, leaves, yt, fx, masks, plan):
+    def sharded(per_mask, treedef, leaves, yt, fx, masks, state):
         return jax.shard_map(
             functools.partial(_blocks_fn, per_mask, treedef),
             mesh=mesh,
             in_specs=(P(), P(), P(), P(None, "p", None), P()),
             out_specs=P(None, "p"),
             check_vma=False,  # no collectives: nothing to type-check across devices
-        )(leaves, yt, fx, masks, plan)
+        )(leaves, yt, fx, masks, state)
 
     return jit(sharded)
 
 
-def _compiled_blocks(
-    code: AbstractCode, devices: list, first: np.ndarray, per_mask: Callable
-) -> Callable:
-    """The compiled block function for ``code``'s block of masks, whose first row is ``first``
-    ``(1, n)``, on ``devices``: with the code's CPU options when the block runs the code's batch
-    decoder (the default loss) on CPUs (:func:`_blocks_on`)."""
-    if per_mask is not pattern_loss or any(d.platform != "cpu" for d in devices):
-        return _blocks_on(tuple(devices))
-    return _blocks_on(tuple(devices), tuple(sorted(code.cpu_compiler_options(first).items())))
-
-
-# the copies of codes' leaves and plans on the evaluators' devices, by array identity
+# the copies of codes' leaves and decode_init states on the evaluators' devices, by identity
 _PLACED = IdentityCache(size=16)
 
 
@@ -197,12 +166,11 @@ def _placement(devices: list) -> tuple[Callable, Callable]:
 
     The operands (the code's leaves, the outputs, the targets) are replicated onto ``devices``
     once per evaluator, unless they are JAX arrays already placed so; the compiled call then
-    takes them as they are. (Left where JAX made them, on its default device, every block's
-    call moved them again: 0.25 ms a block at N = 100 on two CPU devices. Rebuilding the code
-    object on the devices re-ran its validation, 0.46 ms for a ``SplineCode``, so its leaves
-    are placed instead.) ``cached=True`` (the code's leaves, its plan) keeps the copies for as
-    long as the arrays copied live (:mod:`gcc_jax._core.cache`), so evaluators built for the same
-    code do not copy it again (each transfer between CPU devices cost 40–100 µs).
+    takes them as they are (left on JAX's default device, every block's call would move them
+    again). The code's leaves are placed rather than the code rebuilt on the devices, which
+    would re-run its validation. ``cached=True`` (the code's leaves, its ``decode_init`` state)
+    keeps the copies for as long as the arrays copied live (:mod:`gcc_jax._core.cache`), so
+    evaluators built for the same code do not copy it again.
     """
     if len(devices) == 1:
         by_mask = replicated = jax.sharding.SingleDeviceSharding(devices[0])
@@ -247,9 +215,10 @@ class MaskEvaluator:
             wants ``f(x)`` of shape ``(k, *m)``).
         per_mask: ``per_mask(code, yt, fx, mask) -> (values..., status)``, a pure function of one
             mask whose last output is the int32 status; hashable (a module-level function).
-        chunk_size: masks per vmapped chunk (per device); default :func:`auto_chunk_size`, or on
-            CPUs the code's :meth:`AbstractCode.cpu_chunk_size` for the masks of each call
-            (capped by :func:`auto_chunk_size`).
+        chunk_size: masks per vmapped chunk (per device); default the devices' backend policy
+            (:func:`gcc_jax.evaluation.policy_for`): :func:`auto_chunk_size`, narrower where the
+            policy asks for it given the code's :meth:`AbstractCode.decode_init` state for the
+            masks of each call.
         devices: devices to shard each block over (data parallel on the chunk axis); default
             all devices of JAX's default backend. Results do not depend on it.
         progress: show a progress bar (stderr) over blocks.
@@ -279,14 +248,16 @@ class MaskEvaluator:
             raise ValueError(
                 f"`yt` must have one row per worker (n={self.num_workers}); got {yt.shape}"
             )
-        self._auto_chunk = chunk_size is None
-        if chunk_size is None:
-            chunk_size = auto_chunk_size(self.num_workers, max(1, math.prod(yt.shape[1:])))
-        self.chunk = as_int(chunk_size, "chunk_size", 1)
         devices = list(jax.devices()) if devices is None else list(devices)
         if not devices:
             raise ValueError("`devices` must name at least one device")
         self.devices = devices
+        self.policy: BackendPolicy = policy_for(devices[0].platform)
+        self._out_size = max(1, math.prod(yt.shape[1:]))
+        self._auto_chunk = chunk_size is None
+        if chunk_size is None:
+            chunk_size = self.policy.chunk_size(self.num_workers, self._out_size)
+        self.chunk = as_int(chunk_size, "chunk_size", 1)
         self.per_mask = per_mask
         self.progress = progress
         self.one_shape = bool(one_shape)
@@ -307,36 +278,29 @@ class MaskEvaluator:
         self._leaves = self._place_rest(leaves, cached=True)
         self._code = code
 
+    def _state_for(self, first: Bool[np.ndarray, "1 n"]) -> Any:
+        """The code's :meth:`AbstractCode.decode_init` state for masks whose first row is
+        ``first``, on the devices; ``None`` for a custom ``per_mask`` (only the default loss
+        runs :meth:`AbstractCode.decode_chunks`) or where the policy does not precompute."""
+        if self.per_mask is not pattern_loss or not self.policy.precompute:
+            return None
+        state = self.code.decode_init(first)
+        return None if state is None else self._place_rest(state, cached=True)
+
     def _chunk_for(self, masks: Bool[np.ndarray, "p n"]) -> int:
         """Masks per chunk and device for this call: ``chunk_size`` if the caller gave one, else
-        the code's :meth:`AbstractCode.cpu_chunk_size` hint for these masks (CPUs, the default
-        loss) capped by :func:`auto_chunk_size`."""
-        if (
-            not self._auto_chunk
-            or self.one_shape
-            or self.per_mask is not pattern_loss
-            or any(d.platform != "cpu" for d in self.devices)
-            or masks.shape[0] == 0
-        ):
+        the policy's for the code's state for these masks (:meth:`BackendPolicy.chunk_size`)."""
+        if not self._auto_chunk or self.one_shape or masks.shape[0] == 0:
             return self.chunk
-        hint = self.code.cpu_chunk_size(masks[:1])
-        return self.chunk if hint is None else min(as_int(hint, "cpu_chunk_size", 1), self.chunk)
-
-    def _plan_for(self, first: Bool[np.ndarray, "1 n"]) -> Any:
-        """The code's :meth:`AbstractCode.decode_plan` for a block whose first row is ``first``,
-        on the devices (the default loss only: it is what runs :meth:`decode_chunks`)."""
-        if self.per_mask is not pattern_loss:
-            return None
-        plan = self.code.decode_plan(first)
-        return None if plan is None else self._place_rest(plan, cached=True)
+        state = self._state_for(masks[:1])
+        return self.policy.chunk_size(self.num_workers, self._out_size, state)
 
     def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
         """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""
         # the whole batch on the host once: JAX keeps an array's host copy, so a batch of masks
-        # passed again is not copied again (slicing it on its device first copied each block
-        # every call: a JAX batch cost 0.30 ms more than a NumPy one at N = 100, M = 4096, two
-        # CPU devices, now 0.14 ms; placing device-resident blocks straight onto the devices
-        # cost 0.2 ms more than from the host)
+        # passed again is not copied again (slicing it on its device would copy each block
+        # every call, and placing device-resident blocks onto the devices is slower than from
+        # the host)
         masks = np.asarray(as_masks(masks, self.num_workers))
         num, n = masks.shape
         ndev = len(self.devices)
@@ -360,8 +324,9 @@ class MaskEvaluator:
             if size < step:  # pad (keeps one compiled shape) with copies of the first row, so
                 # the padded chunk has the same number of stragglers as the others
                 block = np.concatenate([block, np.repeat(block[:1], step - size, axis=0)], axis=0)
-            first = block[:1]  # the host row the code's hints read
-            run = _compiled_blocks(self.code, self.devices, first, self.per_mask)
+            state = self._state_for(block[:1])  # the host row decode_init reads
+            options = tuple(sorted(self.policy.compiler_options(state).items()))
+            run = _blocks_on(tuple(self.devices), options)
             res = run(
                 self.per_mask,
                 self._treedef,
@@ -369,7 +334,7 @@ class MaskEvaluator:
                 self.yt,
                 self.fx,
                 self._place_masks(block.reshape(groups, chunk, n)),
-                self._plan_for(first),
+                state,
             )
             leaves, treedef = jax.tree_util.tree_flatten(res)
             if out is None:

@@ -1,17 +1,16 @@
-"""XLA compiler settings of the ``gcc-jax`` command line and the test suite (set before JAX starts).
+"""XLA compiler settings of the ``gcc-jax`` command line, the test suite and the CPU evaluator
+policy (process flags set before JAX starts, or one compilation's options).
 
 XLA's CPU backend generates each fusion's code with its MLIR fusion emitters by default. On
 this library's graphs (decoders differentiated through the encoder and the worker function,
-vmapped λ rules) they cost far more compilation than the classic LLVM emitters without faster
-code: measured with jaxlib 0.10.2 on 2 cores, compiling ``gcc-jax tune``'s LeNet-5 training
-step took 15.4 s of CPU time and 0.75 GB of temporaries with them, 6.6 s and 0.18 GB without;
-``gcc-jax tune --toy`` went from 62 s to 35 s of CPU time and from 1.17 GB to 0.73 GB peak
-memory, its results equal to 2e-11 (rounding). The experiments are compilation-bound, so the
-command line turns them off (``--xla_cpu_use_fusion_emitters=false``).
+vmapped λ rules) they cost far more compilation time and memory than the classic LLVM emitters
+without faster code, and the experiments are compilation-bound, so the command line turns them
+off (:data:`FLAG`; figures in ``bench/README.md``). The CPU evaluator policy asks for the same
+option for the downdate decoder's programs (:mod:`gcc_jax.evaluation._policy`).
 
 The test suite (``conftest.py``) adds :data:`SERIAL_CODEGEN` as well. An unknown flag in
 ``XLA_FLAGS`` aborts the process, so flags are added only for the jaxlib versions they were
-measured with, and never when ``XLA_FLAGS`` already mentions them (the user's choice wins).
+tested with, and never when ``XLA_FLAGS`` already mentions them (the user's choice wins).
 """
 
 import os
@@ -29,10 +28,10 @@ __all__ = [
 FLAG = "--xla_cpu_use_fusion_emitters=false"
 #: one LLVM code-generation thread per compilation (the test suite's setting, not the command
 #: line's): on a machine whose cores are already busy with other compilations, splitting each
-#: module for parallel code generation only adds work (about 15% of ``make test``'s CPU time,
-#: measured with jaxlib 0.10.2 on 2 cores); on an idle many-core machine it shortens a compile.
+#: module for parallel code generation only adds work; on an idle many-core machine it
+#: shortens a compile.
 SERIAL_CODEGEN = "--xla_cpu_parallel_codegen_split_count=1"
-#: jaxlib versions (major, minor) the flags were measured with
+#: jaxlib versions (major, minor) the flags are tested with
 TESTED_JAXLIB = ((0, 10),)
 
 

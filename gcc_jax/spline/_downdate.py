@@ -1,7 +1,7 @@
 """Many masks over one set of outputs: each mask's smoothing spline as a rank-S downdate of one fit.
 
-Same objective and convention as :mod:`gcc_jax.spline._kalman` (DESIGN §1). In Monte Carlo one set
-of worker outputs ``y`` is decoded under many masks, typically all with the same number ``S`` of
+Same objective and convention as :mod:`gcc_jax.spline._kalman`. In Monte Carlo one set of worker
+outputs ``y`` is decoded under many masks, typically all with the same number ``S`` of
 stragglers. Then every mask's fit has the same ``λ' = (n − S) λ``, and each is a rank-``S`` change
 of one fit that gives every worker weight 1. With ``Ω`` the roughness matrix of the nodes
 (``gᵀ Ω g = ∫ s''²`` for the natural cubic spline through the values ``g``) and ``c = λ'``, that
@@ -16,8 +16,9 @@ two workers are live. Per mask that is one ``S × S`` inverse and a ``K × S`` p
 precomputation of ``G``, ``P``, ``G y`` and ``P y`` per call (``O(n³)``), instead of a pass over
 all ``n`` nodes: at ``N = 100, S = 10`` about 3x fewer operations than applying a precomputed
 ``K × N`` decoder matrix. ``G`` and ``P`` do not depend on ``y``: a caller that decodes many
-batches with one code and one ``S`` computes them once (:func:`plan`, an :class:`Operator`;
-:meth:`gcc_jax.SplineCode.decode_plan` keeps it per code object) and passes them in.
+batches with one code and one ``S`` computes them once (:func:`downdate_plan`, a
+:class:`DowndatePlan`; :meth:`gcc_jax.SplineCode.decode_init` keeps it per code object) and
+passes them in.
 
 ``P`` (any positive multiple of it gives the same ``ŝ``) is formed in whichever of two forms is
 accurate for the given ``c``:
@@ -28,13 +29,14 @@ accurate for the given ``c``:
   of the identity: accurate for large ``c``, but it cancels as ``c → 0``.
 
 The first is used when ``c ≤ h̄³`` (``h̄`` the mean node spacing, time normalised to [−1, 1]),
-the second otherwise (measured crossover: both forms agree with the Kalman pass to ~1e-14 there).
+the second otherwise (at the crossover both agree with the Kalman pass to ~1e-14).
 
-When it applies (checked per chunk of masks; otherwise the chunk goes through the Kalman pass,
-the same values to rounding):
+When it applies (:func:`gcc_jax.spline.decode_path` decides statically; the rest is checked per
+chunk of masks, and a chunk that fails goes through the Kalman pass, the same values to
+rounding):
 
-* ``64 ≤ n ≤ 1024`` workers and chunks of at least 32 masks (static gates: below them the O(n)
-  pass is cheap and the extra compilation does not pay);
+* ``64 ≤ n ≤ 1024`` workers and chunks of at least 32 masks (static: below them the O(n) pass
+  is cheap and the extra compilation does not pay);
 * every mask whose status is OK has the base's ``S ≤ 24`` stragglers;
 * in every output column at least ``S + 1`` workers have ``|y|`` within a factor ``SPREAD`` of
   the column's largest (else ``S`` or fewer workers, perhaps the stragglers, hold the column's
@@ -47,32 +49,21 @@ the same values to rounding):
 
 The scaling is done once, in the base: the masks gather from ``P̃ = D^{-1/2} P D^{-1/2}``,
 ``G D^{-1/2}`` and ``D^{-1/2} P y``, which give the same ``ŝ``. It matters at small λ: there
-``P → Ω``, whose diagonal spans the node spacing's range cubed, and the unscaled ``κ∞(P_dd)`` has
-a long tail that grows with ``n`` (128 random masks of 10 stragglers at λ = 0: largest 1.7e5 /
-8.1e5 / 5.2e7 at N = 100 / 256 / 1024) while the scaled one stays small (≤ 1.4e2 / 1.4e2 / 6.9),
-and the scaled one is what the error follows (measured in float64: error ≤ 11 ε κ̃). Gating on
-the unscaled ``κ∞`` sent 154 of the 252 float64 chunks at λ = 0 of ``bench/downdate_error.py``
-to the Kalman pass; the scaled gate sends 62.
+``P → Ω``, whose diagonal spans the node spacing's range cubed, so the unscaled ``κ∞(P_dd)``
+grows with ``n`` while the scaled one stays small, and the error follows the scaled one
+(about ``11 ε κ̃`` in float64).
 
 ``SPREAD`` and ``RCOND`` depend on the precision: ``1e3`` and ``1e-6`` in float64; ``10`` and
-``1e-2`` (``κ̃ ≤ 100``) in float32, where the error grows like ``κ`` times float32's rounding (a
-development run with the unscaled ``κ∞ ≤ 1e3`` let 4.6e-5 through, on contiguous blocks at
-λ = 1e-8).
-
-Measured against the float64 Kalman pass (``bench/downdate_error.py``: N = 64 … 1024,
-S ∈ {8, 10, 24}, λ = 0 … 1e4, outputs up to 1e6 with offsets, noise and five workers' outputs
-3 … 1000x the rest; random masks, one contiguous block, adjacent pairs; 2,016 chunks of 64
-masks): in float64 at most 2.9e-11 relative on the chunks that pass (a block of 24 stragglers at
-N = 64, λ = 1e-12, outputs ×50), 1.2e-12 for random masks; in float32 at most 3.0e-5, on
-noisy outputs at N = 1024, λ = 0, where the float32 Kalman pass is 3.0e-5 off too (float32's
-rounding of the nodes and outputs), and at most 9.0e-6 elsewhere.
+``1e-2`` (``κ̃ ≤ 100``) in float32, where the error grows like ``κ`` times float32's rounding.
+On what passes the gates the downdate agrees with the float64 Kalman pass to about 3e-11
+relative in float64 and 3e-5 in float32, no worse than the float32 Kalman pass itself
+(``bench/downdate_error.py``; the tables are in ``bench/README.md``).
 
 The per-mask solves are sized by the smallest of ``SIZES`` that holds ``S`` (the number of
 stragglers is a value, not a shape: a new ``S`` never recompiles); unused slots are identity.
-Speed (``bench/monte_carlo.py``, N = 100, K = 20, m = 10, S = 10, 2-core CPU): see
-``bench/README.md``.
 """
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -81,41 +72,44 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._core.checks import map_chunks
+from .._core.sanitise import Sanitised, sanitise
 from .._core.types import Array, Bool, Float, Int
-from ._kalman import (
-    Sanitised,
-    finish,
-    sanitise,
-    smooth_batch_with_status,
-    smooth_nodes,
-)
+from ._decode import MAX_STRAGGLERS, DecodePath, decode_path
+from ._kalman import finish, smooth_batch_with_status, smooth_nodes
 
 __all__ = [
     "SIZES",
-    "Operator",
+    "DowndatePlan",
     "dead_workers",
-    "decode_chunks",
     "downdate",
     "downdate_chunks",
+    "downdate_plan",
     "interpolation_matrix",
     "operator",
-    "plan",
     "prepare",
     "reinsch_p",
+    "smooth_chunks",
+    "solvable",
     "sweep_inverse",
 ]
 
-# static solve sizes, S up to 24 stragglers: each size is a branch compiled into every program
-# that uses the downdate (25-150 MB more peak memory each, measured), so there are few
-SIZES = (0, 12, 24)
-MIN_WORKERS, MAX_WORKERS = 64, 1024
-MIN_MASKS = 32
+# static solve sizes, S up to MAX_STRAGGLERS: each size is a branch compiled into every program
+# that uses the downdate (tens of MB more peak memory each), so there are few
+SIZES = (0, 12, MAX_STRAGGLERS)
 UNROLL = 12  # solve sizes up to this are swept in straight-line code, larger ones in a loop
 # per float width (bits): at least S + 1 workers must have |y| >= (largest of the column) / SPREAD,
 # and the smallest accepted reciprocal condition number 1/κ∞ of P_dd. float32 keeps 7 digits,
-# so it accepts less cancellation and less amplification (module docstring, measured errors)
+# so it accepts less cancellation and less amplification (module docstring)
 SPREAD = {32: 1e1, 64: 1e3}
 RCOND = {32: 1e-2, 64: 1e-6}
+HIGHEST = lax.Precision.HIGHEST
+_mm = functools.partial(jnp.matmul, precision=HIGHEST)  # full precision on every backend
+
+
+def solvable(dead: Int[Array, ""], n: int) -> Bool[Array, ""]:
+    """Whether the downdate's solves hold ``dead`` stragglers of ``n`` workers (run time: the
+    static choice is :func:`gcc_jax.spline.decode_path`'s)."""
+    return (dead >= 0) & (dead <= MAX_STRAGGLERS) & (dead <= n - 2)
 
 
 class Base(NamedTuple):
@@ -130,6 +124,29 @@ class Base(NamedTuple):
     ok: Bool[Array, ""]  # S ≤ max(SIZES), live ≥ 2, spread and finiteness checks passed
 
 
+class BandRow(NamedTuple):
+    """Row ``j`` of the banded Cholesky factor ``L`` (lower bandwidth 2)."""
+
+    l0: Float[Array, "*j"]  # L[j, j]
+    l1: Float[Array, "*j"]  # L[j, j − 1]
+    l2: Float[Array, "*j"]  # L[j, j − 2]
+
+
+class FactorCarry(NamedTuple):
+    """What row ``j`` of the factor needs of rows ``j − 1`` and ``j − 2``."""
+
+    diag_1: Float[Array, ""]  # L[j − 1, j − 1]
+    sub_1: Float[Array, ""]  # L[j − 1, j − 2]
+    diag_2: Float[Array, ""]  # L[j − 2, j − 2]
+
+
+class Recent(NamedTuple):
+    """The two most recent rows of a banded substitution."""
+
+    last: Float[Array, " n"]
+    before: Float[Array, " n"]
+
+
 def reinsch_p(tau: Float[Array, " n"], c: Float[Array, ""]) -> Float[Array, "n n"]:
     """``Q (R + c QᵀQ)⁻¹ Qᵀ = (I + cΩ)⁻¹ Ω`` for strictly increasing nodes ``tau`` (``n ≥ 3``).
 
@@ -139,8 +156,8 @@ def reinsch_p(tau: Float[Array, " n"], c: Float[Array, ""]) -> Float[Array, "n n
     pentadiagonal, so it is factored as ``A = L Lᵀ`` with ``L`` of lower bandwidth 2 (the
     Cholesky factor of the dense matrix, without its zeros), ``X = A⁻¹ Qᵀ`` comes from one
     forward and one backward substitution over the rows, and ``P = Q X`` from three shifted rows
-    per row: ``O(n²)`` in all, against ``O(n³)`` for dense Cholesky (121 against 3.6 ms at
-    n = 1024 on a 2-core CPU; equal to 1e-14 relative for ``c ≤ h̄³``, where the base uses it).
+    per row: ``O(n²)`` in all, against ``O(n³)`` for dense Cholesky (equal to it to 1e-14
+    relative for ``c ≤ h̄³``, where the base uses it).
     """
     n = tau.shape[0]
     dtype = tau.dtype
@@ -152,38 +169,36 @@ def reinsch_p(tau: Float[Array, " n"], c: Float[Array, ""]) -> Float[Array, "n n
     sub1 = h[1:-1] / 6.0 + c * (qb[:-1] * qa[1:] + qc[:-1] * qb[1:])  # A[j + 1, j]
     sub2 = c * qc[:-2] * qa[2:]  # A[j + 2, j]
 
-    def factor(carry, row):  # row j of L from rows j − 1, j − 2
-        l0_1, l1_1, l0_2 = carry
+    def factor(carry: FactorCarry, row) -> tuple[FactorCarry, BandRow]:  # row j of L
         d_j, e_j, f_j = row
-        l2 = f_j / l0_2
-        l1 = (e_j - l2 * l1_1) / l0_1
+        l2 = f_j / carry.diag_2
+        l1 = (e_j - l2 * carry.sub_1) / carry.diag_1
         l0 = jnp.sqrt(d_j - l1 * l1 - l2 * l2)
-        return (l0, l1, l0_1), (l0, l1, l2)
+        return FactorCarry(diag_1=l0, sub_1=l1, diag_2=carry.diag_1), BandRow(l0, l1, l2)
 
     rows = (diag, jnp.concatenate([zero, sub1]), jnp.concatenate([zero, zero, sub2]))
-    _, (l0, l1, l2) = lax.scan(factor, (one, 0 * one, one), rows)
+    _, band = lax.scan(factor, FactorCarry(diag_1=one, sub_1=0 * one, diag_2=one), rows)
     cols = jnp.arange(n)
 
-    def forward(carry, row):  # L Z = Qᵀ
-        z1, z2 = carry
-        j, a_j, b_j, c_j, l0_j, l1_j, l2_j = row
+    def forward(carry: Recent, row) -> tuple[Recent, Array]:  # L Z = Qᵀ
+        j, a_j, b_j, c_j, l_j = row
         q_j = jnp.where(
             cols == j, a_j, jnp.where(cols == j + 1, b_j, jnp.where(cols == j + 2, c_j, 0))
         )
-        z = (q_j - l1_j * z1 - l2_j * z2) / l0_j
-        return (z, z1), z
+        z = (q_j - l_j.l1 * carry.last - l_j.l2 * carry.before) / l_j.l0
+        return Recent(last=z, before=carry.last), z
 
     zeros_n = jnp.zeros((n,), dtype)
-    _, z = lax.scan(forward, (zeros_n, zeros_n), (jnp.arange(n - 2), qa, qb, qc, l0, l1, l2))
+    _, z = lax.scan(forward, Recent(zeros_n, zeros_n), (jnp.arange(n - 2), qa, qb, qc, band))
 
-    def backward(carry, row):  # Lᵀ X = Z
-        x1, x2 = carry
+    def backward(carry: Recent, row) -> tuple[Recent, Array]:  # Lᵀ X = Z
         z_j, l0_j, l1_next, l2_next = row
-        x = (z_j - l1_next * x1 - l2_next * x2) / l0_j
-        return (x, x1), x
+        x = (z_j - l1_next * carry.last - l2_next * carry.before) / l0_j
+        return Recent(last=x, before=carry.last), x
 
+    l0, l1, l2 = band
     below = (z, l0, jnp.concatenate([l1[1:], zero]), jnp.concatenate([l2[2:], zero, zero]))
-    _, x = lax.scan(backward, (zeros_n, zeros_n), below, reverse=True)
+    _, x = lax.scan(backward, Recent(zeros_n, zeros_n), below, reverse=True)
     pad = jnp.zeros((2, n), dtype)
     x = jnp.concatenate([pad, x, pad])  # row i + 2 holds X_i
     a = jnp.concatenate([qa, zero, zero])[:, None]  # Q[i, i]
@@ -235,12 +250,12 @@ def interpolation_matrix(tau: Float[Array, " n"], x: Float[Array, " q"]) -> Floa
     return lin + qv.T
 
 
-class Operator(NamedTuple):
+class DowndatePlan(NamedTuple):
     """What a :class:`Base` takes from the nodes, ``λ`` and ``S`` only (not the outputs ``y``):
-    computed once per code and straggler count by :func:`plan`, or inside :func:`prepare`.
+    computed once per code and straggler count by :func:`downdate_plan`, or inside :func:`prepare`.
 
     It keeps the nodes, ``λ`` and query points it was computed from, so a plan passed to
-    :func:`decode_chunks` is used only when they are the ones decoded with (and ``S`` is the
+    :func:`smooth_chunks` is used only when they are the ones decoded with (and ``S`` is the
     base's); otherwise it is recomputed."""
 
     g: Float[Array, "q n1"]  # G D^{-1/2} (D = diag P), with a zero column for unused solve slots
@@ -255,7 +270,7 @@ class Operator(NamedTuple):
 
 def operator(
     t: Float[Array, " n"], lam: Float[Array, ""], tq: Float[Array, " q"], dead: Int[Array, ""]
-) -> Operator:
+) -> DowndatePlan:
     """The part of the base that does not depend on ``y``: ``G̃``, ``P̃`` and ``D^{1/2}`` for
     masks with ``dead`` stragglers (sanitised ``t``, ``lam``)."""
     dtype = t.dtype
@@ -280,14 +295,14 @@ def operator(
 
     # only the accurate form of P is computed, with the fit's node values B = I − cP
     p, b = lax.cond(small_c, from_reinsch, from_kalman)
-    g = interpolation_matrix(tau, (tq - mid) / half) @ b  # (q, n): the fit at the query points
+    g = _mm(interpolation_matrix(tau, (tq - mid) / half), b)  # (q, n): the fit at the query points
     # Jacobi scaling, once for every mask: with D = diag(P), P_dd⁻¹ = D_d^{-1/2} P̃_dd⁻¹ D_d^{-1/2}
     # for P̃ = D^{-1/2} P D^{-1/2}, so the masks use P̃ and G D^{-1/2}, D^{-1/2} P y instead
     diag = jnp.diagonal(p)
     root = jnp.sqrt(jnp.where(diag > 0, diag, 1.0))
     ok = jnp.all(diag > 0) & jnp.all(jnp.isfinite(p)) & jnp.all(jnp.isfinite(g))
     zero_col = jnp.zeros((g.shape[0], 1), dtype)
-    return Operator(
+    return DowndatePlan(
         g=jnp.concatenate([g / root[None, :], zero_col], axis=1),
         p=p / (root[:, None] * root[None, :]),
         root=root,
@@ -300,12 +315,12 @@ def operator(
 
 
 @jax.jit
-def plan(
+def downdate_plan(
     t: Float[Array, " n"], lam: Float[Array, ""], tq: Float[Array, " q"], dead: Int[Array, ""]
-) -> Operator:
-    """:func:`operator` as its own compiled call, to be passed to :func:`decode_chunks` by a
+) -> DowndatePlan:
+    """:func:`operator` as its own compiled call, to be passed to :func:`smooth_chunks` by a
     caller that decodes many batches with the same nodes, ``λ``, query points and ``S``
-    (:meth:`gcc_jax.SplineCode.decode_plan`). Only valid ``t`` and ``λ ≥ 0`` make a plan that
+    (:meth:`gcc_jax.SplineCode.decode_init`). Only valid ``t`` and ``λ ≥ 0`` make a plan that
     is used (a plan for others does not match the sanitised ones and is recomputed)."""
     return operator(t, lam, tq, dead)
 
@@ -316,7 +331,7 @@ def prepare(
     y: Float[Array, "n r"],
     tq: Float[Array, " q"],
     dead: Int[Array, ""],
-    op: Operator | None = None,
+    op: DowndatePlan | None = None,
 ) -> Base:
     """The base for masks with ``dead`` stragglers (sanitised ``t``, ``lam``, finite ``y``),
     from the operator ``op`` if given (which must be :func:`operator` of the same arguments)."""
@@ -327,14 +342,14 @@ def prepare(
     mag = jnp.abs(y)
     top = jnp.max(mag, axis=0)
     # the (S+1)-th largest |y| of each column is within SPREAD of its largest exactly when at
-    # least S + 1 of them are (a count: sorting the column cost 40 µs a call at N = 100)
+    # least S + 1 of them are (a count, cheaper than sorting the column)
     near = jnp.sum(mag * SPREAD[jnp.finfo(dtype).bits] >= top, axis=0)
     scale = jnp.where(top > 0, top, 1.0)
     ys = y / scale
     # D^{1/2} y: G y = (G D^{-1/2}) D^{1/2} y and D^{-1/2} P y = P̃ D^{1/2} y
     yr = ys * op.root[:, None]
-    gy, py = op.g[:, :n] @ yr, op.p @ yr
-    ok = (dead >= 0) & (dead <= SIZES[-1]) & (dead <= n - 2) & jnp.all(near >= dead + 1) & op.ok
+    gy, py = _mm(op.g[:, :n], yr), _mm(op.p, yr)
+    ok = solvable(dead, n) & jnp.all(near >= dead + 1) & op.ok
     zero_row = jnp.zeros((1, y.shape[1]), dtype)
     return Base(
         g=op.g,
@@ -354,14 +369,9 @@ def dead_workers(masks: Bool[Array, "p n"], size: int) -> Int[Array, "size p"]:
     is worker ``32w + i``), with the masks as the vector axis; slot ``k`` then takes the lowest
     set bit of the first non-zero word (``31 − clz(v & −v)``) and clears it (``v & (v − 1)``).
     That is ``O(size · n/32)`` integer operations a mask, against ``O(size · n)`` for counting
-    the dead workers below each position (the form used before: a running count by a product
-    with a triangular matrix of ones, or a scan beyond ``n = 128``, then ``#{i : c_i ≤ k}``).
-    Per chunk of 64 masks on one CPU core (``bench/dead_workers.py``, the former code as its
-    peer): N = 100, S = 10: 25.2 → 5.7 µs; N = 256, S = 20: 122 → 14.5 µs; N = 1024, S = 10:
-    393 → 20.4 µs; N = 1024, S = 24: 722 → 26.8 µs (``monte_carlo_loss``: ``bench/README.md``).
+    the dead workers below each position (``bench/dead_workers.py`` times the two).
 
-    The indices are int32 whatever the precision (int64 indices cost a fifth of the throughput
-    at N = 100, measured with the counting form).
+    The indices are int32 whatever the precision (int64 indices are markedly slower).
     """
     num, n = masks.shape
     words_per_mask = -(-n // 32)
@@ -407,7 +417,7 @@ def sweep_inverse(a: Float[Array, "s s p"]) -> tuple[Float[Array, "s s p"], Floa
         return lax.dynamic_update_index_in_dim(a, scaled, k, 1), pivot
 
     size = a.shape[0]
-    if size <= UNROLL:  # static indices: 1.1x faster at size 12
+    if size <= UNROLL:  # static indices: faster straight-line code for small sizes
         pivots = []
         for k in range(size):
             a, pivot = sweep(a, k)
@@ -437,7 +447,7 @@ def downdate(
     are left out of the norms). The masks are the last (vector) axis of every intermediate
     array and of the values ``(q, r, p)``: the caller moves them first after its conditional
     (with the Kalman pass's values, also masks last), where XLA fuses the transposition into
-    what reads them (6% faster at N = 100, float32, than moving them here).
+    what reads them (faster than moving them here).
     """
     num, n = masks.shape
     if size == 0:
@@ -452,8 +462,7 @@ def downdate(
     a = jnp.where(unused[:, None, :] | unused[None, :, :], eye, a)
     inv, pivots = sweep_inverse(a)
     # both matrices' absolute row sums in one pass: a two-operand reduction, which XLA's CPU
-    # backend emits itself; two single sums went to YNNPACK, one call each per chunk (the
-    # compiled blocks 1.5% faster at N = 100, S = 10, float32, two devices, in-process A/B)
+    # backend emits itself (two single sums would be two library calls per chunk)
     zero = jnp.zeros((), a.dtype)
     rows, rows_inv = lax.reduce(
         (jnp.abs(a), jnp.abs(inv)), (zero, zero), lambda x, y: (x[0] + y[0], x[1] + y[1]), (1,)
@@ -465,8 +474,8 @@ def downdate(
     rhs = base.py.T[:, dead]  # (r, size, p); zero in unused slots
     # two batched products (batch axis last); written as sums of broadcast products they run 1.8x
     # slower inside the conditional that selects this solve size
-    z = jnp.einsum("ijp,rjp->rip", inv, rhs)  # P_dd⁻¹ (P y)_d
-    corr = jnp.einsum("qjp,rjp->qrp", base.g[:, dead], z)
+    z = jnp.einsum("ijp,rjp->rip", inv, rhs, precision=HIGHEST)  # P_dd⁻¹ (P y)_d
+    corr = jnp.einsum("qjp,rjp->qrp", base.g[:, dead], z, precision=HIGHEST)
     return (base.gy[:, :, None] - corr) * base.scale[None, :, None], good
 
 
@@ -476,14 +485,14 @@ def _first_ok_dead(s: Sanitised) -> Int[Array, ""]:
     return jnp.where(s.status[first] == 0, s.dead[first], 0).astype(jnp.int32)
 
 
-def decode_chunks(
+def smooth_chunks(
     t: Float[Array, " n"],
     lam: Float[Array, ""],
     y: Float[Array, "n r"],
     tq: Float[Array, " q"],
     chunks: Bool[Array, "g p n"],
     then: Callable[[Float[Array, "p q r"], Int[Array, " p"]], Any],
-    plan: Operator | None = None,
+    plan: DowndatePlan | None = None,
 ):
     """``then(values, status)`` of every chunk of masks, stacked over the chunks.
 
@@ -492,15 +501,15 @@ def decode_chunks(
     chunk width pass the static gates, every chunk is first downdated from one base
     (:func:`downdate_chunks`); the chunks whose masks did not fit it, if any, then take the Kalman
     pass, so the control flow is decided once per call, not per chunk (a conditional per chunk
-    choosing between the two cost 6% at N = 100, S = 10, float32 on two CPU devices, 12% on one).
-    ``plan`` (:func:`plan`) saves the base's ``y``-independent part (see :func:`downdate_chunks`).
+    choosing between the two is slower). ``plan`` (:func:`downdate_plan`) saves the base's
+    ``y``-independent part (see :func:`downdate_chunks`).
     """
     num, n = chunks.shape[1:]
 
     def kalman(masks):
         return then(*smooth_batch_with_status(t, masks, lam, y, tq))
 
-    if not (MIN_WORKERS <= n <= MAX_WORKERS and num >= MIN_MASKS):
+    if decode_path("kalman", n, masks=num) is not DecodePath.DOWNDATE:
         return map_chunks(kalman, chunks)
     out, fast = downdate_chunks(t, lam, y, tq, chunks, then, plan)
 
@@ -511,8 +520,8 @@ def decode_chunks(
 
         return map_chunks(one, (fast, chunks, out))
 
-    # XLA copies ``out`` through this conditional (1.6 MB a device for the values of 4,096 masks
-    # on two devices; the mask evaluator's per-chunk losses are a few hundred bytes)
+    # XLA copies ``out`` through this conditional (cheap for the mask evaluator's per-chunk
+    # losses, a few hundred bytes)
     return lax.cond(jnp.all(fast), lambda o: o, redo, out)
 
 
@@ -523,7 +532,7 @@ def downdate_chunks(
     tq: Float[Array, " q"],
     chunks: Bool[Array, "g p n"],
     then: Callable[[Float[Array, "p q r"], Int[Array, " p"]], Any],
-    plan: Operator | None = None,
+    plan: DowndatePlan | None = None,
 ) -> tuple[Any, Bool[Array, " g"]]:
     """``then(values, status)`` of every chunk downdated from one base, and whether each chunk's
     values stand (else they are to be replaced by the Kalman pass's).
@@ -537,16 +546,17 @@ def downdate_chunks(
     decoded as the mask whose first ``S`` workers straggle (finite, discarded), so nothing
     undefined enters the arithmetic. The solve size is chosen once for all chunks.
 
-    ``plan``: an :class:`Operator` from :func:`plan`, used for the base's ``y``-independent part
-    (its Kalman pass of the identity, most of the base's cost) when its nodes, ``λ``, query
-    points and ``S`` equal the (sanitised) ones of this call, else recomputed here; one of
-    another dtype or shape is not used. Derivatives do not flow through a plan's arrays.
+    ``plan``: a :class:`DowndatePlan` from :func:`downdate_plan`, used for the base's
+    ``y``-independent part (its Kalman pass of the identity, most of the base's cost) when its
+    nodes, ``λ``, query points and ``S`` equal the (sanitised) ones of this call, else
+    recomputed here; one of another dtype or shape is not used. Derivatives do not flow through
+    a plan's arrays.
     """
     num, n = chunks.shape[1:]
-    s0 = sanitise(t, chunks[0], lam, y)
+    s0 = sanitise(t, lam, y, chunks[0])
     dead = _first_ok_dead(s0)
     same = jnp.all((s0.dead == dead) | (s0.status != 0))
-    usable = same & (dead <= SIZES[-1]) & (dead <= n - 2)
+    usable = same & solvable(dead, n)
     shapes = jax.eval_shape(prepare, s0.t, s0.lam, s0.y, tq, dead)
     unused = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)  # ok = False
     fits = False
@@ -574,7 +584,7 @@ def downdate_chunks(
 
     def sized(size):
         def one(masks):
-            s = sanitise(t, masks, lam, y)
+            s = sanitise(t, lam, y, masks)
             bad = s.status != 0
             other = s.dead != base.dead
             values, good = downdate(base, jnp.where((bad | other)[:, None], fill, s.masks), size)

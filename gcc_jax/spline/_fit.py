@@ -1,13 +1,13 @@
 """Cubic smoothing splines with weights and straggler masks: fit, evaluate, smoother matrix.
 
 The public entry points take ``solver="kalman"`` (default, O(n) Kalman filter + smoother:
-:mod:`gcc_jax.spline._kalman`; ``"banded"`` is an accepted alias), ``solver="parallel"`` (the same
-posterior mean by associative scans, O(log n) depth for accelerators: :mod:`gcc_jax.spline._parallel`)
-or ``solver="kernel"`` (the Gram-form reference, O(n³): :mod:`gcc_jax.spline._kernel`); all return a
-:class:`Spline` stored by values and slopes at every node. ``solver="auto"`` picks one of the
-first two per fit (:func:`resolve_solver`).
+:mod:`gcc_jax.spline._kalman`; ``"banded"`` is an accepted alias), ``solver="parallel"`` (the
+same posterior mean by associative scans, O(log n) depth for accelerators:
+:mod:`gcc_jax.spline._parallel`) or ``solver="kernel"`` (the Gram-form reference, O(n³):
+:mod:`gcc_jax.spline._kernel`); all return a :class:`Spline` stored by values and slopes at every
+node. ``solver="auto"`` picks one of the first two per fit (:func:`resolve_solver`).
 
-Binding convention (DESIGN §1). For nodes ``t_1 < … < t_n`` with weights ``w_i ≥ 0`` (a straggler
+Convention. For nodes ``t_1 < … < t_n`` with weights ``w_i ≥ 0`` (a straggler
 mask is the 0/1 case, ``w_i = 1``: the point is live; ``weights`` and ``mask`` combine as
 ``w_i = weights_i · mask_i``) the fit minimises
 
@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from .._core.checks import as_float_array, as_lam, as_mask, as_nodes, as_weights, float_dtype
+from .._core.sanitise import sanitise
 from .._core.status import Status, combine, is_concrete, raise_if_bad
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 from ._kalman import evaluate, solve_kalman
@@ -48,23 +49,21 @@ __all__ = [
 
 
 SOLVERS = {"kalman": solve_kalman, "parallel": solve_parallel, "kernel": solve_kernel}
-_ALIASES = {"banded": "kalman"}  # the Kalman smoother's former name
+_ALIASES = {"banded": "kalman"}  # the Kalman smoother by its banded-system name
 
 
-#: Largest ``n`` at which ``solver="auto"`` picks ``"parallel"`` on a CPU (one data column). A
-#: single decode on the shared 2-core machine (``bench/parallel.py``, three runs, table in
-#: ``bench/README.md``): with one output column the parallel solver took 0.26–0.8x the Kalman
-#: solver's time at every N from 100 to 3·10⁴ in every run (one outlier, 1.1x at 3000),
-#: 0.42–2.9x at 10⁵ (load noise) and 1.7–6x at 3·10⁵–10⁶ (its O(n log n) work); with 10
-#: columns it was 1.2–7x slower from N = 1000 on, so more columns always get ``"kalman"``.
+#: Largest ``n`` at which ``solver="auto"`` picks ``"parallel"`` on a CPU (one data column): up
+#: to it the parallel solver's single decode is faster than the Kalman pass on a CPU, beyond it
+#: its O(n log n) work is not; with more columns the Kalman pass is faster
+#: (``bench/parallel.py``, table in ``bench/README.md``).
 AUTO_PARALLEL_MAX_N_CPU = 30_000
 
 
 def as_solver(solver: str) -> str:
     """The canonical solver name: ``"kalman"``, ``"parallel"``, ``"kernel"`` or ``"auto"``.
 
-    ``"banded"`` (the Kalman smoother's former name) means ``"kalman"``; ``"auto"`` is resolved
-    per fit by :func:`resolve_solver`.
+    ``"banded"`` (the Kalman smoother by its banded-system name) means ``"kalman"``; ``"auto"``
+    is resolved per fit by :func:`resolve_solver`.
 
     Raises:
         ValueError: an unknown solver name.
@@ -81,8 +80,8 @@ def resolve_solver(solver: str, n: int, columns: int = 1) -> str:
 
     Any other name is returned canonical (:func:`as_solver`). ``"auto"`` is ``"parallel"`` on an
     accelerator (``jax.default_backend()`` not ``"cpu"``: the sequential scan costs a kernel
-    launch per node there; not measured yet, see ``bench/gpu.sh``) and on a CPU for one column
-    with ``n ≤ AUTO_PARALLEL_MAX_N_CPU`` (measured, ``bench/parallel.py``); otherwise
+    launch per node there) and on a CPU for one column with ``n ≤ AUTO_PARALLEL_MAX_N_CPU``
+    (``bench/parallel.py``); otherwise
     ``"kalman"``. Resolved at trace time (``n`` and ``columns`` are shapes): never recompiles.
 
     Example:
@@ -99,43 +98,6 @@ def resolve_solver(solver: str, n: int, columns: int = 1) -> str:
     if jax.default_backend() != "cpu":
         return "parallel"
     return "parallel" if columns == 1 and n <= AUTO_PARALLEL_MAX_N_CPU else "kalman"
-
-
-def _value_status(t: Array, w: Array, lam: Array, y_flat: Array | None) -> Array:
-    """Status flags for the value problems of one fit (per pattern under vmap).
-
-    ``w`` is a boolean mask or the (masked) weights; a weight that is negative, NaN or Inf is
-    ``BAD_WEIGHTS`` (give masked-off entries weight 0 first).
-    """
-    flags = [
-        (jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t)), Status.BAD_NODES),
-        (~(lam >= 0) | ~jnp.isfinite(lam), Status.NEGATIVE_LAM),
-    ]
-    if w.dtype == jnp.bool_:
-        live = w
-    else:
-        live = w > 0
-        flags.append((~jnp.all(jnp.isfinite(w) & (w >= 0)), Status.BAD_WEIGHTS))
-    flags.append((jnp.sum(live) < 2, Status.TOO_FEW_LIVE))
-    if y_flat is not None:
-        finite = jnp.all(jnp.isfinite(y_flat), axis=1)
-        flags.append((jnp.any(live & ~finite), Status.NONFINITE_DATA))
-    return combine(*flags)
-
-
-def _safe_inputs(t: Array, mask: Array, lam: Array, status: Array):
-    """Substitute harmless inputs for a failed pattern so the solve (and its gradient) is finite.
-
-    The returned value is replaced by NaN afterwards; this only keeps NaN/Inf out of the
-    linear algebra and out of reverse-mode cotangents.
-    """
-    bad = status != 0
-    n = t.shape[0]
-    safe_t = jnp.linspace(0.0, 1.0, n, dtype=t.dtype)
-    t_ok = jnp.where(bad, safe_t, t)
-    mask_ok = jnp.where(bad, jnp.ones_like(mask), mask)
-    lam_ok = jnp.where(bad, jnp.ones_like(lam), lam)
-    return t_ok, mask_ok, lam_ok
 
 
 # ------------------------------------------------------------------------------------------------
@@ -235,13 +197,11 @@ def _fit_core(t, mask, weights, lam, y_flat, *, solver):
     status and the effective weights ``weights · mask``."""
     solver = resolve_solver(solver, *y_flat.shape)
     w = jnp.where(mask, weights, 0.0)  # a straggler's weight (even NaN) is 0
-    status = _value_status(t, w, lam, y_flat)
-    t_ok, w_ok, lam_ok = _safe_inputs(t, w, lam, status)
-    # A straggler's output (even NaN/Inf) never reaches the solve or the gradient; a live
-    # zero-weight output is kept when finite (it enters the gradient w.r.t. its weight only).
-    use = jnp.where(status != 0, True, mask)
-    y_ok = jnp.where(use[:, None] & jnp.isfinite(y_flat), y_flat, 0.0)
-    values, slopes = SOLVERS[solver](t_ok, w_ok, lam_ok, y_ok)
+    # a straggler's output (even NaN/Inf) never reaches the solve or the gradient; a live
+    # zero-weight output is kept when finite (it enters the gradient w.r.t. its weight only)
+    s = sanitise(t, lam, y_flat, mask, weights=w)
+    status = s.status
+    values, slopes = SOLVERS[solver](s.t, s.weights, s.lam, s.y)
     finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(slopes))
     # the kernel solver returns NaN when its error estimate exceeds its tolerance
     flag = Status.ILL_CONDITIONED if solver == "kernel" else Status.NONFINITE_RESULT
@@ -283,14 +243,15 @@ def fit_smoothing_spline(
         mask: boolean ``(n,)``, True where the point is live; ``None`` means all live.
         weights: non-negative observation weights ``(n,)``; ``None`` means all 1. The Kalman
             solver treats ``w_i`` as observation noise variance ``∝ 1/w_i``.
-        solver: ``"kalman"`` (default; O(n) Kalman filter + smoother, see ``gcc_jax.spline._kalman``;
-            ``"banded"`` is an alias), ``"parallel"`` (the same fit by associative scans over
-            the filter and smoother elements, O(log n) depth, for a single large-n fit on a
-            GPU/TPU; see ``gcc_jax.spline._parallel``), ``"kernel"`` (the Gram-form reference,
-            O(n³), see ``gcc_jax.spline._kernel``) or ``"auto"`` (parallel on a GPU/TPU and on a CPU
-            for one column and ``n ≤ 3·10⁴``, else kalman: :func:`gcc_jax.resolve_solver`).
+        solver: ``"kalman"`` (default; O(n) Kalman filter + smoother, see
+            ``gcc_jax.spline._kalman``; ``"banded"`` is an alias), ``"parallel"`` (the same fit
+            by associative scans over the filter and smoother elements, O(log n) depth, for a
+            single large-n fit on a GPU/TPU; see ``gcc_jax.spline._parallel``), ``"kernel"``
+            (the Gram-form reference, O(n³), see ``gcc_jax.spline._kernel``) or ``"auto"``
+            (parallel on a GPU/TPU and on a CPU for one column and ``n ≤ 3·10⁴``, else kalman:
+            :func:`gcc_jax.resolve_solver`).
 
-    Precision (measured, n = 100 Chebyshev nodes, random masks): the Kalman form
+    Precision (n = 100 Chebyshev nodes, random masks): the Kalman form
     matches SciPy's natural ``CubicSpline`` at ``lam = 0`` and a Reinsch reference for
     ``lam > 0`` to ~1e-12 relative in float64 and ~1e-6 in float32 (n ≤ 1000). The kernel form
     is the O(n³) reference, not the workhorse: its Gram system degrades as ``lam → 0`` on

@@ -1,6 +1,6 @@
 """Batch-native, scale-free O(n) smoothing-spline solver: many masks, outputs at the query points.
 
-Same objective and convention as :mod:`gcc_jax.spline._fit` (DESIGN §1): for each mask ``p`` minimise
+Same objective and convention as :mod:`gcc_jax.spline._fit`: for each mask ``p`` minimise
 ``Σ_i w_pi (y_i − s(t_i))² + λ'_p ∫ s''²`` with ``λ'_p = n_live,p λ``; the minimiser is the natural
 cubic spline with knots at the live nodes (linear outside their hull).
 
@@ -13,9 +13,9 @@ The query points ``tq`` are merged into the time grid as unobserved nodes, so th
 state there *is* the spline value (the posterior mean of the IWP between knots is the cubic
 spline) and nothing else has to be returned.
 
-The recursion is written to be *scale-free*, so that nothing overflows, underflows or cancels in
-float32 however small the node spacing (Chebyshev nodes at ``n = 10⁴`` are 5·10⁻⁸ apart near
-±1), however large ``λ`` or ``|y|``:
+The recursion is *scale-free*, so that nothing overflows, underflows or cancels in float32
+however small the node spacing (Chebyshev nodes at ``n = 10⁴`` are 5·10⁻⁸ apart near ±1),
+however large ``λ`` or ``|y|``:
 
 * time is mapped to ``τ = (t − t_c)/L`` with ``L`` the half-span of the nodes (``λ' → λ'/L³``);
 * ``(q, r) = (1, λ')`` when ``λ' ≤ 1`` and ``(1/λ', 1)`` otherwise, so both are at most 1 and
@@ -32,35 +32,25 @@ float32 however small the node spacing (Chebyshev nodes at ``n = 10⁴`` are 5·
   ``ρ`` are exact and no rounding of the grid compounds along the recursion;
 * in float32 the value component and the GLS sums are accumulated with compensated (Kahan) sums.
 
-Measured float32 vs float64 (``bench/float32_error.py``: the same float32 nodes and data, two
-columns with ``|y|`` up to 1e6 and 1e3, 10% stragglers, K = 20 query points; max relative
-difference):
+float32 decodes stay within 1e-4 of float64 for ``n`` up to 10⁵ and every λ ≥ 0
+(``bench/float32_error.py``; the table is in ``bench/README.md``).
 
-| nodes | λ = 0 | 1e-10 | 1e-6 | 1e-2 | 1 | 1e10 | 1e30 |
-| --- | --- | --- | --- | --- | --- | --- | --- |
-| 10³ Chebyshev | 9.6e-8 | 9.6e-8 | 8.6e-8 | 1.7e-6 | 2.5e-7 | 4.1e-7 | 4.1e-7 |
-| 10⁴ Chebyshev | 1.0e-7 | 4.9e-8 | 9.3e-8 | 5.5e-6 | 2.8e-6 | 5.1e-7 | 5.1e-7 |
-| 10⁵ equispaced | 1.3e-7 | 7.7e-8 | 2.4e-7 | 5.8e-5 | 1.5e-5 | 6.8e-7 | 6.8e-7 |
-| 10⁵ Chebyshev (float32-distinct) | 1.2e-7 | 8.9e-8 | 1.0e-6 | 6.5e-5 | 8.2e-6 | 3.9e-7 | 3.9e-7 |
-
-so at most 6.5e-5 (< 1e-4) for ``n`` up to 10⁵ and any λ ≥ 0; nothing overflows or is flagged
-(float64 also holds ``|y|`` ~ 1e300 and λ up to 1e300). At ``n`` = 10⁵ the Chebyshev nodes are
-not all distinct in float32 (spacing below ulp near ±1), hence the distinct subset.
-
-Layout: the masks are the minor (vectorised) axis of every array, ``(…, p)``; ``y`` is shared by all
-masks. The forward pass stores per step only what the backward pass needs (the weighted innovations
-and two gains per mask); the predicted states are kept only at the query points, in a small carried
-buffer, and so are the smoother's ``r̂`` (each written under a conditional at those positions only:
-writing a spare slot at every node cost 7–12% of the pass). When those per-step quantities would
-exceed 4 MiB (``(r + 4) p L`` numbers) the pass is checkpointed (:func:`block_length`): a first
-forward pass keeps only the state at the start of each block of ``~√L`` steps, then the blocks are
-taken in reverse, each recomputing its forward steps (same arithmetic, same result) into a
-block-sized store that its backward steps consume. Memory is then ``O(√L p)`` beyond the weights,
-the working set stays in cache and the time per mask and node no longer grows with ``L`` (one extra
-forward pass, which the cache locality more than pays for on CPU). All of it is ``lax.scan``:
-jittable and differentiable w.r.t. ``y``, ``λ``, ``t`` and ``tq``.
+The scan states are named: :class:`FilterState` (a :class:`Prediction`, the :class:`Gls` sums
+and their compensation) forward, :class:`SmootherState` backward, over the per-position inputs
+:class:`Grid`. The masks are the minor (vectorised) axis of every array, ``(…, p)``; ``y`` is
+shared by all masks. The forward pass stores per step only what the backward pass needs
+(:class:`StepRecord`); the predictions are kept only at the query points, in a small carried
+buffer (:class:`Saved`), and so are the smoother's ``r̂`` (each written under a conditional at
+those positions only). When the per-step records would exceed 4 MiB (``(r + 4) p L`` numbers)
+the pass is checkpointed (:func:`block_length`): a first forward pass keeps only the prediction
+at the start of each block of ``~√L`` steps, then the blocks are taken in reverse, each
+recomputing its forward steps (same arithmetic, same result) into a block-sized store that its
+backward steps consume. Memory is then ``O(√L p)`` beyond the weights and the working set stays
+in cache. All of it is ``lax.scan``: jittable and differentiable w.r.t. ``y``, ``λ``, ``t`` and
+``tq``.
 """
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -68,6 +58,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._core.sanitise import Sanitised, sanitise
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 
@@ -83,8 +74,8 @@ def _grid(tt: Array) -> tuple[Array, Array, Array, Array]:
     h = jnp.diff(tt)
     floor = jnp.asarray(1e-12, dtype)
     # ρ_i = max(h_{i−1}, h_i); at the two ends the missing neighbour is the next step inward, so
-    # that a query point on (or next to) the first or last node does not make ρ there tiny:
-    # the normalisation by ρ³ then lost up to 9 digits (8e-7 reproducing a line in float64)
+    # that a query point on (or next to) the first or last node does not make ρ there tiny (the
+    # normalisation by ρ³ would lose up to 9 digits)
     first, last = (h[1:2], h[-2:-1]) if h.shape[0] > 1 else (h, h)
     rho = jnp.maximum(jnp.maximum(jnp.concatenate([first, h]), jnp.concatenate([h, last])), floor)
     # a power of two (in [max h, 2 max h)): the ratios ρ_{i+1}/ρ_i and the divisions by ρ are
@@ -93,6 +84,269 @@ def _grid(tt: Array) -> tuple[Array, Array, Array, Array]:
     h_next = jnp.concatenate([h, jnp.zeros((1,), dtype)])
     rho_next = jnp.concatenate([rho[1:], rho[-1:]])
     return h_next / rho, rho_next / rho, h_next / rho_next, rho
+
+
+class Grid(NamedTuple):
+    """What every step of the scans reads, one row per position of the merged grid ``L``."""
+
+    y: Float[Array, "L r"]  # data (anything at unobserved positions)
+    w: Shaped[Array, "L p"]  # weights, or boolean masks (0 at query points and dead workers)
+    rho3: Float[Array, " L"]  # ρ_i³
+    rho3_next: Float[Array, " L"]  # ρ_{i+1}³
+    inv_rr3: Float[Array, " L"]  # (ρ_i/ρ_{i+1})³, 0 at the last position
+    last: Bool[Array, " L"]  # the last position
+    hr: Float[Array, " L"]  # h_i/ρ_i
+    rr: Float[Array, " L"]  # ρ_{i+1}/ρ_i
+    hn: Float[Array, " L"]  # h_i/ρ_{i+1}
+    slot: Int[Array, " L"]  # emission slot (the spare slot E where none)
+
+
+class Noise(NamedTuple):
+    """The per-mask constants of the model: ``(q, r)`` with ``r/q = λ'`` and the data scale."""
+
+    q: Float[Array, " p"]  # process noise, ≤ 1
+    r: Float[Array, " p"]  # observation noise, ≤ 1
+    inv_scale: Float[Array, "r p"]  # per-mask (or per column and mask) scale applied to y
+    big_y: Float[Array, ""]  # |y| bound after scaling: a straggler's huge y stays finite
+
+
+class Prediction(NamedTuple):
+    """The filter's predicted state at one position: where a checkpointed block restarts.
+
+    Values and slopes (in units of ``ρ``) of the data columns and of the two diffuse (β)
+    columns of de Jong's augmented filter, and the normalised covariance ``P̂``.
+    """
+
+    value: Float[Array, "r p"]
+    slope: Float[Array, "r p"]
+    value_b: Float[Array, "2 p"]
+    slope_b: Float[Array, "2 p"]
+    p00: Float[Array, " p"]
+    p01: Float[Array, " p"]
+    p11: Float[Array, " p"]
+    value_err: Float[Array, "r p"] | None  # Kahan compensation of value (None in float64)
+    value_b_err: Float[Array, "2 p"] | None  # Kahan compensation of value_b (None in float64)
+
+
+class Gls(NamedTuple):
+    """Running sums of the GLS estimate of the diffuse initial state ``β``: ``I β = −s``."""
+
+    i00: Float[Array, " p"]
+    i01: Float[Array, " p"]
+    i11: Float[Array, " p"]
+    s0: Float[Array, "r p"]
+    s1: Float[Array, "r p"]
+
+
+class FilterState(NamedTuple):
+    """The forward filter's scan carry."""
+
+    pred: Prediction
+    gls: Gls
+    gls_err: Gls | None  # Kahan compensation of gls (float32); None in float64
+
+
+class StepRecord(NamedTuple):
+    """What the backward pass needs of each forward step: weighted innovations and gains."""
+
+    innovation: Float[Array, "r p"]  # g v of the data columns
+    innovation_b: Float[Array, "2 p"]  # g v of the diffuse columns
+    k0: Float[Array, " p"]  # predictive gain A P̂ e0 g, value component
+    k1: Float[Array, " p"]  # and slope component
+
+
+class Saved(NamedTuple):
+    """Predicted states at the ``E`` emission slots (plus a spare slot written by no one)."""
+
+    value: Float[Array, "E1 2 r p"]  # (value, slope) of the data columns
+    value_b: Float[Array, "E1 2 2 p"]  # (value, slope) of the diffuse columns
+    cov: Float[Array, "E1 3 p"]  # (P̂00, P̂01, P̂11)
+
+
+class SmootherState(NamedTuple):
+    """The backward (de Jong) scan carry: ``r̂`` of the data and diffuse columns, and its
+    values saved at the emission slots."""
+
+    r_value: Float[Array, "r p"]
+    r_slope: Float[Array, "r p"]
+    r_value_b: Float[Array, "2 p"]
+    r_slope_b: Float[Array, "2 p"]
+    saved: Float[Array, "E1 2 r p"]
+    saved_b: Float[Array, "E1 2 2 p"]
+
+
+def _coefficients(noise: Noise, x: Grid) -> tuple[Array, Array, Array, Array]:
+    """Per-mask ``c_i = 1/(qρ_i³ + r)``, ``ν_i = r c_i``, ``κ_{i+1}`` and ``c_{i+1}/c_i``."""
+    q, r = noise.q, noise.r
+    c_i = 1.0 / (q * x.rho3 + r)
+    c_n = 1.0 / (q * x.rho3_next + r)
+    kn = q * x.rho3_next * c_n
+    ratio = jnp.where(x.last, 1.0, kn * x.inv_rr3 + r * c_n)
+    return c_i, r * c_i, kn, ratio
+
+
+def _filter_step(noise: Noise, state: FilterState, x: Grid) -> tuple[FilterState, StepRecord]:
+    """One filter step: the next prediction, the GLS sums, and what the backward pass needs."""
+    pred = state.pred
+    w_i = x.w.astype(pred.p00.dtype)  # masks travel as booleans: 8x less memory than weights
+    c_i, nu_i, kn_i, ratio_i = _coefficients(noise, x)
+    # g = 1/F̂ with F̂ = w P̂00 + ν: smooth in w down to 0 when λ > 0 (exact weight gradients)
+    f = w_i * pred.p00 + nu_i
+    live = f > 0  # False only for w = 0 at λ = 0
+    f_safe = jnp.where(live, f, 1.0)
+    g = jnp.where(live, w_i / f_safe, 0.0)
+    vd = jnp.clip(x.y[:, None] * noise.inv_scale, -noise.big_y, noise.big_y) - pred.value
+    vb = -pred.value_b  # (2, p)
+    wg = g * c_i  # 1/F_i, the GLS weight
+    wb0, wb1 = wg * vb[0], wg * vb[1]
+    gls, gls_err = _kahan(
+        state.gls, (wb0 * vb[0], wb0 * vb[1], wb1 * vb[1], wb0 * vd, wb1 * vd), state.gls_err
+    )
+    m0, m1 = g * pred.p00, g * pred.p01  # filter gain
+    k0 = m0 + x.hr * m1  # predictive gain A P̂ e0 g
+    k1 = x.rr * m1
+    value, value_err = _kahan(pred.value, x.hr * pred.slope + k0 * vd, pred.value_err)
+    value_b, value_b_err = _kahan(pred.value_b, x.hr * pred.slope_b + k0 * vb, pred.value_b_err)
+    keep = jnp.where(live, nu_i / f_safe, 1.0)  # 1 − g p00, written to stay >= 0
+    f00, f01 = pred.p00 * keep, pred.p01 * keep
+    f11 = pred.p11 - m1 * pred.p01
+    hr, rr, hn = x.hr, x.rr, x.hn
+    hn2 = hn * hn
+    new = Prediction(
+        value=value,
+        slope=rr * pred.slope + k1 * vd,
+        value_b=value_b,
+        slope_b=rr * pred.slope_b + k1 * vb,
+        p00=ratio_i * (f00 + hr * (2.0 * f01 + hr * f11)) + kn_i * hn2 * hn / 3.0,
+        p01=ratio_i * rr * (f01 + hr * f11) + kn_i * hn2 / 2.0,
+        p11=ratio_i * rr * rr * f11 + kn_i * hn,
+        value_err=value_err,
+        value_b_err=value_b_err,
+    )
+    return FilterState(new, gls, gls_err), StepRecord(g * vd, g * vb, k0, k1)
+
+
+def _emit_step(
+    noise: Noise, num_out: int, carry: tuple[FilterState, Saved], x: Grid
+) -> tuple[tuple[FilterState, Saved], StepRecord]:
+    """:func:`_filter_step`, first saving the prediction at this position's emission slot."""
+    state, saved = carry
+    pred = state.pred
+
+    def save(saved: Saved) -> Saved:
+        return Saved(
+            value=lax.dynamic_update_index_in_dim(
+                saved.value, jnp.stack([pred.value, pred.slope]), x.slot, 0
+            ),
+            value_b=lax.dynamic_update_index_in_dim(
+                saved.value_b, jnp.stack([pred.value_b, pred.slope_b]), x.slot, 0
+            ),
+            cov=lax.dynamic_update_index_in_dim(
+                saved.cov, jnp.stack([pred.p00, pred.p01, pred.p11]), x.slot, 0
+            ),
+        )
+
+    saved = lax.cond(x.slot < num_out, save, lambda b: b, saved)
+    state, record = _filter_step(noise, state, x)
+    return (state, saved), record
+
+
+def _smooth_step(
+    noise: Noise, num_out: int, carry: SmootherState, xs: tuple[StepRecord, Grid]
+) -> tuple[SmootherState, None]:
+    """De Jong: ``r̂_{i−1} = e0 g v + (c_{i+1}/c_i) Lᵀ r̂_i``, ``L = [[1 − k0, hr], [−k1, rr]]``,
+    saved at this position's emission slot."""
+    rec, x = xs
+    ratio_i = _coefficients(noise, x)[3]
+    a0, b0 = ratio_i * (1.0 - rec.k0), ratio_i * rec.k1
+    a1, b1 = ratio_i * x.hr, ratio_i * x.rr
+    rd0, rd1, rb0, rb1 = carry.r_value, carry.r_slope, carry.r_value_b, carry.r_slope_b
+    rd0, rd1 = rec.innovation + a0 * rd0 - b0 * rd1, a1 * rd0 + b1 * rd1
+    rb0, rb1 = rec.innovation_b + a0 * rb0 - b0 * rb1, a1 * rb0 + b1 * rb1
+
+    def save(buffers):
+        od, ob = buffers
+        od = lax.dynamic_update_index_in_dim(od, jnp.stack([rd0, rd1]), x.slot, 0)
+        ob = lax.dynamic_update_index_in_dim(ob, jnp.stack([rb0, rb1]), x.slot, 0)
+        return od, ob
+
+    od, ob = lax.cond(x.slot < num_out, save, lambda b: b, (carry.saved, carry.saved_b))
+    return SmootherState(rd0, rd1, rb0, rb1, od, ob), None
+
+
+def _zero_gls(num_cols: int, p: int, dtype) -> Gls:
+    zeros_p, zeros_rp = jnp.zeros((p,), dtype), jnp.zeros((num_cols, p), dtype)
+    return Gls(zeros_p, zeros_p, zeros_p, zeros_rp, zeros_rp)
+
+
+def _initial_state(noise: Noise, rho3_0: Array, num_cols: int, compensate: bool) -> FilterState:
+    """The prediction at a virtual node one step ``ρ_0`` before the first one (diffuse β)."""
+    q, r = noise.q, noise.r
+    dtype = q.dtype
+    p = q.shape[0]
+    kappa0 = q * rho3_0 / (q * rho3_0 + r)
+    zeros_rp = jnp.zeros((num_cols, p), dtype)
+    zeros_p, ones_p = jnp.zeros((p,), dtype), jnp.ones((p,), dtype)
+    pred = Prediction(
+        value=zeros_rp,
+        slope=zeros_rp,
+        value_b=jnp.stack([ones_p, ones_p]),
+        slope_b=jnp.stack([zeros_p, ones_p]),
+        p00=kappa0 / 3.0,
+        p01=kappa0 / 2.0,
+        p11=kappa0,
+        value_err=zeros_rp if compensate else None,
+        value_b_err=jnp.zeros((2, p), dtype) if compensate else None,
+    )
+    gls = _zero_gls(num_cols, p, dtype)
+    return FilterState(pred, gls, gls if compensate else None)
+
+
+def _pad_grid(grid: Grid, block: int, num_out: int) -> Grid:
+    """``grid`` padded to whole blocks and reshaped ``(blocks, block, …)``.
+
+    The padded positions after the last node are exact no-ops: ``w = 0``, ``hr = hn = 0``,
+    ``rr = 1``, ratio 1 (``last``) and the spare emission slot ``num_out``; ``ρ`` repeats.
+    """
+    length = grid.slot.shape[0]
+    nb = -(-length // block)
+    pad = nb * block - length
+    fills = Grid(
+        y=0.0,
+        w=0.0,
+        rho3=None,
+        rho3_next=None,
+        inv_rr3=None,
+        last=True,
+        hr=0.0,
+        rr=1.0,
+        hn=0.0,
+        slot=num_out,
+    )
+
+    def padded(a, v):
+        tail = a[-1:] if v is None else jnp.asarray(v, a.dtype)
+        return jnp.concatenate([a, jnp.broadcast_to(tail, (pad, *a.shape[1:]))]).reshape(
+            nb, block, *a.shape[1:]
+        )
+
+    return Grid(*(padded(a, v) for a, v in zip(grid, fills, strict=True)))
+
+
+def _gls_beta(gls: Gls) -> tuple[Array, Array]:
+    """The GLS estimate of the diffuse initial state, ``I β = −s``, equilibrated.
+
+    ``D^{-1/2} I D^{-1/2}`` has a unit diagonal (``D = diag I``), so its determinant is
+    ``1 − correlation²``.
+    """
+    tiny = jnp.finfo(gls.i00.dtype).tiny
+    d0, d1 = 1.0 / jnp.sqrt(jnp.maximum(gls.i00, tiny)), 1.0 / jnp.sqrt(jnp.maximum(gls.i11, tiny))
+    j01 = gls.i01 * d0 * d1
+    det = 1.0 - j01 * j01
+    t0, t1 = gls.s0 * d0, gls.s1 * d1
+    beta0 = -d0 * (t0 - j01 * t1) / det
+    beta1 = -d1 * (t1 - j01 * t0) / det
+    return beta0, beta1
 
 
 def _smooth_core(
@@ -105,7 +359,7 @@ def _smooth_core(
     num_out: int,
     block: int | None = None,
 ) -> tuple[Array, Array]:
-    """Smoothed state ``(2, E, r, p)`` (value, ρ·slope) at the ``E`` emission slots.
+    """Smoothed state ``(2, E, r, p)`` (value, ρ·slope) at the ``E`` emission slots, and ρ.
 
     Args:
         tt: merged normalised grid ``(L,)``, ascending.
@@ -122,171 +376,67 @@ def _smooth_core(
     p = w.shape[1]
     r_cols = y.shape[1]
     # float32: the value component is propagated with compensated sums (the position along a
-    # long run of steps otherwise accumulates ~N·eps; float64 has digits to spare).
+    # long run of steps otherwise accumulates ~N·eps; float64 has digits to spare)
     compensate = jnp.finfo(dtype).bits < 64
-    big_y = jnp.asarray(jnp.finfo(dtype).max / 8, dtype)  # a straggler's huge y stays finite
     hr, rr, hn, rho = _grid(tt)
     big = lam_eff > 1
-    q = jnp.where(big, 1.0 / jnp.where(big, lam_eff, 1.0), 1.0).astype(dtype)
-    r = jnp.where(big, 1.0, lam_eff).astype(dtype)
+    noise = Noise(
+        q=jnp.where(big, 1.0 / jnp.where(big, lam_eff, 1.0), 1.0).astype(dtype),
+        r=jnp.where(big, 1.0, lam_eff).astype(dtype),
+        inv_scale=inv_scale,
+        big_y=jnp.asarray(jnp.finfo(dtype).max / 8, dtype),
+    )
     rho3 = rho**3
-    rho3_next = jnp.concatenate([rho3[1:], rho3[-1:]])
     last = jnp.arange(length) == length - 1
-    inv_rr3 = jnp.where(last, 0.0, (1.0 / rr) ** 3)
-
-    def coefficients(rho3_i, rho3_n, inv_rr3_i, last_i):
-        """Per-mask ``c_i = 1/(qρ_i³ + r)``, ``ν_i = r c_i``, ``κ_{i+1}`` and ``c_{i+1}/c_i``."""
-        c_i = 1.0 / (q * rho3_i + r)
-        c_n = 1.0 / (q * rho3_n + r)
-        kn = q * rho3_n * c_n
-        ratio = jnp.where(last_i, 1.0, kn * inv_rr3_i + r * c_n)
-        return c_i, r * c_i, kn, ratio
-
-    def step(state, xs):
-        """One filter step: the new state and what the backward pass needs (per mask)."""
-        ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1, cg = state
-        y_i, w_i, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, hn_i, _ = xs
-        w_i = w_i.astype(dtype)  # masks travel as booleans: 8x less memory than float64 weights
-        c_i, nu_i, kn_i, ratio_i = coefficients(rho3_i, rho3_n, inv_rr3_i, last_i)
-        # g = 1/F̂ with F̂ = w P̂00 + ν: smooth in w down to 0 when λ > 0 (exact weight gradients)
-        f = w_i * p00 + nu_i
-        live = f > 0  # False only for w = 0 at λ = 0
-        f_safe = jnp.where(live, f, 1.0)
-        g = jnp.where(live, w_i / f_safe, 0.0)
-        vd = jnp.clip(y_i[:, None] * inv_scale, -big_y, big_y) - ad0  # (r, p); finite
-        vb = -ab0  # (2, p)
-        wg = g * c_i  # 1/F_i, the GLS weight
-        wb0, wb1 = wg * vb[0], wg * vb[1]
-        (i00, i01, i11, s0, s1), cg = _kahan(
-            (i00, i01, i11, s0, s1), (wb0 * vb[0], wb0 * vb[1], wb1 * vb[1], wb0 * vd, wb1 * vd), cg
-        )
-        m0, m1 = g * p00, g * p01  # filter gain
-        k0 = m0 + hr_i * m1  # predictive gain A P̂ e0 g
-        k1 = rr_i * m1
-        ad0, cd = _kahan(ad0, hr_i * ad1 + k0 * vd, cd)
-        ab0, cb = _kahan(ab0, hr_i * ab1 + k0 * vb, cb)
-        ad1, ab1 = rr_i * ad1 + k1 * vd, rr_i * ab1 + k1 * vb
-        keep = jnp.where(live, nu_i / f_safe, 1.0)  # 1 − g p00, written to stay >= 0
-        f00, f01 = p00 * keep, p01 * keep
-        f11 = p11 - m1 * p01
-        hn2 = hn_i * hn_i
-        p00 = ratio_i * (f00 + hr_i * (2.0 * f01 + hr_i * f11)) + kn_i * hn2 * hn_i / 3.0
-        p01 = ratio_i * rr_i * (f01 + hr_i * f11) + kn_i * hn2 / 2.0
-        p11 = ratio_i * rr_i * rr_i * f11 + kn_i * hn_i
-        new = (ad0, ad1, ab0, ab1, p00, p01, p11, cd, cb, i00, i01, i11, s0, s1, cg)
-        return new, (g * vd, g * vb, k0, k1)
-
-    def emit_step(carry, xs):
-        """:func:`step`, first saving the predicted state at this position's emission slot."""
-        state, bd, bb, bp = carry
-        ad0, ad1, ab0, ab1, p00, p01, p11 = state[:7]
-        slot_i = xs[-1]
-
-        def save(buffers):
-            bd, bb, bp = buffers
-            bd = lax.dynamic_update_index_in_dim(bd, jnp.stack([ad0, ad1]), slot_i, 0)
-            bb = lax.dynamic_update_index_in_dim(bb, jnp.stack([ab0, ab1]), slot_i, 0)
-            bp = lax.dynamic_update_index_in_dim(bp, jnp.stack([p00, p01, p11]), slot_i, 0)
-            return bd, bb, bp
-
-        bd, bb, bp = lax.cond(slot_i < num_out, save, lambda b: b, (bd, bb, bp))
-        state, out = step(state, xs)
-        return (state, bd, bb, bp), out
-
-    def smooth_step(carry, xs):
-        """De Jong: ``r̂_{i−1} = e0 g v + (c_{i+1}/c_i) Lᵀ r̂_i``, ``L = [[1 − k0, hr], [−k1, rr]]``,
-        saved at this position's emission slot."""
-        rd0, rd1, rb0, rb1, od, ob = carry
-        (vgd_i, vgb_i, k0, k1), (_, _, rho3_i, rho3_n, inv_rr3_i, last_i, hr_i, rr_i, _, slot_i) = (
-            xs
-        )
-        ratio_i = coefficients(rho3_i, rho3_n, inv_rr3_i, last_i)[3]
-        a0, b0 = ratio_i * (1.0 - k0), ratio_i * k1
-        a1, b1 = ratio_i * hr_i, ratio_i * rr_i
-        rd0, rd1 = vgd_i + a0 * rd0 - b0 * rd1, a1 * rd0 + b1 * rd1
-        rb0, rb1 = vgb_i + a0 * rb0 - b0 * rb1, a1 * rb0 + b1 * rb1
-
-        def save(buffers):
-            od, ob = buffers
-            od = lax.dynamic_update_index_in_dim(od, jnp.stack([rd0, rd1]), slot_i, 0)
-            ob = lax.dynamic_update_index_in_dim(ob, jnp.stack([rb0, rb1]), slot_i, 0)
-            return od, ob
-
-        od, ob = lax.cond(slot_i < num_out, save, lambda b: b, (od, ob))
-        return (rd0, rd1, rb0, rb1, od, ob), None
-
-    kappa0 = q * rho3[0] / (q * rho3[0] + r)
-    zeros_rp = jnp.zeros((r_cols, p), dtype)
-    zeros_2p = jnp.zeros((2, p), dtype)
-    zeros_p = jnp.zeros((p,), dtype)
-    ones_p = jnp.ones((p,), dtype)
-    # β columns: the state at a virtual node one step ρ_0 before the first one (diffuse).
-    state0 = (
-        zeros_rp,
-        zeros_rp,
-        jnp.stack([ones_p, ones_p]),
-        jnp.stack([zeros_p, ones_p]),
-        kappa0 / 3.0,
-        kappa0 / 2.0,
-        kappa0,
-        zeros_rp if compensate else None,
-        zeros_2p if compensate else None,
-        zeros_p,
-        zeros_p,
-        zeros_p,
-        zeros_rp,
-        zeros_rp,
-        (zeros_p, zeros_p, zeros_p, zeros_rp, zeros_rp) if compensate else None,
+    grid = Grid(
+        y=y,
+        w=w,
+        rho3=rho3,
+        rho3_next=jnp.concatenate([rho3[1:], rho3[-1:]]),
+        inv_rr3=jnp.where(last, 0.0, (1.0 / rr) ** 3),
+        last=last,
+        hr=hr,
+        rr=rr,
+        hn=hn,
+        slot=slot,
     )
-    buffers = (
-        jnp.zeros((num_out + 1, 2, r_cols, p), dtype),
-        jnp.zeros((num_out + 1, 2, 2, p), dtype),
-        jnp.zeros((num_out + 1, 3, p), dtype),
+    state0 = _initial_state(noise, rho3[0], r_cols, compensate)
+    saved0 = Saved(
+        value=jnp.zeros((num_out + 1, 2, r_cols, p), dtype),
+        value_b=jnp.zeros((num_out + 1, 2, 2, p), dtype),
+        cov=jnp.zeros((num_out + 1, 3, p), dtype),
     )
-    smooth0 = (zeros_rp, zeros_rp, zeros_2p, zeros_2p, buffers[0], buffers[1])
-    xs = (y, w, rho3, rho3_next, inv_rr3, last, hr, rr, hn, slot)
+    zeros_rp, zeros_2p = jnp.zeros((r_cols, p), dtype), jnp.zeros((2, p), dtype)
+    smooth0 = SmootherState(zeros_rp, zeros_rp, zeros_2p, zeros_2p, saved0.value, saved0.value_b)
+    emit = functools.partial(_emit_step, noise, num_out)
+    smooth = functools.partial(_smooth_step, noise, num_out)
     block = block_length(length, p, r_cols, jnp.dtype(dtype).itemsize) if block is None else block
-    if block >= length:  # one block: store the per-step quantities of the whole grid
-        (state, bd, bb, bp), outs = lax.scan(emit_step, (state0, *buffers), xs)
-        (*_, od, ob), _ = lax.scan(smooth_step, smooth0, (outs, xs), reverse=True)
-    else:  # checkpointed: forward once storing the state per block, recompute block by block
-        nb = -(-length // block)
-        pad = nb * block - length
-        # padded positions after the last node are exact no-ops: w = 0, hr = hn = 0, rr = 1,
-        # ratio = 1 (``last``) and no emission slot
-        fills = (0.0, 0.0, None, None, None, True, 0.0, 1.0, 0.0, num_out)
-        xs = tuple(
-            jnp.concatenate(
-                [
-                    a,
-                    jnp.broadcast_to(
-                        a[-1:] if v is None else jnp.asarray(v, a.dtype), (pad, *a.shape[1:])
-                    ),
-                ]
-            ).reshape(nb, block, *a.shape[1:])
-            for a, v in zip(xs, fills, strict=True)
-        )
+    if block >= length:  # one block: store the per-step records of the whole grid
+        (state, saved), records = lax.scan(emit, (state0, saved0), grid)
+        smoothed, _ = lax.scan(smooth, smooth0, (records, grid), reverse=True)
+    else:  # checkpointed: forward once keeping the prediction per block, then block by block
+        blocks = _pad_grid(grid, block, num_out)
 
-        def forward_block(state, xs_b):
-            new, _ = lax.scan(lambda s, x: (step(s, x)[0], None), state, xs_b)
-            return new, state[:9]
+        def forward_block(state: FilterState, grid_b: Grid):
+            new, _ = lax.scan(lambda s, x: (_filter_step(noise, s, x)[0], None), state, grid_b)
+            return new, state.pred
 
-        state, checkpoints = lax.scan(forward_block, state0, xs)
+        state, checkpoints = lax.scan(forward_block, state0, blocks)
 
         def backward_block(carry, inp):
-            smooth, bd, bb, bp = carry
-            start, xs_b = inp
-            zero_sums = (zeros_p, zeros_p, zeros_p, zeros_rp, zeros_rp, None)
-            (_, bd, bb, bp), outs = lax.scan(emit_step, ((*start, *zero_sums), bd, bb, bp), xs_b)
-            smooth, _ = lax.scan(smooth_step, smooth, (outs, xs_b), reverse=True)
-            return (smooth, bd, bb, bp), None
+            smoothed, saved = carry
+            start, grid_b = inp
+            restart = FilterState(start, _zero_gls(r_cols, p, dtype), None)
+            (_, saved), records = lax.scan(emit, (restart, saved), grid_b)
+            smoothed, _ = lax.scan(smooth, smoothed, (records, grid_b), reverse=True)
+            return (smoothed, saved), None
 
-        ((*_, od, ob), bd, bb, bp), _ = lax.scan(
-            backward_block, (smooth0, *buffers), (checkpoints, xs), reverse=True
+        (smoothed, saved), _ = lax.scan(
+            backward_block, (smooth0, saved0), (checkpoints, blocks), reverse=True
         )
-    i00, i01, i11, s0, s1 = state[9:14]
 
-    bd, bb, bp, od, ob = bd[:num_out], bb[:num_out], bp[:num_out], od[:num_out], ob[:num_out]
+    bd, bb, bp = saved.value[:num_out], saved.value_b[:num_out], saved.cov[:num_out]
+    od, ob = smoothed.saved[:num_out], smoothed.saved_b[:num_out]
     p00, p01, p11 = bp[:, 0, None], bp[:, 1, None], bp[:, 2, None]  # (E, 1, p)
     zd = jnp.stack(
         [bd[:, 0] + p00 * od[:, 0] + p01 * od[:, 1], bd[:, 1] + p01 * od[:, 0] + p11 * od[:, 1]]
@@ -294,15 +444,7 @@ def _smooth_core(
     zb = jnp.stack(
         [bb[:, 0] + p00 * ob[:, 0] + p01 * ob[:, 1], bb[:, 1] + p01 * ob[:, 0] + p11 * ob[:, 1]]
     )  # (2, E, 2, p)
-    # GLS estimate of the diffuse initial state, equilibrated: Iβ = −s.
-    # D^{-1/2} I D^{-1/2} has a unit diagonal (D = diag I), so det is the 1 − correlation².
-    tiny = jnp.finfo(dtype).tiny
-    d0, d1 = 1.0 / jnp.sqrt(jnp.maximum(i00, tiny)), 1.0 / jnp.sqrt(jnp.maximum(i11, tiny))
-    j01 = i01 * d0 * d1
-    det = 1.0 - j01 * j01
-    t0, t1 = s0 * d0, s1 * d1
-    beta0 = -d0 * (t0 - j01 * t1) / det
-    beta1 = -d1 * (t1 - j01 * t0) / det
+    beta0, beta1 = _gls_beta(state.gls)
     z = zd + zb[:, :, 0:1] * beta0 + zb[:, :, 1:2] * beta1
     return z, rho
 
@@ -319,14 +461,17 @@ def block_length(length: int, num_masks: int, num_cols: int, itemsize: int) -> i
 def _kahan(total, incr, comp):
     """Compensated ``total + incr`` (Kahan): the new total and its rounding error.
 
-    Arrays or tuples of arrays alike; ``comp`` None (float64) is a plain sum.
+    Arrays, or a NamedTuple of arrays with ``incr`` a tuple of the same length; ``comp`` None
+    (float64) is a plain sum.
     """
     if isinstance(total, tuple):
+        comps = comp if comp is not None else total
         pairs = [
             _kahan(a, b, None if comp is None else c)
-            for a, b, c in zip(total, incr, comp if comp is not None else total, strict=True)
+            for a, b, c in zip(total, incr, comps, strict=True)
         ]
-        return tuple(a for a, _ in pairs), None if comp is None else tuple(c for _, c in pairs)
+        new = type(total)(*(a for a, _ in pairs))
+        return new, None if comp is None else type(total)(*(c for _, c in pairs))
     if comp is None:
         return total + incr, None
     y = incr - comp
@@ -412,52 +557,6 @@ def smooth_nodes(
     return values, slopes
 
 
-class Sanitised(NamedTuple):
-    """A batch problem with every value problem flagged and replaced by a harmless stand-in."""
-
-    status: Int[Array, " p"]  # per-mask flags known before solving
-    t: Float[Array, " n"]  # nodes (equispaced stand-ins if the nodes are bad)
-    lam: Float[Array, ""]  # λ (1 if λ is bad)
-    masks: Bool[Array, "p n"]  # masks (all live where the status is not OK)
-    y: Float[Array, "n r"]  # outputs (0 in rows with a NaN/Inf)
-    dead: Int[Array, " p"]  # stragglers per mask, as given
-
-
-def sanitise(t: Array, masks: Array, lam: Array, y: Array) -> Sanitised:
-    """Flags ``TOO_FEW_LIVE``, ``NONFINITE_DATA``, ``BAD_NODES``, ``NEGATIVE_LAM`` per mask and
-    replaces what they flag, so that no NaN/Inf (a straggler's included) reaches the arithmetic
-    or the gradient.
-
-    The live workers and the live workers with a non-finite output are counted in one
-    two-operand reduction over the workers (two separate sums were two kernels each on CPU).
-    """
-    dtype = t.dtype
-    n = t.shape[0]
-    finite_rows = jnp.all(jnp.isfinite(y), axis=1)
-    node_bad = jnp.any(jnp.diff(t) <= 0) | ~jnp.all(jnp.isfinite(t))
-    lam_bad = ~(lam >= 0) | ~jnp.isfinite(lam)
-    global_status = combine((node_bad, Status.BAD_NODES), (lam_bad, Status.NEGATIVE_LAM))
-    zero = jnp.zeros((), jnp.int32)
-    live, live_nonfinite = lax.reduce(
-        (masks.astype(jnp.int32), (masks & ~finite_rows[None, :]).astype(jnp.int32)),
-        (zero, zero),
-        lambda a, b: (a[0] + b[0], a[1] + b[1]),
-        (1,),
-    )
-    status = (
-        combine((live < 2, Status.TOO_FEW_LIVE), (live_nonfinite > 0, Status.NONFINITE_DATA))
-        | global_status
-    )
-    return Sanitised(
-        status=status,
-        t=jnp.where(global_status != 0, jnp.linspace(0.0, 1.0, n, dtype=dtype), t),
-        lam=jnp.where(global_status != 0, jnp.ones_like(lam), lam),
-        masks=jnp.where((status != 0)[:, None], True, masks),
-        y=jnp.where(finite_rows[:, None], y, 0.0),
-        dead=n - live,
-    )
-
-
 def finish(values: Float[Array, "q r p"], status: Int[Array, " p"]) -> tuple[Array, Array]:
     """Masks-last values ``(q, r, p)`` → masks-first ``(p, q, r)``, adding ``NONFINITE_RESULT``
     and putting NaN where the status is not OK.
@@ -487,7 +586,7 @@ def smooth_batch_with_status(
     """
     dtype = t.dtype
     lam, y, tq = jnp.asarray(lam, dtype), jnp.asarray(y, dtype), jnp.asarray(tq, dtype)
-    s = sanitise(t, masks, lam, y)
+    s = sanitise(t, lam, y, masks)
     # (q, r, p); boolean weights
     return finish(in_sequence(s, lambda: smooth_at(s.t, s.masks.T, s.lam, s.y, tq)), s.status)
 
@@ -495,15 +594,11 @@ def smooth_batch_with_status(
 def in_sequence(s: Sanitised, fn):
     """``fn()`` as the taken branch of a ``lax.cond`` (its predicate is always true).
 
-    A performance device for XLA's CPU backend, measured, not derived
-    (``bench/conditional_pass.py``: the same ``monte_carlo_loss`` with this and with a direct
-    call, each in its own process, float64, S = N/10, 2-core CPU): at N = 10⁴ (256 masks) 116
-    against 172 ns per mask and node (1.48x wall, 2.4x less CPU), at N = 10⁵ (128 masks) 129
-    against 205 (1.60x, 2.6x); at N = 10³ no gain (0.96–0.98x). Mean losses equal, or 1 ulp
-    apart (N = 10⁵). Turning off ``--xla_cpu_enable_concurrency_optimized_scheduler`` gave part
-    of it (144 ns at N = 10⁴): the gain is in how the ~30 small kernels per step are scheduled
-    on the thread pool. The predicate (``status ≥ 0``) is data, so XLA cannot fold the
-    conditional away; the other branch (zeros) is never taken.
+    A scheduling device for XLA's CPU backend: the smoother's ~30 small kernels per step run
+    faster as a conditional's branch than inline for ``n`` from 10⁴ on
+    (``bench/conditional_pass.py``; figures in ``bench/README.md``). The predicate
+    (``status ≥ 0``) is data, so XLA cannot fold the conditional away; the other branch
+    (zeros) is never taken.
     """
     shape = jax.eval_shape(fn)
     return lax.cond(jnp.all(s.status >= 0), fn, lambda: jnp.zeros(shape.shape, shape.dtype))

@@ -1,13 +1,13 @@
 """Gram-form (reproducing-kernel) smoothing spline: the O(n³) reference solver.
 
-Same objective and convention as :mod:`gcc_jax.spline._fit` (DESIGN §1); the default O(n) solver is
-the Kalman smoother in :mod:`gcc_jax.spline._kalman`.
+Same objective and convention as :mod:`gcc_jax.spline._fit`; the default O(n) solver is the
+Kalman smoother in :mod:`gcc_jax.spline._kalman`.
 
 Representation (reproducing kernel of ``{g : g(a) = g'(a) = 0}`` on ``[a, ∞)``):
 
     R(s, t) = (u − a)² (3v − u − 2a) / 6,   u = min(s, t), v = max(s, t),
 
-anchored at ``a = t_1`` (the first node; ``a = −1`` for Chebyshev-2 workers, as in DESIGN §1),
+anchored at ``a = t_1`` (the first node; ``a = −1`` for Chebyshev-2 workers),
 and ``s(x) = d_0 + d_1 x + Σ_i c_i R(x, t_i)``. The coefficients solve the symmetric saddle-point
 system of fixed size ``n + 2`` in ``γ`` with ``c = W γ``
 
@@ -28,10 +28,16 @@ correction term, so gradients w.r.t. a weight are exact at ``w_i = 0`` too. Cost
 fit (see :mod:`gcc_jax.spline._kalman` for the O(n) path).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .._core.types import Array, Float
+
+HIGHEST = lax.Precision.HIGHEST
+_mm = functools.partial(jnp.matmul, precision=HIGHEST)  # full precision on every backend
 
 __all__ = ["kernel", "kernel_ds", "solve_kernel", "estimated_error", "TOLERANCE"]
 
@@ -63,7 +69,7 @@ def _householder(x: Array) -> Array:
 
 def _reflect(v: Array, m: Array) -> Array:
     """Apply ``I − 2vvᵀ/vᵀv`` to the rows of ``m`` (shape ``(n, …)``)."""
-    return m - jnp.outer(v, (2.0 / jnp.dot(v, v)) * (v @ m)).reshape(m.shape)
+    return m - jnp.outer(v, (2.0 / jnp.dot(v, v, precision=HIGHEST)) * _mm(v, m)).reshape(m.shape)
 
 
 def _solve(t: Array, w: Array, lam: Array, rhs: Array) -> tuple[Array, Array, Array]:
@@ -116,21 +122,21 @@ def _solve(t: Array, w: Array, lam: Array, rhs: Array) -> tuple[Array, Array, Ar
         """``[[A, WT], [(WT)ᵀ, 0]] [γ; d] = [b; e]`` → ``(γ, d)`` (dead rows of γ: 0)."""
         qb = qt(b)
         z = jax.scipy.linalg.solve_triangular(r.T, e, lower=True)
-        theta = jax.scipy.linalg.cho_solve((chol, True), qb[2:] - qaq[2:, :2] @ z)
+        theta = jax.scipy.linalg.cho_solve((chol, True), qb[2:] - _mm(qaq[2:, :2], z))
         d = jax.scipy.linalg.solve_triangular(
-            r, qb[:2] - qaq[:2, :2] @ z - qaq[:2, 2:] @ theta, lower=False
+            r, qb[:2] - _mm(qaq[:2, :2], z) - _mm(qaq[:2, 2:], theta), lower=False
         )
         return jnp.where(live[:, None], q(jnp.concatenate([z, theta])), 0.0), d
 
     def evaluate(gamma, d):
         c = w[:, None] * gamma
-        return gram @ c + d[0] + u[:, None] * d[1], dgram @ c + d[1]
+        return _mm(gram, c) + d[0] + u[:, None] * d[1], _mm(dgram, c) + d[1]
 
     b = rhs * w[:, None]
     gamma, d = saddle(b, jnp.zeros((2, rhs.shape[1]), dtype))
     # one step of iterative refinement; its size estimates the error of the first solve
-    res_b = b - a @ gamma - wt_cols @ d
-    res_e = -wt_cols.T @ gamma
+    res_b = b - _mm(a, gamma) - _mm(wt_cols, d)
+    res_e = -_mm(wt_cols.T, gamma)
     dgamma, dd = saddle(res_b, res_e)
     gamma, d = gamma + dgamma, d + dd
     # Dead rows (λ' > 0): γ_i = (y_i − s(t_i))/λ', the limit of the live equations as w_i → 0.
@@ -139,7 +145,7 @@ def _solve(t: Array, w: Array, lam: Array, rhs: Array) -> tuple[Array, Array, Ar
     s, _ = evaluate(gamma, d)
     pos = lam_eff > 0
     gamma_dead = jnp.where(pos & ~live[:, None], (rhs - s) / jnp.where(pos, lam_eff, 1.0), 0.0)
-    g_fix, d_fix = saddle(-a_true @ gamma_dead, -wt_cols.T @ gamma_dead)
+    g_fix, d_fix = saddle(-_mm(a_true, gamma_dead), -_mm(wt_cols.T, gamma_dead))
     gamma, d = gamma + g_fix + gamma_dead, d + d_fix
 
     values, slopes = evaluate(gamma, d)
@@ -149,8 +155,10 @@ def _solve(t: Array, w: Array, lam: Array, rhs: Array) -> tuple[Array, Array, Ar
     # error estimate (relative, per column)
     dv, ds = evaluate(dgamma, dd)
     c_abs = jnp.abs(w[:, None] * gamma)
-    round_v = eps * (jnp.abs(gram) @ c_abs + jnp.abs(d[0]) + jnp.abs(u)[:, None] * jnp.abs(d[1]))
-    round_s = eps * (jnp.abs(dgram) @ c_abs + jnp.abs(d[1]))
+    round_v = eps * (
+        _mm(jnp.abs(gram), c_abs) + jnp.abs(d[0]) + jnp.abs(u)[:, None] * jnp.abs(d[1])
+    )
+    round_s = eps * (_mm(jnp.abs(dgram), c_abs) + jnp.abs(d[1]))
     gaps = jnp.diff(u)
     hbar = jnp.maximum(jnp.concatenate([gaps[:1], gaps]), jnp.concatenate([gaps, gaps[-1:]]))
     err = jnp.max(jnp.abs(dv) + round_v, axis=0) + jnp.max(

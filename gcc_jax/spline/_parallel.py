@@ -1,6 +1,6 @@
 """Parallel-in-time smoothing spline (``solver="parallel"``): O(log n) depth, values and slopes.
 
-Same objective and convention as :mod:`gcc_jax.spline._fit` (DESIGN §1): minimise
+Same objective and convention as :mod:`gcc_jax.spline._fit`: minimise
 ``Σ_i w_i (y_i − s(t_i))² + λ' ∫ s''²`` with ``w_i ≥ 0`` and ``λ' = (Σw) λ``; the minimiser is
 the natural cubic spline with knots at the live (``w_i > 0``) nodes. :func:`solve_parallel`
 returns its values and slopes at every node, like the sequential ``"kalman"`` solver
@@ -41,18 +41,16 @@ Scaling (as the sequential solver, so float32 keeps its digits): time is mapped 
 the slope is held in units of the local spacing ``ρ_k = max(h_k, h_{k+1})`` (a change of
 variables per node, which the element algebra respects); each data column is divided by its
 largest live ``|y|``. Depth O(log n), work O(n log n) (Hillis–Steele rounds), meant for many
-cores (GPU/TPU). On a 2-core CPU a one-column decode still ran faster than the sequential
-solver up to n = 3·10⁴ (no per-step loop overhead) and slower from 3·10⁵; see
-``bench/parallel.py``.
+cores (GPU/TPU); on a CPU it pays for one data column up to moderate ``n``
+(:data:`gcc_jax.spline.AUTO_PARALLEL_MAX_N_CPU`, ``bench/parallel.py``).
 
-Measured, float64, relative to the largest |value| (random stragglers): equal to ``"kalman"``
-to ≤ 1.2e-12 on Chebyshev and equispaced nodes for n up to 10⁵ and λ from 0 to 1 (1.1e-12 at
-n = 10⁶, λ = 1e-6); at λ = 0 on random (clustered) nodes to ~1e-11, up to 1.5e-9 at n = 10⁵
-(the 2×2 solves lose digits when a gap is followed by a near-duplicate node). float32 against
-float64 (same float32 nodes, |y| ~ 1e3, 10% stragglers, λ from 0 to 1e6): ≤ 9e-6 up to
-n = 10⁴ (Chebyshev) for λ ≤ 1, 8.5e-5 at λ = 1e6; at n = 10⁵ (equispaced; float32 cannot hold
-10⁵ distinct Chebyshev nodes) ≤ 8e-5 for λ ≤ 1, 6.5e-4 at λ = 1e6. Tests: 1e-4 at n = 300.
+Accuracy: equal to ``"kalman"`` to about 1e-12 relative in float64 on Chebyshev and equispaced
+nodes; at λ = 0 on clustered random nodes the 2×2 solves lose digits when a gap is followed by
+a near-duplicate node. In float32 within 1e-4 of float64 (the tests' tolerance at n = 300);
+figures in ``bench/README.md``.
 """
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -88,8 +86,8 @@ def _prefix_scan(combine, elems, identity, *, reverse: bool = False):
 
     Hillis–Steele: ``⌈log₂ n⌉`` rounds of ``out_i ← combine(out_{i−s}, out_i)`` for
     ``s = 1, 2, 4, …`` (``identity`` where ``i < s``), written as one ``lax.fori_loop``, so the
-    compiled program does not grow with ``n`` (``lax.associative_scan`` unrolls its recursion and
-    took 20x longer to compile here). Depth O(log n), work O(n log n). ``reverse=True`` scans
+    compiled program does not grow with ``n`` (``lax.associative_scan`` unrolls its recursion, which
+    compiles far slower). Depth O(log n), work O(n log n). ``reverse=True`` scans
     from the end, calling ``combine(later, earlier)``.
     """
     n = jax.tree_util.tree_leaves(elems)[0].shape[0]
@@ -112,7 +110,26 @@ def _prefix_scan(combine, elems, identity, *, reverse: bool = False):
     return out
 
 
-def _filter_combine(first, second):
+class FilterElement(NamedTuple):
+    """One node's filtering element, or a combination of consecutive ones (conditional on
+    ``x_0``): ``p(x_k | y, x_{k−1}) = N(A x_{k−1} + b, C)`` and
+    ``p(y | x_{k−1}) ∝ exp(−½ x_{k−1}ᵀ J x_{k−1} + ηᵀ x_{k−1})``."""
+
+    a: Float[Array, "*n 2 2"]
+    b: Float[Array, "*n 2 r"]
+    c: Float[Array, "*n 2 2"]
+    eta: Float[Array, "*n 2 r"]
+    j: Float[Array, "*n 2 2"]
+
+
+class SmootherElement(NamedTuple):
+    """The affine map ``m ↦ E m + g`` from a later smoothed mean to an earlier one."""
+
+    e: Float[Array, "*n 2 2"]
+    g: Float[Array, "*n 2 c"]
+
+
+def _filter_combine(first: FilterElement, second: FilterElement) -> FilterElement:
     """Combine filtering elements: ``first`` covers earlier nodes than ``second``."""
     a_i, b_i, c_i, eta_i, j_i = first
     a_j, b_j, c_j, eta_j, j_j = second
@@ -125,14 +142,12 @@ def _filter_combine(first, second):
     ay = _mm(_tr(a_i), _tr(x_inv))
     eta = _mm(ay, eta_j - _mm(j_j, b_i)) + eta_i
     j = _mm(ay, _mm(j_j, a_i)) + j_i
-    return a, b, 0.5 * (c + _tr(c)), eta, 0.5 * (j + _tr(j))
+    return FilterElement(a, b, 0.5 * (c + _tr(c)), eta, 0.5 * (j + _tr(j)))
 
 
-def _smoother_combine(later, earlier):
+def _smoother_combine(later: SmootherElement, earlier: SmootherElement) -> SmootherElement:
     """Compose affine maps ``m ↦ E m + g``: ``later`` covers later nodes than ``earlier``."""
-    e_a, g_a = later
-    e_b, g_b = earlier
-    return _mm(e_b, e_a), _mm(e_b, g_a) + g_b
+    return SmootherElement(_mm(earlier.e, later.e), _mm(earlier.e, later.g) + earlier.g)
 
 
 def solve_parallel(
@@ -210,12 +225,15 @@ def solve_parallel(
         jnp.zeros((2, 2), dtype),
         jnp.zeros((2, y.shape[1]), dtype),
     )
-    a_f, b_f, c_f, eta_f, j_f = _prefix_scan(
-        _filter_combine, (a_el, b_el, c_el, eta_el, j_el), (eye, zr, z2, zr, z2)
+    filtered = _prefix_scan(
+        _filter_combine,
+        FilterElement(a_el, b_el, c_el, eta_el, j_el),
+        FilterElement(eye, zr, z2, zr, z2),
     )
+    a_f, b_f, c_f = filtered.a, filtered.b, filtered.c
 
     # β = J⁻¹ η for the diffuse x_0, J equilibrated (unit diagonal) before the solve
-    j_n, eta_n = j_f[-1], eta_f[-1]
+    j_n, eta_n = filtered.j[-1], filtered.eta[-1]
     tiny = jnp.finfo(dtype).tiny
     d = 1.0 / jnp.sqrt(jnp.maximum(jnp.diagonal(j_n), tiny))
     beta = d[:, None] * _mm(_inv(j_n * d[:, None] * d[None, :]), d[:, None] * eta_n)  # (2, r)
@@ -235,8 +253,10 @@ def solve_parallel(
     g_k = mean[:-1] - _mm(e_k, _mm(f_next, mean[:-1]))
     e_sm = jnp.concatenate([e_k, jnp.zeros((1, 2, 2), dtype)])
     g_sm = jnp.concatenate([g_k, mean[-1:]])
-    identity = (eye, jnp.zeros((2, 2 + y.shape[1]), dtype))
-    _, smoothed = _prefix_scan(_smoother_combine, (e_sm, g_sm), identity, reverse=True)
+    identity = SmootherElement(eye, jnp.zeros((2, 2 + y.shape[1]), dtype))
+    smoothed = _prefix_scan(
+        _smoother_combine, SmootherElement(e_sm, g_sm), identity, reverse=True
+    ).g
     state = _mm(smoothed[..., :2], beta) + smoothed[..., 2:]  # (n, 2, r)
     values = state[:, 0] * ymax
     slopes = state[:, 1] * ymax / (rho[1:, None] * half)
