@@ -15,7 +15,6 @@ import pytest
 from jax.test_util import check_grads
 
 import gcc_jax as gcc
-from gcc_jax.codes import learned as learned_mod
 
 
 def mlp_np(layers, h):
