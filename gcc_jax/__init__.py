@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "BerrutCode": "codes",
     "Decoded": "codes",
     "Encoded": "codes",
+    "GroupedParityCode": "codes",
     "LagrangeCode": "codes",
     "LagrangeECCode": "codes",
     "LearnedCode": "codes",
@@ -121,6 +122,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and documentation tools
     from .codes import BerrutCode as BerrutCode
     from .codes import Decoded as Decoded
     from .codes import Encoded as Encoded
+    from .codes import GroupedParityCode as GroupedParityCode
     from .codes import LagrangeCode as LagrangeCode
     from .codes import LagrangeECCode as LagrangeECCode
     from .codes import LearnedCode as LearnedCode
