@@ -40,6 +40,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +48,7 @@ import numpy as np
 
 from .._core.memory import release_memory
 from .._core.precision import Float32PrecisionWarning
+from .._core.types import Array
 from ..codes import SplineCode
 from ..evaluation._metrics import ratio_ci
 from ..tuning import (
@@ -185,6 +187,281 @@ TOY_RULES: dict[str, Callable] = {
 }
 
 
+class _Plan(NamedTuple):
+    """The sizes and settings of a full or a toy run."""
+
+    toy: bool
+    sizes: dict  # workload name → Workload
+    tune: dict  # tuning settings (FULL_TUNE / TOY_TUNE, ``steps`` overridden)
+    evaluation: dict  # FULL_EVAL / TOY_EVAL
+    grid: dict  # grid-CV grids (FULL_GRID / TOY_GRID)
+    rules: dict  # the per-pattern λ rules (RULES / TOY_RULES)
+    gcv_grid: np.ndarray
+    cv_grid: np.ndarray
+    adversarial: int  # adversarial patterns per tuning step
+
+
+class _Job(NamedTuple):
+    """One workload's worker function, training and held-out jobs and default code."""
+
+    name: str
+    sizes: Workload
+    f: Callable
+    x_train: Array  # (B_train, K, ...): the only inputs tuning sees
+    x_test: Array  # (B_test, K, ...): every evaluation's inputs
+    code0: SplineCode
+
+
+class _Stage(NamedTuple):
+    """One regime of one workload: its straggler model and keys."""
+
+    regime: str
+    model: StragglerModel
+    k_grid: Array
+    k_tune: Array
+    k_test: Array  # every held-out evaluation of the regime uses it
+
+
+def _check(workloads, regimes, steps) -> None:
+    """``ValueError`` for an unknown workload or regime or a negative ``steps``."""
+    if steps is not None and steps < 0:
+        raise ValueError(f"`steps` must be >= 0; got {steps}")
+    for name in workloads:
+        if name not in WORKLOADS:
+            raise ValueError(f"unknown workload {name!r}; choose from {WORKLOADS}")
+    for regime in regimes:
+        if regime not in REGIMES:
+            raise ValueError(f"unknown regime {regime!r}; choose from {REGIMES}")
+
+
+def _plan(toy: bool, steps: int | None) -> _Plan:
+    """The settings of a toy or a full run; ``steps`` (when given) caps the tuning steps."""
+    tcfg = dict(TOY_TUNE if toy else FULL_TUNE)
+    if steps is not None:
+        tcfg["steps"] = int(steps)
+    return _Plan(
+        toy=toy,
+        sizes=TOY if toy else FULL,
+        tune=tcfg,
+        evaluation=TOY_EVAL if toy else FULL_EVAL,
+        grid=TOY_GRID if toy else FULL_GRID,
+        rules=TOY_RULES if toy else RULES,
+        gcv_grid=TOY_GCV_GRID if toy else GCV_GRID,
+        cv_grid=TOY_CV_GRID if toy else CV_GRID,
+        adversarial=2 if toy else 8,
+    )
+
+
+def _stage(job: _Job, k_w: Array, ri: int, regime: str) -> _Stage:
+    """Regime ``ri`` of a workload: its straggler model and its grid, tuning and test keys."""
+    w = job.sizes
+    model = StragglerModel.worst(w.stragglers) if regime == "worst" else StragglerModel.iid(w.p)
+    k_r = jax.random.fold_in(jax.random.fold_in(k_w, 100), ri)
+    return _Stage(regime, model, *jax.random.split(k_r, 3))
+
+
+def _tuned(plan: _Plan, job: _Job, st: _Stage, start, trainable: tuple, progress: bool):
+    """:func:`gcc_jax.tuning.tune` from ``start`` on the training jobs: the code and its
+    record (seconds, steps, validation curve, nodes)."""
+    w = job.sizes
+    # iid steps draw as many patterns as a worst-case step decodes (blocks, random, searched
+    # pool), so both regimes of a workload share one compiled step
+    n_masks = plan.tune["num_masks"]
+    if st.regime == "iid":
+        n_masks += w.num_workers - w.stragglers + 1 + plan.adversarial
+    t0 = time.perf_counter()
+    res = tune(
+        start,
+        job.f,
+        job.x_train,
+        key=st.k_tune,
+        straggler_model=st.model,
+        trainable=trainable,
+        steps=plan.tune["steps"],
+        eval_every=plan.tune["eval_every"],
+        patience=plan.tune["patience"],
+        num_masks=n_masks,
+        val_masks=plan.tune["val_masks"],
+        jobs_per_step=w.jobs_per_step,
+        adversarial=plan.adversarial,
+        progress=progress,
+    )
+    release_memory()
+    return res.code, dict(
+        seconds=time.perf_counter() - t0,
+        best_step=res.best_step,
+        steps_run=int(res.history.train_loss.size),
+        initial_val_loss=res.initial_val_loss,
+        best_val_loss=res.best_val_loss,
+        stopped_early=res.stopped_early,
+        val_step=res.history.val_step.tolist(),
+        val_loss=res.history.val_loss.tolist(),
+        alpha=np.asarray(res.code.alpha).tolist(),
+        beta=np.asarray(res.code.beta).tolist(),
+    )
+
+
+def _train_codes(plan: _Plan, job: _Job, st: _Stage, progress: bool) -> tuple[dict, dict]:
+    """The default, grid-CV and tuned codes of one regime, tuned on the training jobs only, and
+    each one's record."""
+    codes, meta = {"default": job.code0}, {"default": dict(seconds=0.0)}
+    t0 = time.perf_counter()
+    grid = grid_search(
+        job.code0,
+        job.f,
+        job.x_train,
+        key=st.k_grid,
+        straggler_model=st.model,
+        progress=progress,
+        num_masks=plan.tune["val_masks"],
+        **plan.grid,
+    )
+    codes["grid-CV"] = grid.code
+    release_memory()  # each stage's compilations free their temporaries: return them
+    meta["grid-CV"] = dict(seconds=time.perf_counter() - t0, train_loss=grid.loss)
+    for method, trainable in (
+        ("tuned λ", ("lam_enc", "lam_dec")),
+        ("tuned λ+nodes", ("lam_enc", "lam_dec", "alpha", "beta")),
+    ):
+        codes[method], meta[method] = _tuned(plan, job, st, grid.code, trainable, progress)
+    return codes, meta
+
+
+def _evaluate_codes(plan: _Plan, job: _Job, st: _Stage, codes: dict) -> tuple[dict, list]:
+    """Every code on the held-out jobs and patterns: ``method → (evaluation, seconds)``, and
+    the worst patterns found (worst case)."""
+    results, found = {}, []
+    for method, code in codes.items():
+        t0 = time.perf_counter()
+        ev = evaluate(
+            code,
+            job.f,
+            job.x_test,
+            key=st.k_test,
+            straggler_model=st.model,
+            num_masks=plan.evaluation["num_masks"],
+        )
+        results[method] = (ev, time.perf_counter() - t0)
+        release_memory()
+        if ev.worst_mask is not None:
+            found.append(ev.worst_mask)
+    if found:  # worst case: every code also meets the worst patterns found for the others
+        candidates = np.unique(np.stack(found), axis=0)
+        for method, code in codes.items():
+            results[method] = _cross_check(job, st, code, results[method], candidates)
+    return results, found
+
+
+def _cross_check(job: _Job, st: _Stage, code, result: tuple, candidates: np.ndarray) -> tuple:
+    """A code's worst-case evaluation raised to its loss on the other codes' worst patterns."""
+    ev, seconds = result
+    t0 = time.perf_counter()
+    cross = evaluate(
+        code,
+        job.f,
+        job.x_test,
+        key=st.k_test,
+        straggler_model=st.model,
+        search=dict(max_iters=0, restarts=1),
+        candidates=candidates,
+    )
+    if cross.loss > ev.loss:
+        ev = ev._replace(loss=cross.loss, worst_mask=cross.worst_mask)
+    return ev, seconds + time.perf_counter() - t0
+
+
+def _evaluate_rules(
+    plan: _Plan, job: _Job, st: _Stage, found: list, codes: dict, meta: dict, results: dict
+) -> None:
+    """The per-pattern λ rules (GCV, CV) on the default code, held out; ``codes``, ``meta``
+    and ``results`` gain one entry per rule."""
+    for method, select in plan.rules.items():
+        t0 = time.perf_counter()
+        ev = evaluate(
+            job.code0,
+            job.f,
+            job.x_test,
+            key=st.k_test,
+            straggler_model=st.model,
+            num_masks=plan.evaluation["num_masks"],
+            select_lam_dec=select,
+            search=plan.evaluation["rule_search"],
+            candidates=np.unique(np.stack(found), axis=0) if found else None,
+        )
+        results[method] = (ev, time.perf_counter() - t0)
+        release_memory()
+        codes[method] = job.code0
+        meta[method] = dict(seconds=0.0, lam_dec_rule=method)
+
+
+def _stage_rows(
+    plan: _Plan, job: _Job, st: _Stage, codes: dict, meta: dict, results: dict, progress: bool
+) -> list[dict]:
+    """One row per method (:data:`METHODS` order), with its paired ratio to grid-CV."""
+    rows = []
+    grid_losses = results["grid-CV"][0].losses
+    for method in METHODS:
+        ev, seconds = results[method]
+        code = codes[method]
+        if ev.losses is not None and grid_losses is not None:
+            # paired: the same held-out jobs and patterns for every method
+            ratio, half = ratio_ci(ev.losses, grid_losses)
+            meta[method] = meta[method] | dict(vs_grid=ratio, vs_grid_ci95=half)
+        rows.append(
+            dict(
+                workload=job.name,
+                regime=st.regime,
+                method=method,
+                stragglers=st.model.describe(),
+                loss=ev.loss,
+                ci95=ev.ci95,
+                failed=ev.failed,
+                patterns=ev.num_patterns,
+                exhaustive=bool(ev.exhaustive),
+                lam_enc=float(code.lam_enc),
+                lam_dec=None if method in plan.rules else float(code.lam_dec),
+                eval_seconds=seconds,
+            )
+            | meta[method]
+        )
+        if progress:
+            print(
+                f"{job.name:>10} {st.regime:>5} {method:>14}: held-out loss {ev.loss:.4e}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return rows
+
+
+def _job(plan: _Plan, name: str, k_w: Array, progress: bool) -> tuple[_Job, dict]:
+    """Workload ``name``'s inputs and default code, and its record for the config."""
+    w = plan.sizes[name]
+    f, x_train, x_test, info = _inputs(name, w, k_w, plan.toy, progress)
+    code0 = SplineCode.chebyshev(num_inputs=w.num_inputs, num_workers=w.num_workers)
+    return _Job(name, w, f, x_train, x_test, code0), dataclasses.asdict(w) | info
+
+
+def _config_record(plan: _Plan, infos: dict, regimes, interrupted: bool) -> dict:
+    """The ``config`` block of the JSON record."""
+    gcfg, ecfg = plan.grid, plan.evaluation
+    return dict(
+        interrupted=interrupted,
+        toy=plan.toy,
+        workloads=infos,
+        regimes=list(regimes),
+        methods=list(METHODS),
+        tune=plan.tune,
+        evaluation=dict(num_masks=ecfg["num_masks"], rule_search=ecfg["rule_search"]),
+        grid_cv=dict(
+            lam_enc=None if gcfg["lam_enc_grid"] is None else list(gcfg["lam_enc_grid"]),
+            lam_dec=None if gcfg["lam_dec_grid"] is None else list(gcfg["lam_dec_grid"]),
+        ),
+        gcv_grid=[float(plan.gcv_grid[0]), float(plan.gcv_grid[-1]), len(plan.gcv_grid)],
+        cv_grid=[float(plan.cv_grid[0]), float(plan.cv_grid[-1]), len(plan.cv_grid)],
+        dtype=str(jnp.zeros(()).dtype),
+    )
+
+
 def run_tune(
     *,
     workloads: Sequence[str] = WORKLOADS,
@@ -211,14 +488,7 @@ def run_tune(
     """
     t_start = time.perf_counter()
     toy = toy_config() if toy is None else bool(toy)
-    if steps is not None and steps < 0:
-        raise ValueError(f"`steps` must be >= 0; got {steps}")
-    for name in workloads:
-        if name not in WORKLOADS:
-            raise ValueError(f"unknown workload {name!r}; choose from {WORKLOADS}")
-    for regime in regimes:
-        if regime not in REGIMES:
-            raise ValueError(f"unknown regime {regime!r}; choose from {REGIMES}")
+    _check(workloads, regimes, steps)
     if not jax.config.jax_enable_x64:
         warnings.warn(
             "run_tune in float32: smoothing with λ > 0 is inaccurate on clustered nodes; enable "
@@ -226,192 +496,26 @@ def run_tune(
             Float32PrecisionWarning,
             stacklevel=2,
         )
-    sizes = TOY if toy else FULL
-    tcfg = dict(TOY_TUNE if toy else FULL_TUNE)
-    if steps is not None:
-        tcfg["steps"] = int(steps)
-    ecfg = TOY_EVAL if toy else FULL_EVAL
-    gcfg = TOY_GRID if toy else FULL_GRID
-    rules = TOY_RULES if toy else RULES
-    gcv_grid, cv_grid = (TOY_GCV_GRID, TOY_CV_GRID) if toy else (GCV_GRID, CV_GRID)
+    plan = _plan(toy, steps)
     key = jax.random.key(seed)
     rows, infos = [], {}
     with StopOnInterrupt() as stop:
         for wi, name in enumerate(workloads):
-            w = sizes[name]
             k_w = jax.random.fold_in(key, wi)
-            f, x_train, x_test, info = _inputs(name, w, k_w, toy, progress)
-            infos[name] = dataclasses.asdict(w) | info
-            code0 = SplineCode.chebyshev(num_inputs=w.num_inputs, num_workers=w.num_workers)
+            job, infos[name] = _job(plan, name, k_w, progress)
             for ri, regime in enumerate(regimes):
-                model = (
-                    StragglerModel.worst(w.stragglers)
-                    if regime == "worst"
-                    else StragglerModel.iid(w.p)
-                )
-                k_r = jax.random.fold_in(jax.random.fold_in(k_w, 100), ri)
-                k_grid, k_tune, k_test = jax.random.split(k_r, 3)
+                st = _stage(job, k_w, ri, regime)
                 # Tuning sees x_train only; every evaluation below uses x_test and k_test.
-                codes, meta = {"default": code0}, {"default": dict(seconds=0.0)}
-                t0 = time.perf_counter()
-                grid = grid_search(
-                    code0,
-                    f,
-                    x_train,
-                    key=k_grid,
-                    straggler_model=model,
-                    progress=progress,
-                    num_masks=tcfg["val_masks"],
-                    **gcfg,
-                )
-                codes["grid-CV"] = grid.code
-                release_memory()  # each stage's compilations free their temporaries: return them
-                meta["grid-CV"] = dict(seconds=time.perf_counter() - t0, train_loss=grid.loss)
-                # iid steps draw as many patterns as a worst-case step decodes (blocks, random,
-                # searched pool), so both regimes of a workload share one compiled step
-                adversarial = 2 if toy else 8
-                n_masks = tcfg["num_masks"]
-                if regime == "iid":
-                    n_masks += w.num_workers - w.stragglers + 1 + adversarial
-                for method, trainable in (
-                    ("tuned λ", ("lam_enc", "lam_dec")),
-                    ("tuned λ+nodes", ("lam_enc", "lam_dec", "alpha", "beta")),
-                ):
-                    t0 = time.perf_counter()
-                    res = tune(
-                        grid.code,
-                        f,
-                        x_train,
-                        key=k_tune,
-                        straggler_model=model,
-                        trainable=trainable,
-                        steps=tcfg["steps"],
-                        eval_every=tcfg["eval_every"],
-                        patience=tcfg["patience"],
-                        num_masks=n_masks,
-                        val_masks=tcfg["val_masks"],
-                        jobs_per_step=w.jobs_per_step,
-                        adversarial=adversarial,
-                        progress=progress,
-                    )
-                    codes[method] = res.code
-                    release_memory()
-                    meta[method] = dict(
-                        seconds=time.perf_counter() - t0,
-                        best_step=res.best_step,
-                        steps_run=int(res.history.train_loss.size),
-                        initial_val_loss=res.initial_val_loss,
-                        best_val_loss=res.best_val_loss,
-                        stopped_early=res.stopped_early,
-                        val_step=res.history.val_step.tolist(),
-                        val_loss=res.history.val_loss.tolist(),
-                        alpha=np.asarray(res.code.alpha).tolist(),
-                        beta=np.asarray(res.code.beta).tolist(),
-                    )
-                found = []
-                results = {}
-                for method, code in codes.items():
-                    t0 = time.perf_counter()
-                    ev = evaluate(
-                        code,
-                        f,
-                        x_test,
-                        key=k_test,
-                        straggler_model=model,
-                        num_masks=ecfg["num_masks"],
-                    )
-                    results[method] = (ev, time.perf_counter() - t0)
-                    release_memory()
-                    if ev.worst_mask is not None:
-                        found.append(ev.worst_mask)
-                if (
-                    found
-                ):  # worst case: every code also meets the worst patterns found for the others
-                    candidates = np.unique(np.stack(found), axis=0)
-                    for method, code in list(codes.items()):
-                        ev, seconds = results[method]
-                        t0 = time.perf_counter()
-                        cross = evaluate(
-                            code,
-                            f,
-                            x_test,
-                            key=k_test,
-                            straggler_model=model,
-                            search=dict(max_iters=0, restarts=1),
-                            candidates=candidates,
-                        )
-                        if cross.loss > ev.loss:
-                            ev = ev._replace(loss=cross.loss, worst_mask=cross.worst_mask)
-                        results[method] = (ev, seconds + time.perf_counter() - t0)
-                for method, select in rules.items():
-                    t0 = time.perf_counter()
-                    ev = evaluate(
-                        code0,
-                        f,
-                        x_test,
-                        key=k_test,
-                        straggler_model=model,
-                        num_masks=ecfg["num_masks"],
-                        select_lam_dec=select,
-                        search=ecfg["rule_search"],
-                        candidates=np.unique(np.stack(found), axis=0) if found else None,
-                    )
-                    results[method] = (ev, time.perf_counter() - t0)
-                    release_memory()
-                    codes[method] = code0
-                    meta[method] = dict(seconds=0.0, lam_dec_rule=method)
-                grid_losses = results["grid-CV"][0].losses
-                for method in METHODS:
-                    ev, seconds = results[method]
-                    code = codes[method]
-                    if ev.losses is not None and grid_losses is not None:
-                        # paired: the same held-out jobs and patterns for every method
-                        ratio, half = ratio_ci(ev.losses, grid_losses)
-                        meta[method] = meta[method] | dict(vs_grid=ratio, vs_grid_ci95=half)
-                    rows.append(
-                        dict(
-                            workload=name,
-                            regime=regime,
-                            method=method,
-                            stragglers=model.describe(),
-                            loss=ev.loss,
-                            ci95=ev.ci95,
-                            failed=ev.failed,
-                            patterns=ev.num_patterns,
-                            exhaustive=bool(ev.exhaustive),
-                            lam_enc=float(code.lam_enc),
-                            lam_dec=None if method in rules else float(code.lam_dec),
-                            eval_seconds=seconds,
-                        )
-                        | meta[method]
-                    )
-                    if progress:
-                        print(
-                            f"{name:>10} {regime:>5} {method:>14}: held-out loss {ev.loss:.4e}",
-                            file=sys.stderr,
-                            flush=True,
-                        )
+                codes, meta = _train_codes(plan, job, st, progress)
+                results, found = _evaluate_codes(plan, job, st, codes)
+                _evaluate_rules(plan, job, st, found, codes, meta, results)
+                rows += _stage_rows(plan, job, st, codes, meta, results, progress)
             if wi + 1 < len(workloads):
                 # the next workload's f compiles anew: free this one's executables (peak
                 # memory); the last one's stay cached for a later run of the same shapes
                 jax.clear_caches()
             release_memory()
-    config = dict(
-        interrupted=stop.interrupted,
-        toy=toy,
-        workloads=infos,
-        regimes=list(regimes),
-        methods=list(METHODS),
-        tune=tcfg,
-        evaluation=dict(num_masks=ecfg["num_masks"], rule_search=ecfg["rule_search"]),
-        grid_cv=dict(
-            lam_enc=None if gcfg["lam_enc_grid"] is None else list(gcfg["lam_enc_grid"]),
-            lam_dec=None if gcfg["lam_dec_grid"] is None else list(gcfg["lam_dec_grid"]),
-        ),
-        gcv_grid=[float(gcv_grid[0]), float(gcv_grid[-1]), len(gcv_grid)],
-        cv_grid=[float(cv_grid[0]), float(cv_grid[-1]), len(cv_grid)],
-        dtype=str(jnp.zeros(()).dtype),
-    )
+    config = _config_record(plan, infos, regimes, stop.interrupted)
     payload = dict(rows=rows)
     payload["summary"] = _summary(config | payload)
     return stop.finish(
