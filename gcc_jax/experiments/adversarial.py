@@ -31,11 +31,13 @@ adversarial term of the paper's bound, whose exponent is exactly ``6/5 (a − 1)
 Loss: ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` (the GCC papers' squared error).
 """
 
+import itertools
 import math
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -312,6 +314,122 @@ def _log(progress: bool, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+class _Attack(NamedTuple):
+    """The knobs every measurement shares: sizes, adversaries, trials and search settings."""
+
+    num_inputs: int
+    strategies: Sequence[str]
+    trials: int
+    seed: int
+    pgd_steps: int
+    search: dict
+    rate_searched: tuple[str, ...]  # strategies the rates also run at the searched positions
+    progress: bool
+
+
+def _gamma(n: int, a: float) -> int:
+    """``γ = ⌈N^a⌉`` (at least 1)."""
+    return max(1, math.ceil(n**a - 1e-9))
+
+
+def _calibrate(at: _Attack, job: _Job, n_cal: int, a_cal: float, constants) -> dict:
+    """``c`` of the λ rule for one function: the constant with the smallest worst loss on a
+    calibration job (own inputs) at ``N = n_cal``, ``γ = ⌈n_cal^a_cal⌉``."""
+    g_cal = _gamma(n_cal, a_cal)
+    cal_strategies = [s for s in ("max", "bias", "pgd", "targeted") if s in at.strategies]
+    cal_strategies = cal_strategies or list(at.strategies)
+    x = job.inputs(at.seed, 0, purpose=1)
+    scores = {}
+    for c in constants:
+        lam = adversarial_lam_dec(n_cal, g_cal, job.bound, constant=c)
+        code, sur = _make_decoder("gcc", at.num_inputs, n_cal, g_cal, lam, None)
+        losses = _losses(
+            code, sur, job.f, x, g_cal, job.bound, cal_strategies, jax.random.key(at.seed + 1),
+            at.pgd_steps, at.search, searched=at.rate_searched,
+        )  # fmt: skip
+        scores[c] = max(losses.values())
+        _log(
+            at.progress,
+            f"calibrate {job.name}: N={n_cal} γ={g_cal} c={c:g} worst={scores[c]:.3e}",
+        )
+    best = min(scores, key=lambda c: scores[c])
+    return dict(
+        constant=best, N=n_cal, gamma=g_cal, a=a_cal, scores={str(c): scores[c] for c in scores}
+    )
+
+
+def _rate_row(at: _Attack, job: _Job, constant: float, a: float, n: int) -> dict:
+    """One point of the rates: GCC with the calibrated λ rule at ``N = n``, ``γ = ⌈n^a⌉``."""
+    gamma = _gamma(n, a)
+    lam = adversarial_lam_dec(n, gamma, job.bound, constant=constant)
+    code, sur = _make_decoder("gcc", at.num_inputs, n, gamma, lam, None)
+    per_trial = _trial_losses(
+        code, sur, job, gamma, at.strategies, at.trials, at.seed, at.pgd_steps, at.search,
+        searched=at.rate_searched,
+    )  # fmt: skip
+    worst = [max(t.values()) for t in per_trial]
+    _log(at.progress, f"rates {job.name}: a={a:g} N={n} γ={gamma} worst={np.mean(worst):.3e}")
+    return dict(
+        function=job.name, a=a, N=n, gamma=gamma, lam_dec=lam,
+        worst=float(np.mean(worst)), worst_trials=worst,
+        by_strategy={s: float(np.mean([t[s] for t in per_trial])) for s in per_trial[0]},
+    )  # fmt: skip
+
+
+def _table_row(at: _Attack, job: _Job, dname: str, n: int, gamma: int, lam: float):
+    """One row of the decoder table (``None`` when the decoder does not apply)."""
+    code, sur = _make_decoder(dname, at.num_inputs, n, gamma, lam, job.degree, job.bound)
+    if code is None:
+        return None
+    per_trial = _trial_losses(
+        code, sur, job, gamma, at.strategies, at.trials, at.seed, at.pgd_steps, at.search,
+        searched=[s for s in at.strategies if s in VALUE_STRATEGIES], clean=True,
+    )  # fmt: skip
+    clean = [t.pop("clean") for t in per_trial]
+    cells = {s: float(np.mean([t[s] for t in per_trial])) for s in per_trial[0]}
+    _log(
+        at.progress,
+        f"table {job.name}: {dname:>10} clean={np.mean(clean):.2e} "
+        + " ".join(f"{c}={v:.2e}" for c, v in cells.items()),
+    )
+    return dict(
+        function=job.name, decoder=dname, N=n, gamma=gamma, clean=float(np.mean(clean)),
+        worst=max(cells.values()), **cells,
+    )  # fmt: skip
+
+
+def _fit(rows: list[dict], name: str, a: float, workers, trials: int, seed: int) -> dict | None:
+    """The slope of one series (function, ``a``) in ``N``, over all ``N`` and the upper half,
+    with bootstrap intervals (``None`` when fewer than two ``N`` were measured)."""
+    sel = [r for r in rows if r["function"] == name and r["a"] == a]
+    if len(sel) < 2:  # an interrupted run did not reach this series
+        return None
+    upper = sorted(workers)[len(workers) // 2 :] if len(workers) >= 4 else sorted(workers)
+    n = [r["N"] for r in sel]
+    per = [[r["worst_trials"][t] for r in sel] for t in range(trials)]
+    slope, lo, hi = slope_with_ci(n, per, seed=seed)
+    up = [i for i, v in enumerate(n) if v in upper]
+    s_up, lo_up, hi_up = slope_with_ci(
+        [n[i] for i in up], [[p[i] for i in up] for p in per], seed=seed
+    )
+    return dict(
+        function=name, a=a, slope=slope, slope_ci=[lo, hi],
+        slope_upper=s_up, slope_upper_ci=[lo_up, hi_up],
+        upper_workers=[n[i] for i in up], theory_slope=1.2 * (a - 1.0),
+        trial_slopes=[fit_slope(n, p)[0] for p in per],
+    )  # fmt: skip
+
+
+def _check(decoders, strategies) -> None:
+    """``ValueError`` for an unknown decoder or strategy."""
+    for d in decoders:
+        if d not in DECODERS:
+            raise ValueError(f"unknown decoder {d!r}; use {DECODERS}")
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise ValueError(f"unknown strategy {s!r}; use {STRATEGIES}")
+
+
 def run_adversarial(
     *,
     workers: Sequence[int] = DEFAULTS["workers"],
@@ -362,14 +480,19 @@ def run_adversarial(
         "table"}``.
     """
     search = dict(DEFAULTS["search"] if search is None else search)
-    for d in decoders:
-        if d not in DECODERS:
-            raise ValueError(f"unknown decoder {d!r}; use {DECODERS}")
-    for s in strategies:
-        if s not in STRATEGIES:
-            raise ValueError(f"unknown strategy {s!r}; use {STRATEGIES}")
+    _check(decoders, strategies)
     workers = tuple(int(n) for n in workers)
     t_start = time.perf_counter()
+    at = _Attack(
+        num_inputs=num_inputs,
+        strategies=strategies,
+        trials=trials,
+        seed=seed,
+        pgd_steps=pgd_steps,
+        search=search,
+        rate_searched=("pgd",) if rate_positions == "search" and "pgd" in strategies else (),
+        progress=progress,
+    )
     jobs, calibration, rows, table, timing = {}, {}, [], [], {}
     # Ctrl-C keeps what finished: whole calibrations, rate rows and table rows
     with StopOnInterrupt() as stop:
@@ -378,118 +501,31 @@ def run_adversarial(
             jobs[name] = _Job(name, num_inputs, seed, lenet_epochs, progress)
         timing["setup"] = time.perf_counter() - t0
 
-        # -- calibration of c (own inputs: purpose 1) -------------------------------------------
-        t0 = time.perf_counter()
+        t0 = time.perf_counter()  # calibration of c (own inputs: purpose 1)
         n_cal = workers[len(workers) // 2]
         a_cal = sorted(exponents)[len(exponents) // 2]
-        g_cal = max(1, math.ceil(n_cal**a_cal - 1e-9))
-        cal_strategies = [s for s in ("max", "bias", "pgd", "targeted") if s in strategies]
-        cal_strategies = cal_strategies or list(strategies)
-        rate_searched = ("pgd",) if rate_positions == "search" and "pgd" in strategies else ()
         for name, job in jobs.items():
-            x = job.inputs(seed, 0, purpose=1)
-            scores = {}
-            for c in constants:
-                lam = adversarial_lam_dec(n_cal, g_cal, job.bound, constant=c)
-                code, sur = _make_decoder("gcc", num_inputs, n_cal, g_cal, lam, None)
-                losses = _losses(
-                    code, sur, job.f, x, g_cal, job.bound, cal_strategies,
-                    jax.random.key(seed + 1), pgd_steps, search, searched=rate_searched,
-                )  # fmt: skip
-                scores[c] = max(losses.values())
-                _log(
-                    progress, f"calibrate {name}: N={n_cal} γ={g_cal} c={c:g} worst={scores[c]:.3e}"
-                )
-            best = min(scores, key=lambda c: scores[c])
-            calibration[name] = dict(
-                constant=best,
-                N=n_cal,
-                gamma=g_cal,
-                a=a_cal,
-                scores={str(c): scores[c] for c in scores},
-            )
+            calibration[name] = _calibrate(at, job, n_cal, a_cal, constants)
         timing["calibration"] = time.perf_counter() - t0
 
-        # -- rates -------------------------------------------------------------------------------
-        t0 = time.perf_counter()
-        for name in functions:
-            job = jobs[name]
-            c = calibration[name]["constant"]
-            for a in exponents:
-                for n in workers:
-                    gamma = max(1, math.ceil(n**a - 1e-9))
-                    lam = adversarial_lam_dec(n, gamma, job.bound, constant=c)
-                    code, sur = _make_decoder("gcc", num_inputs, n, gamma, lam, None)
-                    per_trial = _trial_losses(
-                        code, sur, job, gamma, strategies, trials, seed, pgd_steps, search,
-                        searched=rate_searched,
-                    )  # fmt: skip
-                    worst = [max(t.values()) for t in per_trial]
-                    rows.append(
-                        dict(
-                            function=name, a=a, N=n, gamma=gamma, lam_dec=lam,
-                            worst=float(np.mean(worst)), worst_trials=worst,
-                            by_strategy={s: float(np.mean([t[s] for t in per_trial]))
-                                         for s in per_trial[0]},
-                        )
-                    )  # fmt: skip
-                    _log(
-                        progress,
-                        f"rates {name}: a={a:g} N={n} γ={gamma} worst={np.mean(worst):.3e}",
-                    )
+        t0 = time.perf_counter()  # rates
+        for name, a, n in itertools.product(functions, exponents, workers):
+            rows.append(_rate_row(at, jobs[name], calibration[name]["constant"], a, n))
         timing["rates"] = time.perf_counter() - t0
 
-        # -- table -------------------------------------------------------------------------------
-        t0 = time.perf_counter()
+        t0 = time.perf_counter()  # table
         n, gamma = int(table_workers), int(table_adversaries)
         for name in table_functions:
             job = jobs[name]
             lam = adversarial_lam_dec(n, gamma, job.bound, constant=calibration[name]["constant"])
             for dname in decoders:
-                code, sur = _make_decoder(dname, num_inputs, n, gamma, lam, job.degree, job.bound)
-                if code is None:
-                    continue
-                per_trial = _trial_losses(
-                    code, sur, job, gamma, strategies, trials, seed, pgd_steps, search,
-                    searched=[s for s in strategies if s in VALUE_STRATEGIES], clean=True,
-                )  # fmt: skip
-                clean = [t.pop("clean") for t in per_trial]
-                cells = {s: float(np.mean([t[s] for t in per_trial])) for s in per_trial[0]}
-                table.append(
-                    dict(
-                        function=name, decoder=dname, N=n, gamma=gamma, clean=float(np.mean(clean)),
-                        worst=max(cells.values()), **cells,
-                    )
-                )  # fmt: skip
-                _log(
-                    progress,
-                    f"table {name}: {dname:>10} clean={np.mean(clean):.2e} "
-                    + " ".join(f"{c}={v:.2e}" for c, v in cells.items()),
-                )
+                if (row := _table_row(at, job, dname, n, gamma, lam)) is not None:
+                    table.append(row)
         timing["table"] = time.perf_counter() - t0
 
-    fits = []  # the series with at least two N values measured
-    upper = sorted(workers)[len(workers) // 2 :] if len(workers) >= 4 else sorted(workers)
-    for name in functions:
-        for a in exponents:
-            sel = [r for r in rows if r["function"] == name and r["a"] == a]
-            if len(sel) < 2:  # an interrupted run did not reach this series
-                continue
-            n = [r["N"] for r in sel]
-            per = [[r["worst_trials"][t] for r in sel] for t in range(trials)]
-            slope, lo, hi = slope_with_ci(n, per, seed=seed)
-            up = [i for i, v in enumerate(n) if v in upper]
-            s_up, lo_up, hi_up = slope_with_ci(
-                [n[i] for i in up], [[p[i] for i in up] for p in per], seed=seed
-            )
-            fits.append(
-                dict(
-                    function=name, a=a, slope=slope, slope_ci=[lo, hi],
-                    slope_upper=s_up, slope_upper_ci=[lo_up, hi_up],
-                    upper_workers=[n[i] for i in up], theory_slope=1.2 * (a - 1.0),
-                    trial_slopes=[fit_slope(n, p)[0] for p in per],
-                )
-            )  # fmt: skip
+    # the series with at least two N values measured
+    fits = [_fit(rows, name, a, workers, trials, seed) for name in functions for a in exponents]
+    fits = [fit for fit in fits if fit is not None]
     config = dict(
         interrupted=stop.interrupted,
         workers=list(workers), exponents=list(exponents), num_inputs=num_inputs,
