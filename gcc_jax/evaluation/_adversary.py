@@ -61,6 +61,7 @@ __all__ = [
     "worst_case_adversaries",
 ]
 
+_HIGHEST = jax.lax.Precision.HIGHEST
 STRATEGIES = ("max", "sign_flip", "random", "bias", "pgd")
 VALUE_STRATEGIES = STRATEGIES[:4]
 """The strategies that set values by a formula (no gradient): one compiled program for all four."""
@@ -493,7 +494,7 @@ def _targeted_candidates(surrogate, yt, fx, live, bound, gamma):
     d, _ = surrogate.decoder_matrix_with_status(live)  # (k, n), dead columns zero
     d = jnp.where(live[None, :], d, 0.0)
     y_live = jnp.where(live[:, None], y_flat, 0.0)
-    err = d @ y_live - f_flat  # the surrogate's honest error (k, m)
+    err = jnp.matmul(d, y_live, precision=_HIGHEST) - f_flat  # the surrogate's honest error (k, m)
 
     def one(k, s):
         # worker n moves f^_k by D_kn (z − y~_n); pushing in direction s, its best value is
@@ -503,8 +504,12 @@ def _targeted_candidates(surrogate, yt, fx, live, bound, gamma):
         ranks = jnp.argsort(jnp.argsort(-jnp.where(live, worth, -jnp.inf)))
         adv = (ranks < gamma) & live
         # per output coordinate, the direction that moves f^_kj furthest from f(x_k)_j
-        up = d[k] @ jnp.where(adv[:, None], sgn * m_bound - y_live, 0.0)
-        down = d[k] @ jnp.where(adv[:, None], -sgn * m_bound - y_live, 0.0)
+        up = jnp.matmul(
+            d[k], jnp.where(adv[:, None], sgn * m_bound - y_live, 0.0), precision=_HIGHEST
+        )
+        down = jnp.matmul(
+            d[k], jnp.where(adv[:, None], -sgn * m_bound - y_live, 0.0), precision=_HIGHEST
+        )
         sj = jnp.where(jnp.abs(err[k] + up) >= jnp.abs(err[k] + down), 1.0, -1.0)
         return adv, jnp.where(adv[:, None], sj[None, :] * sgn * m_bound, y_flat)
 

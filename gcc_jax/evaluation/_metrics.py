@@ -1,6 +1,6 @@
 """Accuracy metrics of coded inference: the papers' RMSE, the MSE loss, RelAcc, and their CIs.
 
-Definitions (LeTCC §5 and method-notes §1.9), for one coded batch of ``K`` inputs with true
+Definitions (LeTCC, its section 5), for one coded batch of ``K`` inputs with true
 worker outputs ``y_k = f(x_k)`` and decoded estimates ``ŷ_k``:
 
 * ``mse(ŷ, y) = (1/K) Σ_k ‖ŷ_k − y_k‖₂²`` — the loss (1) that the codes minimise and that

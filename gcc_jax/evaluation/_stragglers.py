@@ -65,7 +65,7 @@ _BLOCK = 1 << 16
 def _blockwise(key, num: int, sample) -> Bool[_Array, "p n"]:
     """Sample ``num`` rows in blocks of 65536 (block ``i`` from ``fold_in(key, i)``).
 
-    Keeps the temporary memory of sampling a million patterns at a few tens of MB.
+    Bounds the temporary memory of sampling many patterns.
     """
     if num <= _BLOCK:
         return sample(key, num)

@@ -90,7 +90,7 @@ def expected_loss(
     chain is one JAX graph, so the loss is differentiable with respect to ``log λ_enc``,
     ``log λ_dec`` and the node gap logits of :class:`SplineParams` (nodes strictly increasing in
     ``[−1, 1]`` for every value), through any JAX ``f`` — a closure over a Flax model included
-    (e.g. :func:`gcc_jax.nn.models.worker_function`). The mean is the paper's loss (DESIGN §1.5)
+    (e.g. :func:`gcc_jax.nn.models.worker_function`). The mean is the LeTCC loss (its eq. (1))
     averaged over the given patterns, the same numbers as :func:`gcc_jax.monte_carlo_loss`.
 
     Args:

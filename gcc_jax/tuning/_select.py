@@ -131,7 +131,7 @@ def _minimise(score_fn, grid: Array, refine: int) -> LamChoice:
     compiled program: writing the phases as separate loops would trace and compile the fit five
     times. It is a loop, not a ``vmap`` over the grid: under the callers' ``vmap`` over patterns
     and jobs a vmapped grid would hold every λ's fits at once (grid × patterns × jobs × folds
-    spline fits; 6 GB for ``gcc-jax tune``'s CV rule), the loop holds one λ's.
+    spline fits), the loop holds one λ's.
     """
     g = grid.shape[0]
     if refine == 0 or g == 1:

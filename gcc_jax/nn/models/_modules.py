@@ -16,6 +16,7 @@ from flax import nnx
 __all__ = ["MLP", "LeNet5", "SmallCNN", "ViT"]
 
 _F32 = jnp.float32
+_HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products on every backend
 
 
 def _check_input_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
@@ -58,7 +59,10 @@ class MLP(nnx.Module):
         self.input_shape = _check_input_shape(input_shape)
         sizes = [math.prod(self.input_shape), *(int(h) for h in hidden), int(num_classes)]
         self.layers = nnx.List(
-            [nnx.Linear(a, b, param_dtype=_F32, rngs=rngs) for a, b in zip(sizes, sizes[1:])]
+            [
+                nnx.Linear(a, b, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
+                for a, b in zip(sizes, sizes[1:])
+            ]
         )
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -97,13 +101,21 @@ class LeNet5(nnx.Module):
         if self.conv2_padding == "VALID":
             h, w = h - 4, w - 4
         h, w = h // 2, w // 2
-        self.conv1 = nnx.Conv(c, 6, (5, 5), padding="SAME", param_dtype=_F32, rngs=rngs)
-        self.conv2 = nnx.Conv(
-            6, 16, (5, 5), padding=self.conv2_padding, param_dtype=_F32, rngs=rngs
+        self.conv1 = nnx.Conv(
+            c, 6, (5, 5), padding="SAME", param_dtype=_F32, precision=_HIGHEST, rngs=rngs
         )
-        self.fc1 = nnx.Linear(h * w * 16, 120, param_dtype=_F32, rngs=rngs)
-        self.fc2 = nnx.Linear(120, 84, param_dtype=_F32, rngs=rngs)
-        self.fc3 = nnx.Linear(84, int(num_classes), param_dtype=_F32, rngs=rngs)
+        self.conv2 = nnx.Conv(
+            6,
+            16,
+            (5, 5),
+            padding=self.conv2_padding,
+            param_dtype=_F32,
+            precision=_HIGHEST,
+            rngs=rngs,
+        )
+        self.fc1 = nnx.Linear(h * w * 16, 120, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
+        self.fc2 = nnx.Linear(120, 84, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
+        self.fc3 = nnx.Linear(84, int(num_classes), param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = _pool(jax.nn.relu(self.conv1(x)))
@@ -148,10 +160,18 @@ class SmallCNN(nnx.Module):
                 f"SmallCNN needs images of at least 4x4; got `input_shape`={(h, w, c)}"
             )
         c1, c2 = (int(k) for k in channels)
-        self.conv1 = nnx.Conv(c, c1, (3, 3), padding="SAME", param_dtype=_F32, rngs=rngs)
-        self.conv2 = nnx.Conv(c1, c2, (3, 3), padding="SAME", param_dtype=_F32, rngs=rngs)
-        self.fc1 = nnx.Linear((h // 4) * (w // 4) * c2, int(hidden), param_dtype=_F32, rngs=rngs)
-        self.fc2 = nnx.Linear(int(hidden), int(num_classes), param_dtype=_F32, rngs=rngs)
+        self.conv1 = nnx.Conv(
+            c, c1, (3, 3), padding="SAME", param_dtype=_F32, precision=_HIGHEST, rngs=rngs
+        )
+        self.conv2 = nnx.Conv(
+            c1, c2, (3, 3), padding="SAME", param_dtype=_F32, precision=_HIGHEST, rngs=rngs
+        )
+        self.fc1 = nnx.Linear(
+            (h // 4) * (w // 4) * c2, int(hidden), param_dtype=_F32, precision=_HIGHEST, rngs=rngs
+        )
+        self.fc2 = nnx.Linear(
+            int(hidden), int(num_classes), param_dtype=_F32, precision=_HIGHEST, rngs=rngs
+        )
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = _pool(jax.nn.relu(self.conv1(x)))
@@ -166,11 +186,17 @@ class _Block(nnx.Module):
     def __init__(self, dim: int, num_heads: int, mlp_dim: int, *, rngs: nnx.Rngs):
         self.norm1 = nnx.LayerNorm(dim, param_dtype=_F32, rngs=rngs)
         self.attn = nnx.MultiHeadAttention(
-            num_heads, dim, decode=False, param_dtype=_F32, rngs=rngs, keep_rngs=False
+            num_heads,
+            dim,
+            decode=False,
+            param_dtype=_F32,
+            precision=_HIGHEST,
+            rngs=rngs,
+            keep_rngs=False,
         )
         self.norm2 = nnx.LayerNorm(dim, param_dtype=_F32, rngs=rngs)
-        self.mlp1 = nnx.Linear(dim, mlp_dim, param_dtype=_F32, rngs=rngs)
-        self.mlp2 = nnx.Linear(mlp_dim, dim, param_dtype=_F32, rngs=rngs)
+        self.mlp1 = nnx.Linear(dim, mlp_dim, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
+        self.mlp2 = nnx.Linear(mlp_dim, dim, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = x + self.attn(self.norm1(x), deterministic=True)
@@ -230,7 +256,7 @@ class ViT(nnx.Module):
         num_tokens = (h // patch_size) * (w // patch_size) + 1
         p = self.patch_size
         self.embed = nnx.Conv(c, dim, (p, p), strides=(p, p), padding="VALID",
-                              param_dtype=_F32, rngs=rngs)  # fmt: skip
+                              param_dtype=_F32, precision=_HIGHEST, rngs=rngs)  # fmt: skip
         init = jax.nn.initializers.normal(0.02)
         self.cls_token = nnx.Param(init(rngs.params(), (1, 1, dim), _F32))
         self.pos_embed = nnx.Param(init(rngs.params(), (1, num_tokens, dim), _F32))
@@ -238,7 +264,9 @@ class ViT(nnx.Module):
             [_Block(dim, num_heads, mlp_dim, rngs=rngs) for _ in range(int(depth))]
         )
         self.norm = nnx.LayerNorm(dim, param_dtype=_F32, rngs=rngs)
-        self.head = nnx.Linear(dim, int(num_classes), param_dtype=_F32, rngs=rngs)
+        self.head = nnx.Linear(
+            dim, int(num_classes), param_dtype=_F32, precision=_HIGHEST, rngs=rngs
+        )
 
     def __call__(self, x: jax.Array) -> jax.Array:
         b = x.shape[0]

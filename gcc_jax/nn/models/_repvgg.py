@@ -21,6 +21,7 @@ from flax import nnx
 __all__ = ["RepVGG", "reparameterize_repvgg"]
 
 _F32 = jnp.float32
+_HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products on every backend
 
 
 class _RepBlock(nnx.Module):
@@ -28,7 +29,7 @@ class _RepBlock(nnx.Module):
         self.stride = int(stride)
         self.identity = stride == 1 and c_in == c_out
         self.deploy = bool(deploy)
-        kw = dict(strides=(stride, stride), param_dtype=_F32, rngs=rngs)
+        kw = dict(strides=(stride, stride), param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
         self.conv3 = nnx.Conv(c_in, c_out, (3, 3), padding=((1, 1), (1, 1)), **kw)
         if not self.deploy:
             self.conv1 = nnx.Conv(c_in, c_out, (1, 1), padding="VALID", **kw)
@@ -90,7 +91,9 @@ class RepVGG(nnx.Module):
                 blocks.append(_RepBlock(c_in, width, 2 if j == 0 else 1, deploy, rngs=rngs))
                 c_in = width
         self.blocks = nnx.List(blocks)
-        self.head = nnx.Linear(c_in, int(num_classes), param_dtype=_F32, rngs=rngs)
+        self.head = nnx.Linear(
+            c_in, int(num_classes), param_dtype=_F32, precision=_HIGHEST, rngs=rngs
+        )
 
     def __call__(self, x: jax.Array) -> jax.Array:
         for block in self.blocks:

@@ -133,7 +133,7 @@ def _adamw(lr: float, weight_decay: float) -> optax.GradientTransformation:
 
 def _split_validation(ds: Dataset, val_fraction: float, seed: int):
     val = validation_indices(ds.num_train, val_fraction, seed)
-    train = np.setdiff1d(np.arange(ds.num_train), val)  # sorted, as before
+    train = np.setdiff1d(np.arange(ds.num_train), val)  # sorted
     return (ds.x_train[train], ds.y_train[train]), (ds.x_train[val], ds.y_train[val])
 
 

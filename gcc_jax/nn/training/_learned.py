@@ -1,6 +1,6 @@
 """Training a learned code (:class:`gcc_jax.LearnedCode`) end to end through a frozen base model.
 
-Kosaian, Rashmi & Venkataraman, "Learning-Based Coded Computation" (method-notes §3.3): minimise
+Kosaian, Rashmi & Venkataraman, "Learning-Based Coded Computation" (IEEE JSAIT 2020): minimise
 the MSE between the decoded and the true base outputs on the *unavailable* slots, averaged over
 every erasure pattern the code must handle (:func:`gcc_jax.codes.erasure_patterns`).
 """
