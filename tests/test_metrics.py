@@ -1,4 +1,4 @@
-"""Metrics (`gcc_jax.evaluation._metrics`): hand-computed values, NumPy/SciPy references, transforms."""
+"""Metrics (`gcc_jax.evaluation`): hand-computed values, NumPy/SciPy references, transforms."""
 
 import jax
 import jax.numpy as jnp
