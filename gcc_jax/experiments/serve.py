@@ -40,9 +40,9 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -288,6 +288,211 @@ def _plan(schemes, k: int, groups: int, lam_dec: float) -> tuple[dict, list[str]
     return plan, notes
 
 
+class _Stream(NamedTuple):
+    """The classifier and the query stream every scheme serves."""
+
+    tm: Any  # the trained base model (gcc_jax.nn.training's TrainedModel)
+    ds: Any  # its data set
+    f: Callable  # one query → the base model's output (the workers' function)
+    idx: np.ndarray  # (q,) test-split indices of the queries
+    queries: np.ndarray  # (q, ...) float32
+    labels: np.ndarray  # (q,)
+    base: np.ndarray  # (q,) the base model's own predictions
+    arrivals: np.ndarray  # (q,) Poisson arrival times (s)
+
+
+class _Serving(NamedTuple):
+    """How a scheme is served: the delay model and the service's deadlines and limits."""
+
+    shift_ms: float
+    scale_ms: float
+    tail: str
+    straggle_prob: float
+    slowdown: float
+    fail_prob: float
+    seed: int
+    deadline_ms: float | None
+    release: str
+    max_wait_ms: float
+    timeout_s: float
+    max_in_flight: int
+    max_queue: int
+    progress: bool
+
+    def delays(self, m: int) -> DelayModel:
+        """The injected service times of ``m`` workers."""
+        return DelayModel(
+            num_workers=m,
+            shift=self.shift_ms / 1e3,
+            scale=self.scale_ms / 1e3,
+            tail=self.tail,
+            straggle_prob=self.straggle_prob,
+            straggle_factor=self.slowdown,
+            fail_prob=self.fail_prob,
+            seed=self.seed,
+        )
+
+
+def _stream(model, dataset, epochs, data_path, num_queries, rate, seed, progress) -> _Stream:
+    """Train (or load) the classifier and draw the queries, their labels and arrival times."""
+    from ..nn.data import load_dataset
+    from ..nn.training import train_classifier
+
+    tm = train_classifier(model, dataset, epochs=epochs, data_path=data_path, progress=progress)
+    ds = load_dataset(dataset, data_path)
+    rng = np.random.default_rng([seed, 0x5E])
+    idx = rng.integers(0, len(ds.y_test), size=num_queries)
+    queries = np.asarray(ds.x_test[idx], np.float32)
+    f = tm.worker_fn()
+    return _Stream(
+        tm=tm,
+        ds=ds,
+        f=f,
+        idx=idx,
+        queries=queries,
+        labels=np.asarray(ds.y_test[idx]),
+        base=np.asarray(jax.jit(jax.vmap(f))(queries)).argmax(-1),
+        arrivals=poisson_arrivals(rate, num_queries, seed=seed),
+    )
+
+
+def _sweep(
+    stream: _Stream, sv: _Serving, sk: int, sn: int, ss: int, num: int, deadlines, lam_dec: float
+) -> dict:
+    """:func:`deadline_sweep` of GCC and BACC (``K = sk``, ``N = sn``, ``S = ss``) on the first
+    ``num`` queries, with its wall time."""
+    _say(sv.progress, f"deadline sweep: {num} queries per code, model time")
+    t0 = time.perf_counter()
+    codes = {
+        "gcc": SplineCode.chebyshev(num_inputs=sk, num_workers=sn, lam_dec=lam_dec),
+        "bacc": BerrutCode.chebyshev(num_inputs=sk, num_workers=sn),
+    }
+    q = stream
+    sweep = deadline_sweep(
+        codes, q.f, q.queries[:num], q.labels[:num], q.base[:num], sv.delays(sn), deadlines, ss
+    )
+    sweep["wall_s"] = time.perf_counter() - t0
+    return sweep
+
+
+def _start_pools(
+    pools: dict, plan: dict, parm_fns, stream: _Stream, k: int, g: int, progress: bool
+) -> None:
+    """Start the Ray actor pools into ``pools`` (so the caller closes whatever started): one
+    shared by every scheme but ParM, one for ParM's workers."""
+    serial = dict(max_concurrency=1)  # batch size 1: a worker serves one task at a time
+    options = dict(
+        input_shape=stream.ds.input_shape, input_dtype=np.float32, x64=False, actor_options=serial
+    )
+    shared = [s for s in plan if s != "parm"]
+    if shared:
+        size = max(plan[s][1] * plan[s][2] for s in shared)
+        _say(progress, f"starting {size} Ray actors for {', '.join(shared)}")
+        pools["shared"] = RayExecutor(stream.f, num_workers=size, **options)
+    if parm_fns is not None:
+        _say(progress, f"starting {g * (k + 1)} Ray actors for parm")
+        pools["parm"] = RayExecutor(parm_fns * g, num_workers=g * (k + 1), **options)
+
+
+def _pool_record(label: str, pool: RayExecutor) -> dict:
+    """A pool's actors and start-up times."""
+    info = pool.startup
+    return dict(
+        pool=label,
+        actors=len(info),
+        startup_wall_s=pool.startup_wall_s,
+        actor_compile_s=[round(v["compile_s"], 3) for v in info],
+    )
+
+
+def _serve_scheme(
+    name: str, entry: tuple, k: int, pool: RayExecutor, stream: _Stream, sv: _Serving, share: float
+) -> dict:
+    """Serve the whole stream with one scheme (after an uncounted warm-up burst); its stats
+    (:func:`summarize_answers`) with its workers, rejections and batching."""
+    code, num_groups, m, s = entry
+    views = [
+        pool.view(workers=range(j * m, (j + 1) * m), delays=sv.delays(m)) for j in range(num_groups)
+    ]
+    deadline = sv.deadline_ms / 1e3 if (sv.deadline_ms and name in ("gcc", "bacc")) else None
+    service = CodedInferenceService(
+        RoundRobinExecutor(views),
+        code,
+        stragglers=s,
+        deadline_s=deadline,
+        release=sv.release,
+        max_wait_s=sv.max_wait_ms / 1e3,
+        timeout_s=sv.timeout_s,
+        max_in_flight=sv.max_in_flight,
+        max_queue=sv.max_queue,
+    )
+    warm = service.warmup()
+    with service:  # a short uncounted burst: first tasks on fresh actors are slow
+        service.serve(stream.queries[: 4 * num_groups * k])
+        before = service.stats()
+        t0 = time.perf_counter()
+        answers = service.serve(
+            stream.queries,
+            stream.arrivals,
+            max_seconds=share,
+            progress=sv.progress,
+            desc=f"serve {name}",
+        )
+        counts = service.stats()
+    st = summarize_answers(answers, stream.labels, stream.base)
+    st.update(
+        workers=num_groups * m,
+        groups=num_groups,
+        wait_rule=service.rule,
+        wall_s=time.perf_counter() - t0,
+        warmup_s=warm,
+        rejected=counts["rejected"] - before["rejected"],
+        mean_batch=(counts["batched"] - before["batched"])
+        / max(counts["rounds"] - before["rounds"], 1),
+        not_submitted=len(stream.queries) - len(answers),
+    )
+    _say(
+        sv.progress,
+        f"{name}: median {st['p50_ms']:.1f} ms, p99.9 {st['p999_ms']:.1f} ms, "
+        f"accuracy {st['accuracy']:.4f}, errors {st['errors']}, {st['wall_s']:.0f} s",
+    )
+    return st
+
+
+def _payload(
+    stream: _Stream, ray_info: dict, pools_info: list, restarts: dict, results: dict, sweep, notes
+) -> dict:
+    """The ``results`` block of the JSON record."""
+    ratios = {}
+    if "equal" in results:
+        ref = results["equal"]["gap_ms"]
+        ratios = {name: ref / st["gap_ms"] for name, st in results.items() if st["gap_ms"] > 0}
+    tm = stream.tm
+    return dict(
+        machine=dict(
+            python=platform.python_version(),
+            ray=_ray_version(),
+            cpus=os.cpu_count(),
+            load_avg=list(os.getloadavg()),
+            machine=platform.machine(),
+        ),
+        ray=dict(
+            node_ip=ray_info["node_ip"],
+            cluster_cpus=ray_info["num_cpus"],
+            pools=pools_info,
+            restarts=restarts,
+        ),
+        model=dict(name=tm.model_name, test_accuracy=tm.test_accuracy, from_cache=tm.from_cache),
+        base_accuracy=float(np.mean(stream.base == stream.labels)),
+        query_indices=[int(v) for v in stream.idx],
+        base_predictions=[int(v) for v in stream.base],
+        schemes=results,
+        gap_ratios=ratios,
+        deadline_sweep=sweep,
+        notes=notes,
+    )
+
+
 def run_serve_bench(
     *,
     model: str = "mlp",
@@ -360,9 +565,7 @@ def run_serve_bench(
         ``base_accuracy``, ``query_indices``, ``base_predictions``, ``schemes`` (per scheme:
         see :func:`summarize_answers`), ``gap_ratios``, ``deadline_sweep`` and ``notes``.
     """
-    from ..nn.data import load_dataset
-    from ..nn.training import train_classifier
-
+    config = dict(locals())  # the arguments, in signature order
     t_start = time.perf_counter()
     k, g = int(num_inputs), int(groups)
     if k < 2 or g < 1:
@@ -370,194 +573,64 @@ def run_serve_bench(
     if num_queries < 1 or rate <= 0 or max_seconds <= 0:
         raise ValueError("`num_queries`, `rate` and `max_seconds` must be positive")
     plan, notes = _plan(schemes, k, g, lam_dec)
-    config = {
-        key: value
-        for key, value in locals().items()
-        if key not in ("t_start", "k", "g", "plan", "notes", "train_classifier", "load_dataset")
-    }
     config["schemes"] = list(schemes)
     config["sweep_deadlines_ms"] = list(sweep_deadlines_ms)
-    tm = train_classifier(model, dataset, epochs=epochs, data_path=data_path, progress=progress)
-    ds = load_dataset(dataset, data_path)
-    rng = np.random.default_rng([seed, 0x5E])
-    idx = rng.integers(0, len(ds.y_test), size=num_queries)
-    queries = np.asarray(ds.x_test[idx], np.float32)
-    labels = np.asarray(ds.y_test[idx])
-    f = tm.worker_fn()
-    base = np.asarray(jax.jit(jax.vmap(f))(queries)).argmax(-1)
-    arrivals = poisson_arrivals(rate, num_queries, seed=seed)
-
-    def delays(m: int) -> DelayModel:
-        return DelayModel(
-            num_workers=m,
-            shift=shift_ms / 1e3,
-            scale=scale_ms / 1e3,
-            tail=tail,
-            straggle_prob=straggle_prob,
-            straggle_factor=slowdown,
-            fail_prob=fail_prob,
-            seed=seed,
-        )
-
+    stream = _stream(model, dataset, epochs, data_path, num_queries, rate, seed, progress)
+    sv = _Serving(
+        shift_ms=shift_ms,
+        scale_ms=scale_ms,
+        tail=tail,
+        straggle_prob=straggle_prob,
+        slowdown=slowdown,
+        fail_prob=fail_prob,
+        seed=seed,
+        deadline_ms=deadline_ms,
+        release=release,
+        max_wait_ms=max_wait_ms,
+        timeout_s=timeout_s,
+        max_in_flight=max_in_flight,
+        max_queue=max_queue,
+        progress=progress,
+    )
     sweep = {}
     stop = StopOnInterrupt()  # Ctrl-C: keep the sweep and the schemes served in full
     if sweep_queries > 0:
-        _say(progress, f"deadline sweep: {sweep_queries} queries per code, model time")
-        t0 = time.perf_counter()
-        sk, sn = int(sweep_inputs), int(sweep_workers)
-        sweep_codes = {
-            "gcc": SplineCode.chebyshev(num_inputs=sk, num_workers=sn, lam_dec=lam_dec),
-            "bacc": BerrutCode.chebyshev(num_inputs=sk, num_workers=sn),
-        }
-        m = min(int(sweep_queries), num_queries)
         with stop:
-            sweep = deadline_sweep(
-                sweep_codes,
-                f,
-                queries[:m],
-                labels[:m],
-                base[:m],
-                delays(sn),
-                sweep_deadlines_ms,
-                int(sweep_stragglers),
-            )
-            sweep["wall_s"] = time.perf_counter() - t0
+            sweep = _sweep(
+                stream, sv, int(sweep_inputs), int(sweep_workers), int(sweep_stragglers),
+                min(int(sweep_queries), num_queries), sweep_deadlines_ms, lam_dec,
+            )  # fmt: skip
     if stop.interrupted:
         plan = {}
 
     parm_fns = None
     if "parm" in plan:
-        code, parm_fns, note = _parm_scheme(tm, ds, k, parm_epochs, seed, progress)
+        code, parm_fns, note = _parm_scheme(stream.tm, stream.ds, k, parm_epochs, seed, progress)
         plan["parm"] = (code, *plan["parm"][1:])
         notes.append(note)
 
     ray_info = init_local_ray(num_cpus) if plan else dict(node_ip=None, num_cpus=None)
     results: dict[str, dict] = {}
-    pools_info: list[dict] = []
     pools: dict[str, RayExecutor] = {}
     share = max_seconds / max(len(plan), 1)
-    serial = dict(max_concurrency=1)  # batch size 1: a worker serves one task at a time
     try:
-        shared = [s for s in plan if s != "parm"]
-        if shared:
-            size = max(plan[s][1] * plan[s][2] for s in shared)
-            _say(progress, f"starting {size} Ray actors for {', '.join(shared)}")
-            pools["shared"] = RayExecutor(
-                f,
-                num_workers=size,
-                input_shape=ds.input_shape,
-                input_dtype=np.float32,
-                x64=False,
-                actor_options=serial,
-            )
-        if parm_fns is not None:
-            _say(progress, f"starting {g * (k + 1)} Ray actors for parm")
-            pools["parm"] = RayExecutor(
-                parm_fns * g,
-                num_workers=g * (k + 1),
-                input_shape=ds.input_shape,
-                input_dtype=np.float32,
-                x64=False,
-                actor_options=serial,
-            )
-        for label, pool in pools.items():
-            info = pool.startup
-            pools_info.append(
-                dict(
-                    pool=label,
-                    actors=len(info),
-                    startup_wall_s=pool.startup_wall_s,
-                    actor_compile_s=[round(v["compile_s"], 3) for v in info],
-                )
-            )
-        with StopOnInterrupt() as stop:
-            for name, (code, num_groups, m, s) in plan.items():
+        _start_pools(pools, plan, parm_fns, stream, k, g, progress)
+        pools_info = [_pool_record(label, pool) for label, pool in pools.items()]
+        with stop:
+            for name, entry in plan.items():
                 pool = pools["parm" if name == "parm" else "shared"]
-                views = [
-                    pool.view(workers=range(j * m, (j + 1) * m), delays=delays(m))
-                    for j in range(num_groups)
-                ]
-                deadline = deadline_ms / 1e3 if (deadline_ms and name in ("gcc", "bacc")) else None
-                service = CodedInferenceService(
-                    RoundRobinExecutor(views),
-                    code,
-                    stragglers=s,
-                    deadline_s=deadline,
-                    release=release,
-                    max_wait_s=max_wait_ms / 1e3,
-                    timeout_s=timeout_s,
-                    max_in_flight=max_in_flight,
-                    max_queue=max_queue,
-                )
-                warm = service.warmup()
-                with service:  # a short uncounted burst: first tasks on fresh actors are slow
-                    service.serve(queries[: 4 * num_groups * k])
-                    before = service.stats()
-                    t0 = time.perf_counter()
-                    answers = service.serve(
-                        queries,
-                        arrivals,
-                        max_seconds=share,
-                        progress=progress,
-                        desc=f"serve {name}",
-                    )
-                    counts = service.stats()
-                st = summarize_answers(answers, labels, base)
-                st.update(
-                    workers=num_groups * m,
-                    groups=num_groups,
-                    wait_rule=service.rule,
-                    wall_s=time.perf_counter() - t0,
-                    warmup_s=warm,
-                    rejected=counts["rejected"] - before["rejected"],
-                    mean_batch=(counts["batched"] - before["batched"])
-                    / max(counts["rounds"] - before["rounds"], 1),
-                    not_submitted=num_queries - len(answers),
-                )
-                results[name] = st
-                _say(
-                    progress,
-                    f"{name}: median {st['p50_ms']:.1f} ms, p99.9 {st['p999_ms']:.1f} ms, "
-                    f"accuracy {st['accuracy']:.4f}, errors {st['errors']}, {st['wall_s']:.0f} s",
-                )
+                results[name] = _serve_scheme(name, entry, k, pool, stream, sv, share)
         restarts = {label: pool.restarts for label, pool in pools.items()}
     finally:
         for pool in pools.values():
             pool.close()
-    ratios = {}
-    if "equal" in results:
-        ref = results["equal"]["gap_ms"]
-        ratios = {name: ref / st["gap_ms"] for name, st in results.items() if st["gap_ms"] > 0}
     config["interrupted"] = stop.interrupted
-    payload = dict(
-        machine=dict(
-            python=platform.python_version(),
-            ray=_ray_version(),
-            cpus=os.cpu_count(),
-            load_avg=list(os.getloadavg()),
-            machine=platform.machine(),
-        ),
-        ray=dict(
-            node_ip=ray_info["node_ip"],
-            cluster_cpus=ray_info["num_cpus"],
-            pools=pools_info,
-            restarts=restarts,
-        ),
-        model=dict(name=tm.model_name, test_accuracy=tm.test_accuracy, from_cache=tm.from_cache),
-        base_accuracy=float(np.mean(base == labels)),
-        query_indices=[int(v) for v in idx],
-        base_predictions=[int(v) for v in base],
-        schemes=results,
-        gap_ratios=ratios,
-        deadline_sweep=sweep,
-        notes=notes,
-    )
     result = ExperimentResult(
         "serve_bench",
         config,
         {"seed": int(seed)},
         METRICS,
-        payload,
+        _payload(stream, ray_info, pools_info, restarts, results, sweep, notes),
         {"total": time.perf_counter() - t_start},
     )
     return stop.finish(result)
