@@ -53,7 +53,7 @@ from ..codes import (
     SplineCode,
     adversarial_lam_dec,
 )
-from ..evaluation._adversary import (
+from ..evaluation import (
     Adversary,
     adversary_positions,
     attack_losses,

@@ -83,9 +83,7 @@ from tqdm.auto import tqdm
 from .._core.scalars import as_int
 from .._core.types import Array, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, SplineCode
-from ..evaluation._evaluator import MaskEvaluator
-from ..evaluation._metrics import mean_ci
-from ..evaluation._stragglers import sample_masks
+from ..evaluation import MaskEvaluator, mean_ci, sample_masks
 from ..nn.data import Dataset, DatasetNotFoundError, load_dataset
 from ..nn.models import count_params, make_model
 from ..nn.training import base_outputs, train_classifier, train_learned_code, train_parity_model

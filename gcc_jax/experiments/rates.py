@@ -62,10 +62,8 @@ from .._core.precision import Float32PrecisionWarning
 from .._core.scalars import as_int
 from .._core.types import Array, ArrayLike, Float, Real
 from ..codes import BerrutCode, SplineCode
-from ..evaluation._evaluator import MaskEvaluator
+from ..evaluation import MaskEvaluator, sample_masks, search_worst_case
 from ..evaluation._pipeline import outputs_and_targets
-from ..evaluation._stragglers import sample_masks
-from ..evaluation._worst_case import search_worst_case
 from ._command import StopOnInterrupt
 from ._commands.rates import DEFAULTS, TOY
 from ._io import ExperimentResult, new_figure, save_result

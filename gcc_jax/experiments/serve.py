@@ -57,7 +57,7 @@ from ..distributed import (
     init_local_ray,
     poisson_arrivals,
 )
-from ..evaluation._evaluator import MaskEvaluator
+from ..evaluation import MaskEvaluator
 from ._command import StopOnInterrupt
 from ._commands.serve import SCHEMES
 from ._io import ExperimentResult, new_figure, save_result

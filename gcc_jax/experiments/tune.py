@@ -50,7 +50,7 @@ from .._core.memory import release_memory
 from .._core.precision import Float32PrecisionWarning
 from .._core.types import Array
 from ..codes import SplineCode
-from ..evaluation._metrics import ratio_ci
+from ..evaluation import ratio_ci
 from ..tuning import (
     StragglerModel,
     cv_lam_dec,
