@@ -45,7 +45,6 @@ __all__ = [
     "as_prob",
     "as_real",
     "as_weights",
-    "check_code",
     "check_instance",
     "check_node_leaves",
     "check_inputs",
@@ -340,18 +339,6 @@ def check_instance(value, cls: type | tuple[type, ...], name: str, what: str | N
         what = what or getattr(cls, "__name__", str(cls))
         raise TypeError(f"`{name}` must be a {what}; got {type(value).__name__} {_describe(value)}")
     return value
-
-
-def check_code(code, name: str = "code"):
-    """``code`` must be a :class:`gcc_jax.AbstractCode` (every code in gcc_jax is one)."""
-    from ..codes import AbstractCode  # the codes import this module
-
-    if not isinstance(code, AbstractCode):
-        raise TypeError(
-            f"`{name}` must be a gcc_jax code (a subclass of gcc_jax.AbstractCode, e.g. "
-            f"gcc_jax.SplineCode.chebyshev(...)); got {type(code).__name__}"
-        )
-    return code
 
 
 def check_inputs(x, k: int, name: str = "x") -> Array:

@@ -8,6 +8,7 @@ from ._base import AbstractNodeCode as AbstractNodeCode
 from ._base import AbstractVar as AbstractVar
 from ._base import Decoded as Decoded
 from ._base import Encoded as Encoded
+from ._base import check_code as check_code
 from ._base import jit_method as jit_method
 from ._base import pytree_dataclass as pytree_dataclass
 from .approxifer import ApproxIFERCode as ApproxIFERCode

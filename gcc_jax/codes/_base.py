@@ -43,6 +43,7 @@ __all__ = [
     "AbstractVar",
     "Decoded",
     "Encoded",
+    "check_code",
     "jit_method",
     "pytree_dataclass",
 ]
@@ -557,3 +558,13 @@ def apply_rows(matrix: Array, x: Array) -> Array:
     flat = x.reshape(x.shape[0], -1)
     product = jnp.matmul(matrix, flat, precision=jax.lax.Precision.HIGHEST)
     return product.reshape((matrix.shape[0], *x.shape[1:]))
+
+
+def check_code(code, name: str = "code"):
+    """``code`` must be a :class:`gcc_jax.AbstractCode` (every code in gcc_jax is one)."""
+    if not isinstance(code, AbstractCode):
+        raise TypeError(
+            f"`{name}` must be a gcc_jax code (a subclass of gcc_jax.AbstractCode, e.g. "
+            f"gcc_jax.SplineCode.chebyshev(...)); got {type(code).__name__}"
+        )
+    return code

@@ -23,9 +23,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._core.checks import as_int, as_real, check_code
+from .._core.checks import as_int, as_real
 from .._core.types import Bool, Float, Int
-from ..codes import AbstractCode
+from ..codes import AbstractCode, check_code
 
 __all__ = [
     "Executor",

@@ -14,10 +14,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.checks import as_choice, as_int, as_real, check_code
+from .._core.checks import as_choice, as_int, as_real
 from .._core.status import describe_status
 from .._core.types import ArrayLike, Float, Real
-from ..codes import AbstractCode
+from ..codes import AbstractCode, check_code
 from ._executor import (
     Executor,
     WaitFor,

@@ -41,12 +41,11 @@ from .._core.checks import (
     as_mask,
     as_masks,
     as_real,
-    check_code,
     check_instance,
     check_key,
 )
 from .._core.types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
-from ..codes import AbstractCode, AbstractLinearCode
+from ..codes import AbstractCode, AbstractLinearCode, check_code
 from ._evaluator import MaskEvaluator
 from ._worst_case import LIGHT_SEARCH, SearchBudget, as_budget, search_worst_case
 

@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.checks import as_masks, check_code, check_inputs
+from .._core.checks import as_masks, check_inputs
 from .._core.precision import warn_if_round_off
 from .._core.status import GCCValueError, describe_status
 from .._core.types import Array, ArrayLike, Bool, Float, Int
-from ..codes import AbstractCode
+from ..codes import AbstractCode, check_code
 from ._evaluator import evaluate_masks
 
 __all__ = ["apply_workers", "coded_apply", "monte_carlo_loss", "MonteCarloResult"]

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from .._core.checks import as_float_array, as_int, check_code, check_inputs, check_key
+from .._core.checks import as_float_array, as_int, check_inputs, check_key
 from .._core.status import GCCValueError
 from .._core.types import ArrayLike, Bool, PRNGKeyArray
-from ..codes import AbstractCode
+from ..codes import AbstractCode, check_code
 from ._evaluator import MaskEvaluator
 from ._pipeline import outputs_and_targets as _outputs_and_targets
 

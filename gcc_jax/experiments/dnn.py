@@ -105,12 +105,12 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from .._core.checks import check_code, check_inputs
+from .._core.checks import check_inputs
 from .._core.precision import Float32PrecisionWarning
 from .._core.scalars import as_int, as_real
 from .._core.status import describe_status
 from .._core.types import Array, ArrayLike, Bool, Float, Int
-from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode
+from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode, check_code
 from ..evaluation._evaluator import MaskEvaluator
 from ..evaluation._metrics import mean_ci, mse, ratio_ci, rmse
 from ..evaluation._pipeline import apply_workers
