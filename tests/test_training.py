@@ -13,9 +13,9 @@ import optax
 import pytest
 
 import gcc_jax as gcc
+from gcc_jax.codes._coder import mlp_apply
 from gcc_jax.nn.data import load_digits
 from gcc_jax.nn.models import make_model
-from gcc_jax.nn.models._coder import mlp_apply
 from gcc_jax.nn.training import (
     CACHE_ENV_VAR,
     Batch,

@@ -21,8 +21,8 @@ every erasure pattern the code must handle (:func:`erasure_patterns`: 1 to ``r``
 outputs, at least one of them a base output — patterns that lose only parities need no
 decoding).
 
-The networks are pure functions of their parameters (:mod:`gcc_jax.nn.models`), imported at first
-use: ``import gcc_jax.codes`` loads no Flax.
+The networks are pure JAX functions of their parameters (no Flax): :func:`encode_parities` and
+:func:`decode_outputs`.
 """
 
 import dataclasses
@@ -47,19 +47,15 @@ from .._core.checks import (
 )
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, PRNGKeyArray, Shaped
+from . import _coder
 from ._base import AbstractCode, Decoded, Encoded, erasure_message, jit_method, pytree_dataclass
+from ._coder import decode_outputs as decode_outputs
+from ._coder import encode_parities as encode_parities
 
-__all__ = ["ENCODERS", "LearnedCode", "erasure_patterns"]
+__all__ = ["ENCODERS", "LearnedCode", "decode_outputs", "encode_parities", "erasure_patterns"]
 
 ENCODERS = ("mlp", "conv")
 """Learned encoders of :class:`LearnedCode`."""
-
-
-def _networks():
-    """The encoder and decoder networks (:mod:`gcc_jax.nn.models._coder`), imported at use."""
-    from ..nn.models import _coder
-
-    return _coder
 
 
 def erasure_patterns(num_inputs: int, num_parities: int = 1) -> Bool[np.ndarray, "p n"]:
@@ -96,7 +92,7 @@ def _learned_decode(
     )
     # A missing worker's output (even NaN/Inf) never reaches the decoder or the gradient.
     y_ok = jnp.where((mask & finite)[:, None], y, 0.0)
-    recon = _networks().decode_outputs(decoder_params, y_ok, k)
+    recon = _coder.decode_outputs(decoder_params, y_ok, k)
     value = jnp.where(mask[:k, None], y_ok[:k], recon)
     status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
     return jnp.where(status == 0, value, jnp.nan), status
@@ -204,7 +200,7 @@ class LearnedCode(AbstractCode):
         else:  # a JAX PRNG key: its bits seed NumPy's generator
             seed = np.asarray(jax.random.key_data(key)).ravel().tolist()
         rng = np.random.default_rng([*seed, 0x1EA])
-        nets = _networks()
+        nets = _coder
         if encoder == "mlp":
             hidden = (d,) if encoder_hidden is None else tuple(int(h) for h in encoder_hidden)
             enc = nets.mlp_init(rng, (k * d, *hidden, r * d), jnp.dtype(dtype))
@@ -257,7 +253,7 @@ class LearnedCode(AbstractCode):
                     f"{x.shape}"
                 )
         x = x.astype(float_dtype(x))
-        return _networks().encode_parities(self.encoder, self.encoder_params, x, self.num_parities)
+        return _coder.encode_parities(self.encoder, self.encoder_params, x, self.num_parities)
 
     @jit_method
     def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:

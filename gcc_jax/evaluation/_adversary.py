@@ -33,7 +33,6 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
-import optax
 
 from .._core.checks import (
     as_float_array,
@@ -145,6 +144,8 @@ def _pgd(code, yt, fx, adversaries, mask, adversary, key):
     y_flat = yt.reshape(n, -1)
     m_bound = adversary.bound.astype(y_flat.dtype)
     adv = adversaries[:, None]
+    import optax  # the PGD adversary's optimiser; loaded only when one attacks
+
     opt = optax.scale_by_adam()
 
     def objective(z):

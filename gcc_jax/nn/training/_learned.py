@@ -16,8 +16,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._core.types import Array, ArrayLike, Float
-from ...codes.learned import LearnedCode, check_size, erasure_patterns
-from ..models._coder import decode_outputs, encode_parities
+from ...codes.learned import (
+    LearnedCode,
+    check_size,
+    decode_outputs,
+    encode_parities,
+    erasure_patterns,
+)
 from ._cached import tree_fingerprint
 from ._parity import (
     GroupTraining,

@@ -5,7 +5,8 @@ convolution stack on the images stacked on the channel axis) and decoder ``D_φ`
 masked outputs). Parameters are plain pytrees (lists of ``{"w", "b"}`` dicts) initialised with
 PyTorch's default ``U(±1/√fan_in)`` from a NumPy generator (no compilation, bit-identical for a
 seed); the code (:mod:`gcc_jax.codes.learned`) and its training
-(:func:`gcc_jax.nn.training.train_learned_code`) both apply them through this module.
+(:func:`gcc_jax.nn.training.train_learned_code`) both apply them through this module. It needs
+only JAX and NumPy.
 """
 
 import functools
@@ -16,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._core.types import Array
+from .._core.types import Array
 
 __all__ = [
     "CONV_DILATIONS",
@@ -50,8 +51,14 @@ def mlp_init(rng: np.random.Generator, sizes: tuple[int, ...], dtype) -> list[di
 def mlp_apply(layers: list[dict], h: Array) -> Array:
     """``h @ w + b`` per layer with ReLU between layers (none after the last)."""
     for layer in layers[:-1]:
-        h = jax.nn.relu(h @ layer["w"].astype(h.dtype) + layer["b"].astype(h.dtype))
-    return h @ layers[-1]["w"].astype(h.dtype) + layers[-1]["b"].astype(h.dtype)
+        h = jax.nn.relu(_affine(layer, h))
+    return _affine(layers[-1], h)
+
+
+def _affine(layer: dict, h: Array) -> Array:
+    """``h @ w + b`` at full precision."""
+    w = layer["w"].astype(h.dtype)
+    return jnp.matmul(h, w, precision=jax.lax.Precision.HIGHEST) + layer["b"].astype(h.dtype)
 
 
 def conv_init(rng: np.random.Generator, in_ch: int, channels: int, out_ch: int, dtype):
@@ -82,6 +89,7 @@ def conv_apply(layers: list[dict], h: Array) -> Array:
             padding="SAME",
             rhs_dilation=(d, d),
             dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            precision=jax.lax.Precision.HIGHEST,
         ) + layer["b"].astype(h.dtype)
         if i < len(layers) - 1:
             h = jax.nn.relu(h)
