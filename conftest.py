@@ -11,7 +11,7 @@ os.environ.setdefault("GCC_JAX_TOY", "1")
 
 
 def _xla_flags():
-    # gcc_jax/evaluation/_xla_flags.py: XLA's classic CPU emitters (the command line's setting: about half
+    # gcc_jax/_core/xla_flags.py: XLA's classic CPU emitters (the command line's setting: about half
     # the compile time and memory on our graphs) and one code-generation thread per compilation
     # (the suite keeps every core busy with compilations; splitting each one adds ~15% CPU). The
     # file is loaded by path, since gcc_jax itself must be imported after jaxtyping's import
@@ -19,7 +19,7 @@ def _xla_flags():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).parent / "gcc_jax" / "evaluation" / "_xla_flags.py"
+    path = pathlib.Path(__file__).parent / "gcc_jax" / "_core" / "xla_flags.py"
     spec = importlib.util.spec_from_file_location("_gcc_jax_test_xla_flags", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -23,7 +23,7 @@ import numpy as np
 from _common import best_of, environment
 from jax import lax
 
-from gcc_jax.evaluation._xla_flags import FLAG, compiler_options
+from gcc_jax._core.xla_flags import FLAG, compiler_options
 from gcc_jax.spline import _downdate as dd
 
 CASES = ((100, 10, 12), (256, 20, 24), (1024, 10, 12), (1024, 24, 24))  # (N, S, slots)

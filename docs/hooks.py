@@ -48,7 +48,7 @@ def _api_block(match: re.Match) -> str:
 
 def cli_help(subcommand: str) -> str:
     """``gcc-jax [SUBCOMMAND] --help`` as printed on an 100-column terminal."""
-    from gcc_jax import cli
+    from gcc_jax.experiments import cli
 
     argv = [subcommand, "--help"] if subcommand else ["--help"]
     buf = io.StringIO()

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from gcc_jax.cli import main
+from gcc_jax.experiments.cli import main
 from gcc_jax.experiments import adversarial
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gcc_jax as gcc
-from gcc_jax.cli import main
+from gcc_jax.experiments.cli import main
 from gcc_jax.experiments.demo import smooth_map
 
 
@@ -63,7 +63,7 @@ def test_demo_bad_arguments_give_clear_errors(tmp_path):
         [
             sys.executable,
             "-m",
-            "gcc_jax.cli",
+            "gcc_jax.experiments.cli",
             "demo",
             "-N",
             "10",
@@ -79,7 +79,7 @@ def test_demo_bad_arguments_give_clear_errors(tmp_path):
     assert proc.returncode == 2
     assert "valid range 0 <= S <= N - 2 = 8" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "gcc_jax.cli", "demo", "-S", "a,b"], capture_output=True, text=True
+        [sys.executable, "-m", "gcc_jax.experiments.cli", "demo", "-S", "a,b"], capture_output=True, text=True
     )
     assert proc.returncode == 2 and "comma-separated integers" in proc.stderr
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import gcc_jax
-from gcc_jax import cli
+from gcc_jax.experiments import cli
 from gcc_jax.experiments import COMMANDS
 
 NAMES = [c.name for c in COMMANDS]
@@ -180,7 +180,7 @@ def test_console_script_exit_code_and_stderr(tmp_path):
     """Through a real process: exit status 2, the message on stderr, nothing on stdout."""
     env = dict(os.environ, GCC_JAX_TOY="0")
     proc = subprocess.run(
-        [sys.executable, "-m", "gcc_jax.cli", "rates", "-K", "30", "--out", str(tmp_path)],
+        [sys.executable, "-m", "gcc_jax.experiments.cli", "rates", "-K", "30", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         env=env,
@@ -231,7 +231,7 @@ def test_version_and_argument_errors_import_no_jax(tmp_path):
     return before JAX (or NumPy) is imported."""
     code = f"""
 import sys
-from gcc_jax import cli
+from gcc_jax.experiments import cli
 codes = []
 for argv in (["--version"], ["demo", "--bogus"], ["demo", "-K", "30", "-N", "12"],
              ["rates", "--lam-dec-grid=0,-1"], ["serve-bench", "--queries", "0"],

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gcc_jax as gcc
-from gcc_jax.cli import main
+from gcc_jax.experiments.cli import main
 from gcc_jax.experiments import learned as exp
 from gcc_jax.nn.data import load_digits
 from gcc_jax.nn.models import make_model

@@ -298,7 +298,7 @@ def model_cache(tmp_path_factory):
 
 def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
     """`gcc-jax serve-bench --toy`: table, JSON and PNG; stats recomputed from the raw data."""
-    from gcc_jax.cli import main
+    from gcc_jax.experiments.cli import main
     from gcc_jax.nn.data import load_digits
     from gcc_jax.nn.training import train_classifier
 

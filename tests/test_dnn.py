@@ -435,7 +435,7 @@ def test_cli_run_writes_what_run_dnn_computes(
     key), and its run reuses the programs the module's toy run compiled. Its codes are a subset
     of the toy run's, at the toy run's S values: every metric must equal the toy run's.
     """
-    from gcc_jax.cli import main
+    from gcc_jax.experiments.cli import main
 
     cfg, result = toy
     monkeypatch.setenv("GCC_JAX_CACHE", str(cache_dir))

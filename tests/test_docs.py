@@ -53,7 +53,7 @@ def test_every_public_name_has_an_api_entry(site):
 
 
 def test_every_subcommand_is_documented_with_its_help(site):
-    from gcc_jax import cli
+    from gcc_jax.experiments import cli
 
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")

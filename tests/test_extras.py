@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from gcc_jax import cli
+from gcc_jax.experiments import cli
 from gcc_jax._core import progress
 
 

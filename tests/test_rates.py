@@ -146,8 +146,8 @@ def test_cli_rates_and_poly_toy(toy_rates, toy_poly, tmp_path, capsys, monkeypat
     defaults included), the printed summary and the files; the computations are the fixtures'
     (checked above), so the command's run returns them instead of computing them again.
     """
-    from gcc_jax import cli
-    from gcc_jax.cli import main
+    from gcc_jax.experiments import cli
+    from gcc_jax.experiments.cli import main
 
     fixtures = {
         "rates": (rates.run_rates, RATES_TOY, toy_rates),

@@ -173,7 +173,7 @@ def test_toy_outputs_and_summary(toy):
 
 
 def test_cli_regimes_toy(tmp_path, capsys, monkeypatch):
-    from gcc_jax.cli import main
+    from gcc_jax.experiments.cli import main
 
     monkeypatch.setenv("GCC_JAX_CACHE", str(tmp_path / "cache"))
     # N = 6 only (--ratios 1.5): the module fixture's shapes, so its compiled programs serve

@@ -88,7 +88,7 @@ def test_cli_tune_toy(toy_result, tmp_path, capsys, monkeypatch):
     The computation itself is the module fixture's (checked above); the command line's part is
     the flags → `run_tune` keywords mapping, the printed summary and the files.
     """
-    from gcc_jax import cli
+    from gcc_jax.experiments import cli
 
     seen = {}
 

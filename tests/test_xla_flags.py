@@ -3,7 +3,7 @@
 import jaxlib
 import pytest
 
-from gcc_jax.evaluation import _xla_flags
+from gcc_jax._core import xla_flags as _xla_flags
 
 
 def test_flag_appended_to_the_users_flags(monkeypatch):
@@ -34,7 +34,7 @@ def test_toy_runs_compile_with_most_optimizations_off(monkeypatch, tmp_path, cap
 
     import jax
 
-    from gcc_jax import cli
+    from gcc_jax.experiments import cli
     from gcc_jax.experiments import COMMANDS
 
     monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS", raising=False)

@@ -22,6 +22,7 @@ from ._pipeline import MonteCarloResult as MonteCarloResult
 from ._pipeline import apply_workers as apply_workers
 from ._pipeline import coded_apply as coded_apply
 from ._pipeline import monte_carlo_loss as monte_carlo_loss
+from ._pipeline import outputs_and_targets as outputs_and_targets
 from ._policy import BackendPolicy as BackendPolicy
 from ._policy import auto_chunk_size as auto_chunk_size
 from ._policy import policy_for as policy_for

@@ -20,8 +20,8 @@ import jax
 
 from .._core.checks import as_int
 from ..spline import DowndatePlan
-from ._xla_flags import FLAG as CLASSIC_EMITTERS
-from ._xla_flags import compiler_options
+from .._core.xla_flags import FLAG as CLASSIC_EMITTERS
+from .._core.xla_flags import compiler_options
 
 __all__ = ["DEFAULT", "POLICIES", "BackendPolicy", "auto_chunk_size", "policy_for"]
 

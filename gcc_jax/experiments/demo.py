@@ -14,8 +14,7 @@ import numpy as np
 from .._core.checks import as_int
 from .._core.types import Array, Float
 from ..codes import SplineCode
-from ..evaluation._pipeline import monte_carlo_loss
-from ..evaluation._stragglers import sample_masks
+from ..evaluation import monte_carlo_loss, sample_masks
 from ._command import StopOnInterrupt
 from ._commands.demo import DEFAULTS, TOY
 from ._io import ExperimentResult, new_figure, save_result

@@ -111,11 +111,16 @@ from .._core.scalars import as_int, as_real
 from .._core.status import describe_status
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode, check_code
-from ..evaluation._evaluator import MaskEvaluator
-from ..evaluation._metrics import mean_ci, mse, ratio_ci, rmse
-from ..evaluation._pipeline import apply_workers
-from ..evaluation._stragglers import sample_masks
-from ..evaluation._worst_case import worst_case_mask
+from ..evaluation import (
+    MaskEvaluator,
+    apply_workers,
+    mean_ci,
+    mse,
+    ratio_ci,
+    rmse,
+    sample_masks,
+    worst_case_mask,
+)
 from ..nn.data import Dataset, load_dataset
 from ..nn.models import count_params
 from ..nn.training import TrainedModel, train_classifier, tree_fingerprint

@@ -24,8 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..codes import BerrutCode, LagrangeCode, SplineCode
-from ..evaluation._pipeline import monte_carlo_loss
-from ..evaluation._stragglers import sample_masks
+from ..evaluation import monte_carlo_loss, sample_masks
 from ._command import StopOnInterrupt
 from ._commands.poly import CODES, DEFAULTS, SETTINGS, TOY
 from ._io import ExperimentResult, new_figure, save_result

@@ -62,8 +62,7 @@ from .._core.precision import Float32PrecisionWarning
 from .._core.scalars import as_int
 from .._core.types import Array, ArrayLike, Float, Real
 from ..codes import BerrutCode, SplineCode
-from ..evaluation import MaskEvaluator, sample_masks, search_worst_case
-from ..evaluation._pipeline import outputs_and_targets
+from ..evaluation import MaskEvaluator, outputs_and_targets, sample_masks, search_worst_case
 from ._command import StopOnInterrupt
 from ._commands.rates import DEFAULTS, TOY
 from ._io import ExperimentResult, new_figure, save_result

@@ -120,11 +120,14 @@ from ..codes import (
     SplineCode,
     UncodedCode,
 )
-from ..evaluation._evaluator import MaskEvaluator
-from ..evaluation._metrics import mean_ci, ratio_ci
-from ..evaluation._pipeline import outputs_and_targets
-from ..evaluation._stragglers import sample_masks
-from ..evaluation._worst_case import worst_case_mask
+from ..evaluation import (
+    MaskEvaluator,
+    mean_ci,
+    outputs_and_targets,
+    ratio_ci,
+    sample_masks,
+    worst_case_mask,
+)
 from ..nn.training import train_parity_model
 from ..tuning import StragglerModel, grid_search
 from ._command import StopOnInterrupt

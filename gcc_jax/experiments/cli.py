@@ -11,10 +11,10 @@ import importlib.util
 import os
 import sys
 
-from . import __version__
-from .experiments import COMMANDS, Command
-from .experiments._checks import ConfigError, check_config, check_out, effective_config
-from .experiments._command import Interrupted
+from .. import __version__
+from . import COMMANDS, Command
+from ._checks import ConfigError, check_config, check_out, effective_config
+from ._command import Interrupted
 
 #: what the experiments import beyond the core dependencies (module -> distribution)
 EXTRA_MODULES = {"matplotlib": "matplotlib", "sklearn": "scikit-learn", "tqdm": "tqdm"}
@@ -100,7 +100,7 @@ def _execute(command: Command, config: dict, args: argparse.Namespace) -> int:
 def _save_partial(command: Command, partial, out) -> dict:
     """Save an interrupted run's result: as usual, else (tables or plots of a partial result can
     fail) at least its JSON record."""
-    from .experiments._io import save_result
+    from ._io import save_result
 
     try:
         return dict(command.save(partial, out))
@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         args.parser.error(
             f"the experiments need {', '.join(missing)}: pip install 'gcc_jax[experiments]'"
         )
-    from .evaluation._xla_flags import use_classic_cpu_emitters
-    from .nn.data import DatasetError
+    from .._core.xla_flags import use_classic_cpu_emitters
+    from ..nn.data import DatasetError
 
     use_classic_cpu_emitters()  # compilation-bound experiments: half the compile time and memory
     try:
