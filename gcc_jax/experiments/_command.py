@@ -24,6 +24,7 @@ __all__ = [
     "Interrupted",
     "Lazy",
     "StopOnInterrupt",
+    "explicit",
     "float_list",
     "int_list",
     "json_dict",
@@ -172,6 +173,19 @@ def merge_config(
     out.update(toy or {})
     out.update({k: v for k, v in explicit.items() if v is not None})
     return out
+
+
+def explicit(args: argparse.Namespace, *names: str, **renamed: str) -> dict[str, Any]:
+    """The run keywords that flags set: ``name`` from ``args.name``, ``keyword`` from
+    ``args.<renamed[keyword]>`` (``None`` where a flag is not given; see :func:`merge_config`).
+
+    Example:
+        >>> explicit(argparse.Namespace(workers=(8,), masks=None), "workers", num_masks="masks")
+        {'workers': (8,), 'num_masks': None}
+    """
+    return {name: getattr(args, name) for name in names} | {
+        keyword: getattr(args, dest) for keyword, dest in renamed.items()
+    }
 
 
 def int_list(text: str) -> tuple[int, ...]:

@@ -3,7 +3,8 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, nested, real, sizes
-from .._command import Command, Lazy, float_list, int_list, merge_config, str_list
+from .._command import Command, Lazy, explicit, float_list, int_list, merge_config, str_list
+from ._search import add_search_arguments, search_config
 
 __all__ = [
     "COMMAND",
@@ -88,34 +89,18 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rate-positions", choices=("sample", "search"), help="pgd positions in the rates (sample)"
     )
-    p.add_argument("--restarts", type=int, help="worst-position search chains (1)")
-    p.add_argument("--proposals", type=int, help="swaps proposed per search step (16)")
-    p.add_argument("--max-iters", type=int, help="search steps per chain (2)")
-    p.add_argument("--patience", type=int, help="search steps without gain before stopping (1)")
+    add_search_arguments(p, DEFAULTS["search"])
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = dict(
-        workers=args.workers,
-        exponents=args.exponents,
-        num_inputs=args.num_inputs,
-        functions=args.functions,
-        table_functions=args.table_functions,
-        table_workers=args.table_workers,
-        table_adversaries=args.table_adversaries,
-        trials=args.trials,
-        pgd_steps=args.pgd_steps,
-        lenet_epochs=args.lenet_epochs,
-        rate_positions=args.rate_positions,
+    flags = explicit(
+        args,
+        *("workers", "exponents", "num_inputs", "functions", "table_functions"),
+        *("table_workers", "table_adversaries", "trials", "pgd_steps", "lenet_epochs"),
+        "rate_positions",
     )
     config = merge_config(DEFAULTS, TOY if toy else None, flags)
-    search = dict(
-        restarts=args.restarts,
-        proposals=args.proposals,
-        max_iters=args.max_iters,
-        patience=args.patience,
-    )
-    config["search"] = merge_config(config["search"], None, search)
+    config["search"] = search_config(args, config["search"])
     return config | dict(decoders=args.decoders, strategies=args.strategies)
 
 

@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import count, lam, sizes
-from .._command import Command, Lazy, int_list, merge_config
+from .._command import Command, Lazy, explicit, int_list, merge_config
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY"]
 
@@ -28,15 +28,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = dict(
-        num_inputs=args.num_inputs,
-        num_workers=args.num_workers,
-        stragglers=args.stragglers,
-        num_masks=args.masks,
-        dim=args.dim,
-    )
-    return merge_config(DEFAULTS, TOY if toy else None, flags) | dict(
-        lam_enc=args.lam_enc, lam_dec=args.lam_dec
+    flags = explicit(args, "num_inputs", "num_workers", "stragglers", "dim", num_masks="masks")
+    return merge_config(DEFAULTS, TOY if toy else None, flags) | explicit(
+        args, "lam_enc", "lam_dec"
     )
 
 

@@ -3,7 +3,17 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, lam, nested, real, sizes
-from .._command import Command, Lazy, float_list, int_list, json_dict, merge_config, str_list
+from .._command import (
+    Command,
+    Lazy,
+    explicit,
+    float_list,
+    int_list,
+    json_dict,
+    merge_config,
+    str_list,
+)
+from ._search import add_search_arguments, search_config
 
 __all__ = [
     "CODES",
@@ -69,21 +79,6 @@ def toy_config() -> dict:
     return {k: (dict(v) if isinstance(v, dict) else v) for k, v in _TOY.items()}
 
 
-#: `gcc-jax run` flag (argparse dest) -> `run_dnn` keyword, for the sizing flags that --toy sets
-_SIZES = {
-    "num_workers": "num_workers",
-    "num_inputs": "num_inputs",
-    "stragglers": "stragglers",
-    "trials": "num_trials",
-    "batches": "num_batches",
-    "cv_batches": "num_cv_batches",
-    "lam_enc_grid": "lam_enc_grid",
-    "lam_dec_grid": "lam_dec_grid",
-    "epochs": "epochs",
-    "tune_steps": "tune_steps",
-}
-
-
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dataset", default="digits", help="digits (default), fashion_mnist, mnist, cifar10"
@@ -124,9 +119,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune-steps", type=int, help="gradient steps of GCC-tuned (default 100)")
     p.add_argument("--no-worst-case", action="store_true", help="skip the worst-case search")
     p.add_argument("--worst-case-batches", type=int, default=3, help="batches searched (3)")
-    p.add_argument("--restarts", type=int, help="worst-case search chains (default 8)")
-    p.add_argument("--proposals", type=int, help="neighbours per search step (default 128)")
-    p.add_argument("--max-iters", type=int, help="local-search steps (default 25)")
+    add_search_arguments(p, DEFAULT_SEARCH)
     p.add_argument("--epochs", type=int, help="training epochs (default 20)")
     p.add_argument("--batch-size", type=int, default=64, help="training batch size (64)")
     p.add_argument("--lr", type=float, default=1e-3, help="learning rate (1e-3)")
@@ -134,22 +127,24 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = merge_config(
-        {}, toy_config() if toy else None, {kw: getattr(args, a) for a, kw in _SIZES.items()}
+    sizes = explicit(  # the sizing flags, which --toy sets
+        args,
+        *("num_workers", "num_inputs", "stragglers", "lam_enc_grid", "lam_dec_grid", "epochs"),
+        "tune_steps",
+        num_trials="trials",
+        num_batches="batches",
+        num_cv_batches="cv_batches",
     )
-    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
-    config["search"] = merge_config(config.get("search", DEFAULT_SEARCH), None, search)
-    return config | dict(
-        dataset=args.dataset,
-        model=args.model,
-        model_kwargs=args.model_kwargs,
-        data_path=args.data_path,
-        codes=args.codes,
-        worst_case=not args.no_worst_case,
-        worst_case_batches=args.worst_case_batches,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        use_cache=not args.no_cache,
+    config = merge_config({}, toy_config() if toy else None, sizes)
+    config["search"] = search_config(args, config.get("search", DEFAULT_SEARCH))
+    return (
+        config
+        | explicit(
+            args,
+            *("dataset", "model", "model_kwargs", "data_path", "codes", "worst_case_batches"),
+            *("batch_size", "lr"),
+        )
+        | dict(worst_case=not args.no_worst_case, use_cache=not args.no_cache)
     )
 
 

@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import count, lam
-from .._command import Command, Lazy, float_list, int_list, merge_config, str_list
+from .._command import Command, Lazy, explicit, float_list, int_list, merge_config, str_list
 
 __all__ = ["COMMAND", "DEFAULTS", "DEFAULT_LAM_DEC_GRID", "toy_config"]
 
@@ -70,25 +70,14 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="always train; write no checkpoint")
 
 
-_FLAGS = (
-    "dataset",
-    "models",
-    "ks",
-    "base_epochs",
-    "code_epochs",
-    "code_train_size",
-    "eval_images",
-    "learned_encoder",
-    "learned_hidden",
-    "gcc_groups",
-    "gcc_trials",
-    "cv_images",
-    "lam_dec_grid",
-)
-
-
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = merge_config({}, toy_config() if toy else None, {a: getattr(args, a) for a in _FLAGS})
+    flags = explicit(
+        args,
+        *("dataset", "models", "ks", "base_epochs", "code_epochs", "code_train_size"),
+        *("eval_images", "learned_encoder", "learned_hidden", "gcc_groups", "gcc_trials"),
+        *("cv_images", "lam_dec_grid"),
+    )
+    config = merge_config({}, toy_config() if toy else None, flags)
     if args.all_train:
         config["code_train_size"] = None
     return config | dict(

@@ -3,7 +3,8 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, lam, nested, real, sizes
-from .._command import Command, Lazy, float_list, int_list, merge_config, str_list
+from .._command import Command, Lazy, explicit, float_list, int_list, merge_config, str_list
+from ._search import add_search_arguments, search_config
 
 __all__ = ["COMMAND", "DEFAULTS", "FUNCTION_NAMES", "TOY"]
 
@@ -62,28 +63,18 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"), default="auto"
     )
-    p.add_argument("--restarts", type=int, help="worst-case search chains (8)")
-    p.add_argument("--proposals", type=int, help="neighbours per step (128)")
-    p.add_argument("--max-iters", type=int, help="local-search steps (25)")
+    add_search_arguments(p, DEFAULTS["search"])
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = dict(
-        workers=args.workers,
-        num_inputs=args.num_inputs,
-        stragglers=args.stragglers,
-        num_masks=args.masks,
-        draws=args.draws,
-        cv_draws=args.cv_draws,
-        cv_masks=args.cv_masks,
-        noise=args.noise,
-        lam_dec_grid=args.lam_dec_grid,
-        bootstrap=args.bootstrap,
-        functions=args.functions,
+    flags = explicit(
+        args,
+        *("workers", "num_inputs", "stragglers", "draws", "cv_draws", "cv_masks", "noise"),
+        *("lam_dec_grid", "bootstrap", "functions"),
+        num_masks="masks",
     )
     config = merge_config(DEFAULTS, TOY if toy else None, flags)
-    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
-    config["search"] = merge_config(config["search"], None, search)
+    config["search"] = search_config(args, config["search"])
     return config | dict(p=args.p, solver=args.solver)
 
 

@@ -3,7 +3,8 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, nested, real
-from .._command import Command, Lazy, float_list, merge_config, str_list
+from .._command import Command, Lazy, explicit, float_list, merge_config, str_list
+from ._search import add_search_arguments, search_config
 
 __all__ = ["CODES", "COMMAND", "DEFAULTS", "DEFAULT_SEARCH", "FULL", "MODES", "TOY", "WORKLOADS"]
 
@@ -73,9 +74,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", type=int, help="evaluation batches (3)")
     p.add_argument("--cv-batches", type=int, help="held-out batches for GCC's λ (3)")
     p.add_argument("--worst-batches", type=int, help="batches searched for the worst case (1)")
-    p.add_argument("--restarts", type=int, help="worst-case search chains (2)")
-    p.add_argument("--proposals", type=int, help="neighbours per search step (32)")
-    p.add_argument("--max-iters", type=int, help="local-search steps (5)")
+    add_search_arguments(p, DEFAULT_SEARCH)
     p.add_argument("--dataset", help="the classifier's data set (fashion_mnist)")
     p.add_argument("--data-path", help="directory of the data files")
     p.add_argument("--epochs", type=int, help="LeNet-5 training epochs (10)")
@@ -84,25 +83,17 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = dict(
-        num_inputs=args.num_inputs,
-        ratios=args.ratios,
-        fractions=args.fractions,
-        workloads=args.workloads,
-        codes=args.codes,
-        modes=args.modes,
-        num_trials=args.trials,
-        num_batches=args.batches,
-        num_cv_batches=args.cv_batches,
-        worst_case_batches=args.worst_batches,
-        dataset=args.dataset,
-        data_path=args.data_path,
-        epochs=args.epochs,
-        parm_epochs=args.parm_epochs,
+    flags = explicit(
+        args,
+        *("num_inputs", "ratios", "fractions", "workloads", "codes", "modes", "dataset"),
+        *("data_path", "epochs", "parm_epochs"),
+        num_trials="trials",
+        num_batches="batches",
+        num_cv_batches="cv_batches",
+        worst_case_batches="worst_batches",
     )
     config = merge_config(DEFAULTS, TOY if toy else None, flags)
-    search = dict(restarts=args.restarts, proposals=args.proposals, max_iters=args.max_iters)
-    config["search"] = merge_config(config.get("search", DEFAULT_SEARCH), None, search)
+    config["search"] = search_config(args, config.get("search", DEFAULT_SEARCH))
     return config | dict(use_cache=not args.no_cache)
 
 

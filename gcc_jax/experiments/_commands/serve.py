@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import choice, count, lam, real, sizes
-from .._command import Command, Lazy, float_list, str_list
+from .._command import Command, Lazy, explicit, float_list, merge_config, str_list
 
 __all__ = ["COMMAND", "DEFAULTS", "SCHEMES", "TOY", "add_serve_bench_arguments"]
 
@@ -112,9 +112,7 @@ def add_serve_bench_arguments(parser: argparse.ArgumentParser) -> None:
 def serve_bench_config(args: argparse.Namespace, toy: bool) -> dict:
     """``run_serve_bench`` keywords from parsed flags: defaults, then toy sizes, then flags."""
     keys = [dest for _, dest, _, _ in _FLAGS] + ["schemes", "sweep_deadlines_ms"]
-    config = dict(TOY) if toy else {}
-    config.update({k: getattr(args, k) for k in keys if getattr(args, k, None) is not None})
-    return config
+    return merge_config({}, TOY if toy else None, explicit(args, *keys))
 
 
 COMMAND = Command(
