@@ -429,6 +429,28 @@ class NodeSizes:
         return self.beta.shape[0]
 
 
+class ParitySizes:
+    """``num_workers = k + r`` and ``min_live = k``, read from ``num_inputs`` (``k``) and
+    ``num_parities`` (``r``), and the ``TOO_MANY_ERASURES`` message naming ``r``: shared by the
+    codes with ``k`` systematic workers and ``r`` parity workers (ParM, the learned code)."""
+
+    @property
+    def num_workers(self) -> int:
+        """``k + r``: ``k`` workers on the inputs and ``r`` on the parities."""
+        return self.num_inputs + self.num_parities
+
+    @property
+    def min_live(self) -> int:
+        """``k`` of the ``k + r`` workers."""
+        return self.num_inputs
+
+    def status_message(self, flag: Status) -> str | None:
+        """Names ``r`` for ``TOO_MANY_ERASURES`` (:meth:`gcc_jax.AbstractCode.status_message`)."""
+        if flag == Status.TOO_MANY_ERASURES:
+            return erasure_message(self, self.num_parities)
+        return super().status_message(flag)
+
+
 class AbstractNodeCode(NodeSizes, AbstractLinearCode):
     """A linear code built on interpolation nodes: ``alpha`` (``k`` inputs), ``beta`` (``n``).
 

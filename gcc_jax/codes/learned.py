@@ -48,7 +48,7 @@ from .._core.checks import (
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, PRNGKeyArray, Shaped
 from . import _coder
-from ._base import AbstractCode, Decoded, Encoded, erasure_message, jit_method, pytree_dataclass
+from ._base import AbstractCode, Decoded, Encoded, ParitySizes, jit_method, pytree_dataclass
 from ._coder import decode_outputs as decode_outputs
 from ._coder import encode_parities as encode_parities
 
@@ -103,7 +103,7 @@ def check_size(value, name: str, lo: int) -> int:
 
 
 @pytree_dataclass
-class LearnedCode(AbstractCode):
+class LearnedCode(ParitySizes, AbstractCode):
     """A learned code: ``k`` base queries plus ``r`` learned parity queries, a learned decoder.
 
     Worker ``n < k`` receives ``x_n``; worker ``k + i`` receives the learned parity query
@@ -216,22 +216,6 @@ class LearnedCode(AbstractCode):
         dec_sizes = ((k + r) * m, *(int(h) for h in dec_hidden), k * m)
         dec = nets.mlp_init(rng, dec_sizes, jnp.dtype(dtype))
         return cls(enc, dec, num_inputs=k, num_parities=r, encoder=encoder)
-
-    @property
-    def num_workers(self) -> int:
-        """``k + r``."""
-        return self.num_inputs + self.num_parities
-
-    @property
-    def min_live(self) -> int:
-        """``k`` of the ``k + r`` workers."""
-        return self.num_inputs
-
-    def status_message(self, flag: Status) -> str | None:
-        """Names ``r`` for ``TOO_MANY_ERASURES`` (:meth:`gcc_jax.AbstractCode.status_message`)."""
-        if flag == Status.TOO_MANY_ERASURES:
-            return erasure_message(self, self.num_parities)
-        return super().status_message(flag)
 
     # -- encoder ----------------------------------------------------------------------------
 

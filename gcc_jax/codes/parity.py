@@ -38,7 +38,7 @@ from .._core.checks import (
 )
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Shaped
-from ._base import AbstractCode, Decoded, Encoded, erasure_message, jit_method, pytree_dataclass
+from ._base import AbstractCode, Decoded, Encoded, ParitySizes, jit_method, pytree_dataclass
 
 __all__ = ["ENCODERS", "ParityModelCode", "parity_input"]
 
@@ -117,7 +117,7 @@ def _subtract_decode(y: Array, mask: Array, num_inputs: int) -> tuple[Array, Arr
 
 
 @pytree_dataclass
-class ParityModelCode(AbstractCode):
+class ParityModelCode(ParitySizes, AbstractCode):
     """ParM: ``k`` systematic workers plus one parity-model worker, subtraction decoding.
 
     Workers ``0..k−1`` compute ``F(x_k)`` on the inputs themselves (``x~_n = x_n``); worker
@@ -174,25 +174,9 @@ class ParityModelCode(AbstractCode):
             )
 
     @property
-    def num_workers(self) -> int:
-        """``k + 1``: ``k`` base-model workers and one parity-model worker."""
-        return self.num_inputs + 1
-
-    @property
     def num_parities(self) -> int:
-        """``r = 1``: outputs that can be missing."""
+        """``r = 1``: one parity-model worker beside the ``k`` base-model workers."""
         return 1
-
-    @property
-    def min_live(self) -> int:
-        """``k`` of the ``k + 1`` workers."""
-        return self.num_inputs
-
-    def status_message(self, flag: Status) -> str | None:
-        """Names ``r`` for ``TOO_MANY_ERASURES`` (:meth:`gcc_jax.AbstractCode.status_message`)."""
-        if flag == Status.TOO_MANY_ERASURES:
-            return erasure_message(self, self.num_parities)
-        return super().status_message(flag)
 
     # -- encoder ----------------------------------------------------------------------------
 
