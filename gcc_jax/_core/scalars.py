@@ -32,6 +32,27 @@ def _zero_d(value):
     return None
 
 
+def _number(value, name: str, kind: type, dtype_kinds: str, what: str, what_in: str):
+    """``value`` as a Python number of ``kind`` (a 0-d array of a dtype kind in ``dtype_kinds``
+    unwrapped); ``TypeError`` naming ``name`` and what it must be (``what``, or ``what_in`` with
+    its range) for a bool, another dtype or another type."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise TypeError(f"`{name}` must be {what_in}; got bool {value!r}")
+    try:
+        scalar = _zero_d(value)
+    except TypeError as err:
+        raise TypeError(f"`{name}`: {err}") from None
+    if scalar is not None:
+        if scalar[1] not in dtype_kinds:
+            raise TypeError(f"`{name}` must be {what}; got an array of dtype {value.dtype}")
+        value = scalar[0]
+    if not isinstance(value, kind):
+        raise TypeError(
+            f"`{name}` must be {what_in}; got {type(value).__name__} {_describe(value)}"
+        )
+    return value
+
+
 def as_int(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
     """``value`` as a Python int: any integral type (``int``, ``np.int64``, a 0-d integer array).
 
@@ -47,21 +68,7 @@ def as_int(value, name: str, lo: int | None = None, hi: int | None = None) -> in
         ...
         ValueError: `num_masks` must be >= 1; got 0
     """
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise TypeError(f"`{name}` must be an integer; got bool {value!r}")
-    try:
-        scalar = _zero_d(value)
-    except TypeError as err:
-        raise TypeError(f"`{name}`: {err}") from None
-    if scalar is not None:
-        if scalar[1] not in "iu":
-            raise TypeError(f"`{name}` must be an integer; got an array of dtype {value.dtype}")
-        value = scalar[0]
-    if not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"`{name}` must be an integer; got {type(value).__name__} {_describe(value)}"
-        )
-    value = int(value)
+    value = int(_number(value, name, numbers.Integral, "iu", "an integer", "an integer"))
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         if hi is None:
             rng = f">= {lo}"
@@ -120,21 +127,7 @@ def as_real(
         ValueError: `lam_dec` must be a finite number in [0, inf); got -1.0
     """
     rng = interval(lo, hi, lo_open=lo_open, hi_open=hi_open)
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise TypeError(f"`{name}` must be a real number in {rng}; got bool {value!r}")
-    try:
-        scalar = _zero_d(value)
-    except TypeError as err:
-        raise TypeError(f"`{name}`: {err}") from None
-    if scalar is not None:
-        if scalar[1] not in "iuf":
-            raise TypeError(f"`{name}` must be a real number; got an array of dtype {value.dtype}")
-        value = scalar[0]
-    if not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"`{name}` must be a real number in {rng}; got {type(value).__name__} "
-            f"{_describe(value)}"
-        )
+    value = _number(value, name, numbers.Real, "iuf", "a real number", f"a real number in {rng}")
     v = float(value)
     ok = (
         math.isfinite(v)
