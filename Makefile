@@ -51,6 +51,13 @@ GPU_WORKERS      ?= 8
 GPU_MEM_FRACTION ?= 0.1
 GPU_TEST_TIMEOUT ?= 240
 GPU_BUDGET       ?= 420
+# The command-line layer's tests (they need the `experiments` extra, run toy experiments whose
+# numbers the CPU suite checks, and test no kernel) stay on the CPU.
+GPU_IGNORE       ?= gcc_jax/experiments tests/test_adversarial_experiment.py tests/test_cli.py \
+                    tests/test_cli_args.py tests/test_compare_learned.py tests/test_dnn.py \
+                    tests/test_docs.py tests/test_extras.py tests/test_harness.py tests/test_io.py \
+                    tests/test_rates.py tests/test_readme.py tests/test_regimes.py \
+                    tests/test_tune_experiment.py tests/test_distributed_ray.py
 test-gpu:
 	@out=$${OUT:-.test-gpu}; mkdir -p "$$out"; \
 	{ JAX_PLATFORMS=$(GPU_PLATFORM) XLA_PYTHON_CLIENT_PREALLOCATE=false \
@@ -59,6 +66,7 @@ test-gpu:
 	    -o addopts= -ra --doctest-modules --doctest-ignore-import-errors \
 	    --continue-on-collection-errors --timeout=$(GPU_TEST_TIMEOUT) \
 	    -n $(GPU_WORKERS) --dist worksteal --durations=25 \
+	    $(addprefix --ignore=,$(GPU_IGNORE)) \
 	    --junitxml="$$out/pytest-gpu.xml" $(TEST_ARGS); echo $$? > "$$out/pytest-gpu.rc"; } \
 	  2>&1 | tee "$$out/pytest-gpu.log"; \
 	rc=$$(cat "$$out/pytest-gpu.rc"); echo "make test-gpu: pytest exit $$rc (log in $$out)"; \
