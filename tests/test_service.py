@@ -148,7 +148,7 @@ def test_bad_queries_are_answered_at_once_and_do_not_poison_their_neighbours():
 class _BrokenExecutor(Executor):
     num_workers = 6
 
-    def run_round(self, xt, *, wait_for, timeout_s=10.0, round_id=None):
+    def _run(self, xt, spec):
         raise ConnectionError("lost the cluster")
 
 

@@ -18,7 +18,7 @@ import enum
 import math
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -31,7 +31,10 @@ __all__ = [
     "Executor",
     "OnResult",
     "Outcome",
+    "RoundCounter",
+    "RoundRecord",
     "RoundResult",
+    "RoundSpec",
     "RoundRobinExecutor",
     "WaitFor",
     "default_wait_for",
@@ -301,17 +304,111 @@ def check_timeout(timeout_s: float) -> float:
     return as_real(timeout_s, "timeout_s", 0.0, lo_open=True)
 
 
+class RoundSpec(NamedTuple):
+    """One round's checked settings, as :meth:`Executor.run_round` hands them to ``_run``.
+
+    Attributes:
+        rule: the wait rule as a predicate on the boolean mask of valid results.
+        need: the number of valid results the rule needs at least (``1`` for a predicate).
+        timeout_s: the round's deadline in seconds after dispatch (finite, ``> 0``).
+        round_id: the caller's round id, or ``None`` for the executor's next one.
+        on_result: the caller's ``on_result`` (or ``None``).
+    """
+
+    rule: Callable[[np.ndarray], bool]
+    need: int
+    timeout_s: float
+    round_id: int | None
+    on_result: OnResult | None
+
+
+class RoundCounter:
+    """Thread-safe round ids: the next unused id, or the caller's (then later ids follow it)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def take(self, round_id: int | None) -> int:
+        with self._lock:
+            if round_id is None:
+                round_id = self._next
+            else:
+                round_id = as_int(round_id, "round_id", 0)
+            self._next = max(self._next, round_id + 1)
+            return round_id
+
+
+@dataclasses.dataclass
+class RoundRecord:
+    """What one round has collected so far, per worker; :meth:`result` freezes it.
+
+    Every worker starts ``LATE`` with an ``inf`` latency and a zero output row.
+    """
+
+    outputs: np.ndarray
+    mask: np.ndarray
+    outcomes: np.ndarray
+    latencies: np.ndarray
+    messages: dict[int, str] = dataclasses.field(default_factory=dict)
+    restarted: list[int] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def empty(cls, num_workers: int, shape: Sequence[int], dtype: Any) -> "RoundRecord":
+        n = num_workers
+        return cls(
+            outputs=np.zeros((n, *shape), dtype),
+            mask=np.zeros(n, bool),
+            outcomes=np.full(n, int(Outcome.LATE), np.int8),
+            latencies=np.full(n, np.inf),
+        )
+
+    def accept(self, worker: int, value: Any, validate, on_result, latency: float) -> bool:
+        """Check ``value`` (:func:`classify_output`) and record it; ``True`` when it is valid.
+
+        A valid result fills the worker's row and mask entry, then ``on_result`` (if any) is
+        called with it; an invalid one records the reason.
+        """
+        outcome, arr, msg = classify_output(value, self.outputs.shape[1:], validate)
+        self.outcomes[worker] = outcome
+        if outcome is not Outcome.OK:
+            self.messages[worker] = msg
+            return False
+        self.outputs[worker] = arr
+        self.mask[worker] = True
+        if on_result is not None:
+            on_result(int(worker), self.outputs[worker], float(latency))
+        return True
+
+    def result(self, round_id: int, elapsed: float, rule_met: bool, timed_out: bool):
+        """The frozen :class:`RoundResult`."""
+        return RoundResult(
+            round_id=round_id,
+            outputs=self.outputs,
+            mask=self.mask,
+            outcomes=self.outcomes,
+            latencies=self.latencies,
+            elapsed=float(elapsed),
+            rule_met=bool(rule_met),
+            timed_out=bool(timed_out),
+            messages=self.messages,
+            restarted=tuple(self.restarted),
+        )
+
+
 class Executor(abc.ABC):
     """Runs rounds of ``N`` workers (``LocalExecutor`` in process, ``RayExecutor`` on Ray).
 
-    Subclasses implement :meth:`run_round`; both are context managers (``close`` on exit) and
-    safe to call from several threads at once (the coded inference service keeps several
-    rounds in flight).
+    :meth:`run_round` checks the coded inputs (:meth:`_check_inputs`), the wait rule and the
+    timeout, then hands them to the one step a subclass implements, ``_run(xt, spec)`` with a
+    :class:`RoundSpec`, which dispatches the round and returns its :class:`RoundResult`. A
+    subclass that checks its inputs differently overrides :meth:`_check_inputs`. Executors
+    are context managers (``close`` on exit) and safe to call from several threads at once
+    (the coded inference service keeps several rounds in flight).
     """
 
     num_workers: int
 
-    @abc.abstractmethod
     def run_round(
         self,
         xt: Float[Any, "n *d"],
@@ -337,6 +434,21 @@ class Executor(abc.ABC):
         Returns:
             A :class:`RoundResult`.
         """
+        xt = self._check_inputs(xt)
+        rule, need = as_rule(wait_for, self.num_workers)
+        return self._run(xt, RoundSpec(rule, need, check_timeout(timeout_s), round_id, on_result))
+
+    def _check_inputs(self, xt: Any) -> Any:
+        """The coded inputs as a JAX array with one row per worker."""
+        n = self.num_workers
+        xt = jax.numpy.asarray(xt)
+        if xt.ndim < 1 or xt.shape[0] != n:
+            raise ValueError(f"`xt` must have one row per worker (n={n}); got shape {xt.shape}")
+        return xt
+
+    @abc.abstractmethod
+    def _run(self, xt: Any, spec: RoundSpec) -> RoundResult:
+        """Dispatch one round of checked inputs and collect it (see :meth:`run_round`)."""
 
     def warmup(self, input_shape: Sequence[int], input_dtype: Any) -> jax.ShapeDtypeStruct:
         """Compile what a round runs for inputs of this shape; return one output's shape.
@@ -394,13 +506,15 @@ class RoundRobinExecutor(Executor):
         self._lock = threading.Lock()
         self._next = 0
 
-    def run_round(self, xt, *, wait_for, timeout_s=10.0, round_id=None, on_result=None):
-        """See :meth:`Executor.run_round`; runs on the next executor in turn."""
+    def _check_inputs(self, xt: Any) -> Any:
+        return xt  # the group's executor checks them
+
+    def _run(self, xt: Any, spec: RoundSpec) -> RoundResult:
+        """Runs the round on the next executor in turn."""
         with self._lock:
             ex = self.executors[self._next % len(self.executors)]
             self._next += 1
-        kwargs = {} if on_result is None else dict(on_result=on_result)
-        return ex.run_round(xt, wait_for=wait_for, timeout_s=timeout_s, round_id=round_id, **kwargs)
+        return ex._run(ex._check_inputs(xt), spec)
 
     def warmup(self, input_shape, input_dtype):
         """Warm every group; the first group's output shape."""

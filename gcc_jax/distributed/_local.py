@@ -10,17 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.checks import as_int, check_instance
-from .._core.types import Float
 from ._delays import DelayModel, Fault, check_faults, faults_for_round, garbage_like
 from ._executor import (
     Executor,
     OnResult,
     Outcome,
+    RoundCounter,
+    RoundRecord,
     RoundResult,
-    WaitFor,
-    as_rule,
-    check_timeout,
-    classify_output,
+    RoundSpec,
 )
 
 __all__ = ["LocalExecutor"]
@@ -37,23 +35,6 @@ def as_worker_fns(fn: Callable | Sequence[Callable], num_workers: int) -> list[C
             f"`fn` must be a callable or a sequence of {num_workers} callables (one per worker)"
         )
     return fns
-
-
-class RoundCounter:
-    """Thread-safe round ids: the next unused id, or the caller's (then later ids follow it)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._next = 0
-
-    def take(self, round_id: int | None) -> int:
-        with self._lock:
-            if round_id is None:
-                round_id = self._next
-            else:
-                round_id = as_int(round_id, "round_id", 0)
-            self._next = max(self._next, round_id + 1)
-            return round_id
 
 
 def check_delays(delays: DelayModel | None, num_workers: int) -> DelayModel | None:
@@ -213,23 +194,11 @@ class LocalExecutor(Executor):
                 results[i] = (Outcome.INVALID, f"returned shape {value.shape}, expected {expected}")
         return results
 
-    def run_round(
-        self,
-        xt: Float[Any, "n *d"],
-        *,
-        wait_for: WaitFor,
-        timeout_s: float = 10.0,
-        round_id: int | None = None,
-        on_result: OnResult | None = None,
-    ) -> RoundResult:
-        """See :meth:`Executor.run_round`; latencies are simulated (model time)."""
+    def _run(self, xt: Any, spec: RoundSpec) -> RoundResult:
+        """One round; latencies are simulated (model time)."""
         n = self.num_workers
-        xt = jnp.asarray(xt)
-        if xt.ndim < 1 or xt.shape[0] != n:
-            raise ValueError(f"`xt` must have one row per worker (n={n}); got shape {xt.shape}")
-        rule, _ = as_rule(wait_for, n)
-        timeout_s = check_timeout(timeout_s)
-        rid = self._rounds.take(round_id)
+        timeout_s = spec.timeout_s
+        rid = self._rounds.take(spec.round_id)
         t_start = time.perf_counter()
         computed = self._compute(xt, timeout_s)
         good = [v for v in computed if isinstance(v, np.ndarray)]
@@ -239,12 +208,8 @@ class LocalExecutor(Executor):
         kinds = faults_for_round(self.faults, n, rid)
         lat = np.where([k == "hang" for k in kinds], np.inf, lat)
 
-        outputs = np.zeros((n, *out_shape), out_dtype)
-        mask = np.zeros(n, bool)
-        outcomes = np.full(n, int(Outcome.LATE), np.int8)
-        latencies = np.full(n, np.inf)
-        messages: dict[int, str] = {}
-        restarted = []
+        record = RoundRecord.empty(n, out_shape, out_dtype)
+        outcomes, latencies, messages = record.outcomes, record.latencies, record.messages
         for i, value in enumerate(computed):
             if isinstance(value, tuple) and value[0] is Outcome.LATE:
                 messages[i] = f"{value[1]} within {timeout_s * 1e3:.1f} ms (wall time)"
@@ -263,7 +228,7 @@ class LocalExecutor(Executor):
                 outcomes[i], messages[i] = Outcome.ERROR, "raised RuntimeError (injected error)"
             elif kind == "crash":
                 outcomes[i], messages[i] = Outcome.DEAD, "process died (injected crash); restarted"
-                restarted.append(i)
+                record.restarted.append(i)
             elif isinstance(computed_i, tuple):
                 outcomes[i], messages[i] = computed_i
             else:
@@ -274,18 +239,11 @@ class LocalExecutor(Executor):
                     value = garbage_like(out_shape, rid, i)
                 elif kind == "malformed":
                     value = np.zeros((int(np.prod(out_shape)) + 1,))
-                outcome, arr, msg = classify_output(value, out_shape, self.validate)
-                outcomes[i] = outcome
-                if outcome is Outcome.OK:
-                    outputs[i] = arr
-                    mask[i] = True
-                    if on_result is not None:
-                        if self.sleep:
-                            time.sleep(max(0.0, t_start + t - time.perf_counter()))
-                        on_result(i, outputs[i], t)
-                else:
-                    messages[i] = msg
-            if rule(mask):
+                on_result = spec.on_result
+                if on_result is not None and self.sleep:
+                    on_result = self._at_arrival(on_result, t_start + t)
+                record.accept(i, value, self.validate, on_result, t)
+            if spec.rule(record.mask):
                 cutoff, met = t, True
                 break
         timed_out = False
@@ -298,18 +256,17 @@ class LocalExecutor(Executor):
             messages.setdefault(int(i), f"no answer within {cutoff * 1e3:.1f} ms")
         if self.sleep:
             time.sleep(max(0.0, t_start + cutoff - time.perf_counter()))
-        return RoundResult(
-            round_id=rid,
-            outputs=outputs,
-            mask=mask,
-            outcomes=outcomes,
-            latencies=latencies,
-            elapsed=float(cutoff),
-            rule_met=met,
-            timed_out=timed_out,
-            messages=messages,
-            restarted=tuple(restarted),
-        )
+        return record.result(rid, cutoff, met, timed_out)
+
+    @staticmethod
+    def _at_arrival(on_result: OnResult, wall_time: float) -> OnResult:
+        """``on_result`` called no earlier than ``wall_time`` (``time.perf_counter`` clock)."""
+
+        def call(worker: int, output: np.ndarray, latency: float) -> None:
+            time.sleep(max(0.0, wall_time - time.perf_counter()))
+            on_result(worker, output, latency)
+
+        return call
 
     def _expected_shape_or_empty(self, xt) -> tuple[int, ...]:
         shape = self._expected_shape(jax.ShapeDtypeStruct(xt.shape[1:], xt.dtype))

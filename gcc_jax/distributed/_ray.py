@@ -15,19 +15,9 @@ from typing import Any
 import numpy as np
 
 from .._core.checks import as_int
-from .._core.types import Float
 from ._delays import DelayModel, Fault, check_faults, faults_for_round, garbage_like
-from ._executor import (
-    Executor,
-    OnResult,
-    Outcome,
-    RoundResult,
-    WaitFor,
-    as_rule,
-    check_timeout,
-    classify_output,
-)
-from ._local import RoundCounter, as_worker_fns, check_delays
+from ._executor import Executor, Outcome, RoundCounter, RoundRecord, RoundResult, RoundSpec
+from ._local import as_worker_fns, check_delays
 
 __all__ = ["RayExecutor", "init_local_ray"]
 
@@ -448,17 +438,8 @@ class RayExecutor(Executor):
         """Kill worker ``worker``'s actor now, as a crash would (for fault-injection runs)."""
         self._pool.kill(self._workers[int(worker)])
 
-    def run_round(
-        self,
-        xt: Float[Any, "n *d"],
-        *,
-        wait_for: WaitFor,
-        timeout_s: float = 10.0,
-        round_id: int | None = None,
-        on_result: OnResult | None = None,
-    ) -> RoundResult:
-        """See :meth:`Executor.run_round`; latencies are wall time on the Ray cluster."""
-        ray = self._ray
+    def _check_inputs(self, xt: Any) -> np.ndarray:
+        """The coded inputs as a NumPy array of ``(N, *input_shape)`` in ``input_dtype``."""
         n = self.num_workers
         xt = np.asarray(xt)
         if xt.shape != (n, *self.input_shape):
@@ -466,19 +447,25 @@ class RayExecutor(Executor):
                 f"`xt` must have shape ({n}, *{self.input_shape}), one row per worker; "
                 f"got {xt.shape}"
             )
-        xt = xt.astype(self.input_dtype, copy=False)
-        rule, need = as_rule(wait_for, n)
-        timeout_s = check_timeout(timeout_s)
-        rid = self._rounds.take(round_id)
+        return xt.astype(self.input_dtype, copy=False)
+
+    def _run(self, xt: np.ndarray, spec: RoundSpec) -> RoundResult:
+        """One round; latencies are wall time on the Ray cluster."""
+        ray = self._ray
+        n = self.num_workers
+        rule, need, timeout_s, _, on_result = spec
+        rid = self._rounds.take(spec.round_id)
         delays = self.delays.sample(rid) if self.delays is not None else np.zeros(n)
         kinds = faults_for_round(self.faults, n, rid)
 
-        outputs = np.zeros((n, *self.output_shape), self.output_dtype)
-        mask = np.zeros(n, bool)
-        outcomes = np.full(n, int(Outcome.LATE), np.int8)
-        latencies = np.full(n, np.inf)
-        messages: dict[int, str] = {}
-        restarted: list[int] = []
+        record = RoundRecord.empty(n, self.output_shape, self.output_dtype)
+        mask, outcomes, latencies, messages = (
+            record.mask,
+            record.outcomes,
+            record.latencies,
+            record.messages,
+        )
+        restarted = record.restarted
         pending: dict[Any, tuple[int, int]] = {}
         where = {w: i for i, w in enumerate(self._workers)}
         for w in self._pool.reap():  # deaths found among earlier rounds' late tasks
@@ -526,15 +513,7 @@ class RayExecutor(Executor):
                     messages[i] = f"raised {type(cause).__name__}: {cause}".splitlines()[0]
                     continue
                 latencies[i] = max(0.0, min(t_done, now) - t0)
-                outcome, arr, msg = classify_output(y, self.output_shape, self.validate)
-                outcomes[i] = outcome
-                if outcome is Outcome.OK:
-                    outputs[i] = arr
-                    mask[i] = True
-                    if on_result is not None:
-                        on_result(int(i), outputs[i], float(latencies[i]))
-                else:
-                    messages[i] = msg
+                record.accept(i, y, self.validate, on_result, latencies[i])
             met = rule(mask)
         t_cut = time.time()
         elapsed = t_cut - t0
@@ -546,18 +525,7 @@ class RayExecutor(Executor):
                 pass
         self._pool.adopt({ref: (self._workers[i], g) for ref, (i, g) in pending.items()})
         # a late task that ends in a dead actor gets it restarted
-        return RoundResult(
-            round_id=rid,
-            outputs=outputs,
-            mask=mask,
-            outcomes=outcomes,
-            latencies=latencies,
-            elapsed=float(elapsed),
-            rule_met=bool(met),
-            timed_out=bool(not met and pending),
-            messages=messages,
-            restarted=tuple(restarted),
-        )
+        return record.result(rid, elapsed, met, not met and pending)
 
     def close(self) -> None:
         """Kill the actors (only the executor that started them does; views do nothing)."""
