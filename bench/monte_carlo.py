@@ -121,7 +121,7 @@ def decoder_alone(gcc, code, yt, masks_np, chunk) -> tuple:
     devices = jax.devices()
     num, n = masks_np.shape
     first = masks_np[:1]
-    policy = gcc.evaluation.policy_for(devices[0].platform)
+    policy = gcc.evaluation.device_policy(devices)  # as the evaluator: platform and memory
     # the code's decode_init state (its decoder's work that does not depend on the outputs),
     # made once per code as the evaluator makes it, as the floor's decoder matrices are made
     # before its timing; the backend policy picks the chunk and the XLA options from it

@@ -33,7 +33,7 @@ from .._core.checks import (
 from .._core.pytree import AbstractVar, missing_abstract_vars, pytree_dataclass
 from .._core.status import Status, combine, raise_if_bad
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
-from ..spline import chebyshev_nodes
+from ..spline import chebyshev_nodes, check_chebyshev_count
 
 __all__ = [
     "AbstractCode",
@@ -473,11 +473,16 @@ class AbstractNodeCode(NodeSizes, AbstractLinearCode):
         """The papers' placement: ``alpha`` Chebyshev-1 (``k``), ``beta`` Chebyshev-2 (``n``).
 
         Both ascending; ``beta`` includes ``±1``. ``num_inputs, num_workers ≥ 2`` (any integral
-        type); ``dtype`` defaults to JAX's default float.
+        type); ``dtype`` defaults to JAX's default float. A count whose nodes would round to
+        repeated values in ``dtype`` (float32: ``num_workers`` above 12,868,
+        :func:`gcc_jax.spline.max_chebyshev_nodes`) raises a ``ValueError`` that names the
+        largest one and the ways around it (float64, equispaced nodes).
         """
         num_inputs = as_int(num_inputs, "num_inputs", 2)
         num_workers = as_int(num_workers, "num_workers", 2)
         dtype = jnp.dtype(dtype) if dtype is not None else jnp.zeros(()).dtype
+        check_chebyshev_count(num_inputs, 1, dtype, "num_inputs")
+        check_chebyshev_count(num_workers, 2, dtype, "num_workers")
         return (
             chebyshev_nodes(num_inputs, kind=1, dtype=dtype),
             chebyshev_nodes(num_workers, kind=2, dtype=dtype),

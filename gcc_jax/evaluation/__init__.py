@@ -25,6 +25,8 @@ from ._pipeline import monte_carlo_loss as monte_carlo_loss
 from ._pipeline import outputs_and_targets as outputs_and_targets
 from ._policy import BackendPolicy as BackendPolicy
 from ._policy import auto_chunk_size as auto_chunk_size
+from ._policy import device_memory as device_memory
+from ._policy import device_policy as device_policy
 from ._policy import policy_for as policy_for
 from ._stragglers import contiguous_masks as contiguous_masks
 from ._stragglers import sample_masks as sample_masks

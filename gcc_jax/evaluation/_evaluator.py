@@ -22,7 +22,7 @@ from .._core.cache import IdentityCache
 from .._core.checks import as_int, as_masks
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode
-from ._policy import BackendPolicy, policy_for
+from ._policy import BackendPolicy, device_policy
 
 __all__ = [
     "MaskEvaluator",
@@ -216,9 +216,9 @@ class MaskEvaluator:
         per_mask: ``per_mask(code, yt, fx, mask) -> (values..., status)``, a pure function of one
             mask whose last output is the int32 status; hashable (a module-level function).
         chunk_size: masks per vmapped chunk (per device); default the devices' backend policy
-            (:func:`gcc_jax.evaluation.policy_for`): :func:`auto_chunk_size`, narrower where the
-            policy asks for it given the code's :meth:`AbstractCode.decode_init` state for the
-            masks of each call.
+            (:func:`gcc_jax.evaluation.device_policy`: their platform's, sized by their memory):
+            :func:`auto_chunk_size`, narrower where the policy asks for it given the code's
+            :meth:`AbstractCode.decode_init` state for the masks of each call.
         devices: devices to shard each block over (data parallel on the chunk axis); default
             all devices of JAX's default backend. Results do not depend on it.
         progress: show a progress bar (stderr) over blocks.
@@ -252,7 +252,7 @@ class MaskEvaluator:
         if not devices:
             raise ValueError("`devices` must name at least one device")
         self.devices = devices
-        self.policy: BackendPolicy = policy_for(devices[0].platform)
+        self.policy: BackendPolicy = device_policy(devices)
         self._out_size = max(1, math.prod(yt.shape[1:]))
         self._auto_chunk = chunk_size is None
         if chunk_size is None:
@@ -287,44 +287,52 @@ class MaskEvaluator:
         state = self.code.decode_init(first)
         return None if state is None else self._place_rest(state, cached=True)
 
-    def _chunk_for(self, masks: Bool[np.ndarray, "p n"]) -> int:
-        """Masks per chunk and device for this call: ``chunk_size`` if the caller gave one, else
-        the policy's for the code's state for these masks (:meth:`BackendPolicy.chunk_size`)."""
-        if not self._auto_chunk or self.one_shape or masks.shape[0] == 0:
+    def _chunk_for(self, first: Bool[np.ndarray, "1 n"]) -> int:
+        """Masks per chunk and device for a call whose first mask is ``first`` (a host row):
+        ``chunk_size`` if the caller gave one, else the policy's for the code's state for these
+        masks (:meth:`BackendPolicy.chunk_size`)."""
+        if not self._auto_chunk or self.one_shape or first.shape[0] == 0:
             return self.chunk
-        state = self._state_for(masks[:1])
+        state = self._state_for(first)
         return self.policy.chunk_size(self.num_workers, self._out_size, state)
 
     def __call__(self, masks: Bool[Any, "p n"]) -> tuple[np.ndarray, ...]:
         """``per_mask`` of every row of ``masks`` (NumPy, leading axis ``p``)."""
-        # the whole batch on the host once: JAX keeps an array's host copy, so a batch of masks
-        # passed again is not copied again (slicing it on its device would copy each block
-        # every call, and placing device-resident blocks onto the devices is slower than from
-        # the host)
-        masks = np.asarray(as_masks(masks, self.num_workers))
+        masks = as_masks(masks, self.num_workers)
+        if self.policy.host_masks or not isinstance(masks, jax.Array):
+            # the whole batch on the host once (the CPU's policy): JAX keeps an array's host
+            # copy, so a batch of masks passed again is not copied again (slicing it on a CPU
+            # device would copy each block every call)
+            masks = np.asarray(masks)
+        # else (an accelerator's policy) device-resident masks stay where they are: each block
+        # is sliced and padded there, and only the blocks' first rows come to the host
         num, n = masks.shape
         ndev = len(self.devices)
         # a power of two >= 16 (or the chunk size) masks per chunk: batches of nearby sizes
         # share one compiled shape (padding: at most 15 or one per mask extra decodes)
         per_dev = max(math.ceil(num / ndev), 16)
-        chunk = min(self._chunk_for(masks), 1 << (per_dev - 1).bit_length()) * ndev
-        groups = min(64, 1 << max(math.ceil(num / chunk) - 1, 0).bit_length())  # power of two
+        per_dev = min(self._chunk_for(np.asarray(masks[:1])), 1 << (per_dev - 1).bit_length())
+        chunk = per_dev * ndev
+        groups = self.policy.groups(math.ceil(num / chunk), per_dev, n)
         if self.one_shape:
             chunk, groups = self.chunk * ndev, 1
         step = chunk * groups
+        firsts = np.asarray(masks[::step])  # each block's first row, for decode_init (host)
         out = None
         starts = range(0, num, step)
         if self.progress:
             from .._core.progress import tqdm
 
             starts = tqdm(starts, total=math.ceil(num / step), desc="decoding masks", unit="block")
+        xp = np if isinstance(masks, np.ndarray) else jnp  # where the masks are
         for start in starts:
             block = masks[start : start + step]
             size = block.shape[0]
             if size < step:  # pad (keeps one compiled shape) with copies of the first row, so
                 # the padded chunk has the same number of stragglers as the others
-                block = np.concatenate([block, np.repeat(block[:1], step - size, axis=0)], axis=0)
-            state = self._state_for(block[:1])  # the host row decode_init reads
+                block = xp.concatenate([block, xp.repeat(block[:1], step - size, axis=0)], axis=0)
+            first = firsts[start // step : start // step + 1]
+            state = self._state_for(first)  # the host row decode_init reads
             options = tuple(sorted(self.policy.compiler_options(state).items()))
             run = _blocks_on(tuple(self.devices), options)
             res = run(

@@ -29,6 +29,8 @@ from ._fit import smoother_matrix as smoother_matrix
 from ._fit import smoother_matrix_with_status as smoother_matrix_with_status
 from ._kalman import smooth_batch_with_status as smooth_batch_with_status
 from ._nodes import chebyshev_nodes as chebyshev_nodes
+from ._nodes import check_chebyshev_count as check_chebyshev_count
 from ._nodes import equispaced_nodes as equispaced_nodes
+from ._nodes import max_chebyshev_nodes as max_chebyshev_nodes
 from ._smoothing import effective_dof as effective_dof
 from ._smoothing import lam_from_dof as lam_from_dof
