@@ -37,7 +37,7 @@ from .._core.checks import (
 )
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Int, Shaped
-from ._base import AbstractCode, Decoded, Encoded, jit_method, pytree_dataclass
+from ._base import AbstractCode, AbstractVar, Decoded, Encoded, jit_method, pytree_dataclass
 
 
 def _check_fill(value) -> float:
@@ -70,53 +70,18 @@ def _replica_decode(
     return value.reshape((num_inputs, *y.shape[1:])), status, have
 
 
-@pytree_dataclass
-class ReplicationCode(AbstractCode):
-    """Replication: each input goes to several workers; an input survives if one copy does.
+class AbstractReplicaCode(AbstractCode):
+    """Worker ``n`` computes ``f(x_{n mod K})``; decoding averages each input's live copies.
 
-    Worker ``n`` computes ``f(x_{n mod K})`` (round-robin, so input ``k`` has
-    ``⌈(N − k)/K⌉`` copies, ``r = N/K`` each when ``K`` divides ``N``; adjacent workers hold
-    different inputs). Decoding averages the live copies of each input — for a deterministic
-    ``f`` that equals any single copy, i.e. "wait for one replica per input". An input is
-    missing only if *all* its copies straggle; it then gets ``fill_value`` (see the module
-    docstring for how losses and accuracies count it). Tolerates any ``⌊N/K⌋ − 1`` stragglers.
-
-    Attributes:
-        num_inputs: ``K ≥ 1`` (static).
-        num_workers: ``N ≥ K`` (static).
-        fill_value: the estimate reported for a missing input (static, default 0).
-
-    Example:
-        >>> import jax.numpy as jnp, gcc_jax as gcc
-        >>> code = gcc.ReplicationCode(num_inputs=2, num_workers=4)   # r = 2 copies
-        >>> x = jnp.array([[1.0], [2.0]])
-        >>> mask = jnp.array([False, True, True, False])   # input 0 lives on worker 2
-        >>> code.decode(code.encode(x) ** 2, mask).ravel().tolist()
-        [1.0, 4.0]
+    Shared by :class:`ReplicationCode` and :class:`UncodedCode` (one copy per input): the
+    round-robin :attr:`assignment`, the copying encoder, :meth:`available` and the decoder. A
+    subclass provides ``num_inputs``, ``num_workers`` and the static ``fill_value``.
     """
 
     is_exact: ClassVar[bool] = True  # systematic copies; see AbstractCode.is_exact
     min_live: ClassVar[int] = 0  # a missing input's estimate is the fill value (status OK)
 
-    num_inputs: int = dataclasses.field(metadata=dict(static=True))
-    num_workers: int = dataclasses.field(metadata=dict(static=True))
-    fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
-
-    def __post_init__(self):
-        k = as_int(self.num_inputs, "num_inputs", 1)
-        n = as_int(self.num_workers, "num_workers", 1)
-        if n < k:
-            raise ValueError(f"`num_workers` must be >= num_inputs={k} (every input needs a copy)")
-        object.__setattr__(self, "num_inputs", k)
-        object.__setattr__(self, "num_workers", n)
-        object.__setattr__(self, "fill_value", _check_fill(self.fill_value))
-
-    @classmethod
-    def with_replicas(cls, *, num_inputs: int, replicas: int, fill_value: float = 0.0):
-        """``r`` copies of each of ``K`` inputs on ``N = r·K`` workers."""
-        k = as_int(num_inputs, "num_inputs", 1)
-        r = as_int(replicas, "replicas", 1)
-        return cls(num_inputs=k, num_workers=r * k, fill_value=fill_value)
+    fill_value: AbstractVar[float]
 
     @property
     def assignment(self) -> Int[np.ndarray, " n"]:
@@ -149,7 +114,53 @@ class ReplicationCode(AbstractCode):
 
 
 @pytree_dataclass
-class UncodedCode(AbstractCode):
+class ReplicationCode(AbstractReplicaCode):
+    """Replication: each input goes to several workers; an input survives if one copy does.
+
+    Worker ``n`` computes ``f(x_{n mod K})`` (round-robin, so input ``k`` has
+    ``⌈(N − k)/K⌉`` copies, ``r = N/K`` each when ``K`` divides ``N``; adjacent workers hold
+    different inputs). Decoding averages the live copies of each input — for a deterministic
+    ``f`` that equals any single copy, i.e. "wait for one replica per input". An input is
+    missing only if *all* its copies straggle; it then gets ``fill_value`` (see the module
+    docstring for how losses and accuracies count it). Tolerates any ``⌊N/K⌋ − 1`` stragglers.
+
+    Attributes:
+        num_inputs: ``K ≥ 1`` (static).
+        num_workers: ``N ≥ K`` (static).
+        fill_value: the estimate reported for a missing input (static, default 0).
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> code = gcc.ReplicationCode(num_inputs=2, num_workers=4)   # r = 2 copies
+        >>> x = jnp.array([[1.0], [2.0]])
+        >>> mask = jnp.array([False, True, True, False])   # input 0 lives on worker 2
+        >>> code.decode(code.encode(x) ** 2, mask).ravel().tolist()
+        [1.0, 4.0]
+    """
+
+    num_inputs: int = dataclasses.field(metadata=dict(static=True))
+    num_workers: int = dataclasses.field(metadata=dict(static=True))
+    fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
+
+    def __post_init__(self):
+        k = as_int(self.num_inputs, "num_inputs", 1)
+        n = as_int(self.num_workers, "num_workers", 1)
+        if n < k:
+            raise ValueError(f"`num_workers` must be >= num_inputs={k} (every input needs a copy)")
+        object.__setattr__(self, "num_inputs", k)
+        object.__setattr__(self, "num_workers", n)
+        object.__setattr__(self, "fill_value", _check_fill(self.fill_value))
+
+    @classmethod
+    def with_replicas(cls, *, num_inputs: int, replicas: int, fill_value: float = 0.0):
+        """``r`` copies of each of ``K`` inputs on ``N = r·K`` workers."""
+        k = as_int(num_inputs, "num_inputs", 1)
+        r = as_int(replicas, "replicas", 1)
+        return cls(num_inputs=k, num_workers=r * k, fill_value=fill_value)
+
+
+@pytree_dataclass
+class UncodedCode(AbstractReplicaCode):
     """No coding: ``N = K`` workers, worker ``k`` computes ``f(x_k)``.
 
     A straggler's input has no result; decoding reports ``fill_value`` (default 0) for it with
@@ -170,9 +181,6 @@ class UncodedCode(AbstractCode):
         ([10.0, 0.0, 30.0], [True, False, True])
     """
 
-    is_exact: ClassVar[bool] = True  # systematic copies; see AbstractCode.is_exact
-    min_live: ClassVar[int] = 0  # a missing input's estimate is the fill value (status OK)
-
     num_inputs: int = dataclasses.field(metadata=dict(static=True))
     fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
 
@@ -184,25 +192,3 @@ class UncodedCode(AbstractCode):
     def num_workers(self) -> int:
         """``K``: one worker per input."""
         return self.num_inputs
-
-    @jit_method
-    def encode_with_status(self, x: Shaped[ArrayLike, " k *d"]) -> Encoded:
-        """``x~ = x`` (the identity; dtype preserved); ``NONFINITE_DATA`` for NaN/Inf."""
-        x = check_inputs(x, self.num_inputs)
-        return Encoded(x, input_status(x))
-
-    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """``mask`` itself: input ``k`` has a result iff worker ``k`` returned."""
-        return as_mask(mask, self.num_workers)
-
-    @jit_method
-    def decode_with_status(
-        self, y: Shaped[ArrayLike, " n *m"], mask: Bool[ArrayLike, " n"]
-    ) -> Decoded:
-        """``y_k`` where worker ``k`` returned, ``fill_value`` otherwise (status OK).
-
-        Status: ``NONFINITE_DATA`` if a live worker returned NaN/Inf (value NaN).
-        """
-        y, mask = check_outputs(y, mask, self.num_workers)
-        value, status, _ = _replica_decode(y, mask, self.num_inputs, self.fill_value)
-        return Decoded(value, status)
