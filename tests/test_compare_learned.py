@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import gcc_jax as gcc
-from gcc_jax.experiments.cli import main
 from gcc_jax.experiments import learned as exp
+from gcc_jax.experiments.cli import main
 from gcc_jax.nn.data import load_digits
 from gcc_jax.nn.models import make_model
-from gcc_jax.nn.training import train_classifier
+from gcc_jax.nn.training import TrainSettings, train_classifier
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +106,9 @@ def test_parm_row_matches_eager_loop(toy, setup):
         ds.x_train[idx],
         num_inputs=2,
         init_params=init,
-        epochs=cfg["code_epochs"],
-        seed=cfg["seed"],
-        cache_dir=cache,
-        progress=False,
+        settings=TrainSettings(
+            epochs=cfg["code_epochs"], seed=cfg["seed"], cache_dir=cache, progress=False
+        ),
     )
     assert trained.from_cache
     code = trained.code

@@ -20,6 +20,7 @@ from gcc_jax.nn.training import (
     CACHE_ENV_VAR,
     Batch,
     CacheWarning,
+    TrainSettings,
     accuracy,
     default_cache_dir,
     fit,
@@ -344,9 +345,11 @@ def tiny():
 
 def _train_parity(tiny, cache_dir, **kw):
     x, base, init = tiny
-    args = dict(num_inputs=2, init_params=init, epochs=15, batch_size=16, lr=1e-2, progress=False)
-    args.update(kw)
-    return gcc.train_parity_model(linear_base, base, x, cache_dir=cache_dir, **args)
+    settings = dict(epochs=15, batch_size=16, lr=1e-2, progress=False, cache_dir=cache_dir)
+    settings = TrainSettings(**(settings | kw))
+    return gcc.train_parity_model(
+        linear_base, base, x, num_inputs=2, init_params=init, settings=settings
+    )
 
 
 def test_parity_training_reduces_the_loss_and_checkpoint_round_trips(tiny, tmp_path):
@@ -437,23 +440,18 @@ def test_learned_code_training_reduces_the_loss_and_checkpoint_round_trips(tmp_p
     rng = np.random.default_rng(0)
     base = {"w": jnp.asarray(rng.normal(size=(10, 64)) * 0.2, jnp.float32)}
     x = ds.x_train[:600]
-    args = dict(num_inputs=2, encoder_hidden=(64,), decoder_hidden=(64,), epochs=10, batch_size=16)
-    trained = gcc.train_learned_code(
-        linear_base, base, x, **args, lr=3e-3, cache_dir=tmp_path, progress=False
-    )
+    args = dict(num_inputs=2, encoder_hidden=(64,), decoder_hidden=(64,))
+    quick = TrainSettings(epochs=10, batch_size=16, lr=3e-3, cache_dir=tmp_path, progress=False)
+    trained = gcc.train_learned_code(linear_base, base, x, **args, settings=quick)
     assert not trained.from_cache and trained.num_steps == 10 * (540 // 32)
     losses = trained.train_losses
     assert losses[-1] < 0.5 * losses[0]
     # Degraded-mode agreement with the base argmax on the held-out groups improves too.
     assert trained.val_metrics[-1] > trained.val_metrics[0] + 0.2
-    again = gcc.train_learned_code(
-        linear_base, base, x, **args, lr=3e-3, cache_dir=tmp_path, progress=False
-    )
+    again = gcc.train_learned_code(linear_base, base, x, **args, settings=quick)
     assert again.from_cache and again.train_losses == losses
     for a, b in zip(jax.tree.leaves(again.code), jax.tree.leaves(trained.code), strict=True):
         np.testing.assert_array_equal(a, b)
     assert (again.code.num_inputs, again.code.num_parities, again.code.encoder) == (2, 1, "mlp")
-    other = gcc.train_learned_code(
-        linear_base, base, x, **args, lr=1e-3, cache_dir=tmp_path, progress=False
-    )
+    other = gcc.train_learned_code(linear_base, base, x, **args, settings=quick._replace(lr=1e-3))
     assert not other.from_cache and other.cache_path != trained.cache_path

@@ -86,7 +86,13 @@ from ..codes import AbstractCode, BerrutCode, SplineCode
 from ..evaluation import MaskEvaluator, mean_ci, sample_masks
 from ..nn.data import Dataset, DatasetNotFoundError, load_dataset
 from ..nn.models import count_params, make_model
-from ..nn.training import base_outputs, train_classifier, train_learned_code, train_parity_model
+from ..nn.training import (
+    TrainSettings,
+    base_outputs,
+    train_classifier,
+    train_learned_code,
+    train_parity_model,
+)
 from ._command import StopOnInterrupt
 from ._commands.learned import DEFAULT_LAM_DEC_GRID, toy_config
 from ._io import ExperimentResult, json_clean, new_figure, save_result
@@ -486,6 +492,17 @@ def _trained_row(base: _Base, k: int, method: str, encoder: str, trained) -> dic
     return row
 
 
+def _code_training(s: _Settings) -> TrainSettings:
+    """How both learned codes train: ``code_epochs``, the run's seed, cache and progress."""
+    return TrainSettings(
+        epochs=s.code_epochs,
+        seed=s.seed,
+        cache_dir=s.cache_dir,
+        use_cache=s.use_cache,
+        progress=s.progress,
+    )
+
+
 def _train_parm(s: _Settings, sp: _Splits, base: _Base, k: int, encoder: str):
     """ParM's parity model for groups of ``k`` with the ``encoder`` ("sum" or "concat")."""
     ds = sp.ds
@@ -499,11 +516,7 @@ def _train_parm(s: _Settings, sp: _Splits, base: _Base, k: int, encoder: str):
         num_inputs=k,
         init_params=init,
         encoder=encoder,
-        epochs=s.code_epochs,
-        seed=s.seed,
-        cache_dir=s.cache_dir,
-        use_cache=s.use_cache,
-        progress=s.progress,
+        settings=_code_training(s),
     )
 
 
@@ -518,11 +531,7 @@ def _train_learned(s: _Settings, sp: _Splits, base: _Base, k: int):
         encoder=s.learned_encoder,
         encoder_hidden=(hidden,) if s.learned_encoder == "mlp" and hidden else None,
         channels=hidden if s.learned_encoder == "conv" else None,
-        epochs=s.code_epochs,
-        seed=s.seed,
-        cache_dir=s.cache_dir,
-        use_cache=s.use_cache,
-        progress=s.progress,
+        settings=_code_training(s),
     )
 
 

@@ -128,7 +128,7 @@ from ..evaluation import (
     sample_masks,
     worst_case_mask,
 )
-from ..nn.training import train_parity_model
+from ..nn.training import TrainSettings, train_parity_model
 from ..tuning import StragglerModel, grid_search
 from ._command import StopOnInterrupt
 from ._commands.regimes import CODES, DEFAULT_SEARCH, DEFAULTS, FULL, MODES, TOY, WORKLOADS
@@ -621,11 +621,13 @@ def _train_parm(
                 num_inputs=kk,
                 init_params=b["init"](seed + kk),
                 parity_apply=b["parity_apply"],
-                epochs=parm_epochs,
-                seed=seed,
-                cache_dir=cache_dir,
-                use_cache=use_cache,
-                progress=progress,
+                settings=TrainSettings(
+                    epochs=parm_epochs,
+                    seed=seed,
+                    cache_dir=cache_dir,
+                    use_cache=use_cache,
+                    progress=progress,
+                ),
             )
             parm_codes[(wl.name, r)] = GroupedParityCode(trained.code, groups=g.k // kk)
             parm_info.append(_parm_record(wl, kk, g.n_of[r], trained, parm_epochs))

@@ -228,7 +228,7 @@ def deadline_sweep(
 def _parm_scheme(tm, ds, k: int, epochs: int, seed: int, progress: bool):
     """ParM's code, its ``K + 1`` worker functions (logits; parity model last) and its notes."""
     from ..nn.models import make_model
-    from ..nn.training import train_parity_model
+    from ..nn.training import TrainSettings, train_parity_model
 
     _, init = make_model(
         tm.model_name, input_shape=ds.input_shape, num_classes=ds.num_classes, key=seed + 1
@@ -240,9 +240,7 @@ def _parm_scheme(tm, ds, k: int, epochs: int, seed: int, progress: bool):
         num_inputs=k,
         init_params=init,
         encoder="sum",
-        epochs=epochs,
-        seed=seed,
-        progress=progress,
+        settings=TrainSettings(epochs=epochs, seed=seed, progress=progress),
     )
     code = trained.code
     apply, params = tm.apply, tm.params

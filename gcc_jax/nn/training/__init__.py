@@ -7,7 +7,7 @@
 - `train_classifier`: model name + data set -> `TrainedModel`, trained once and then loaded
   from the cache (``$GCC_JAX_CACHE``, ``$XDG_CACHE_HOME/gcc_jax`` or ``~/.cache/gcc_jax``);
 - `train_parity_model` (ParM) and `train_learned_code` (learned encoder/decoder): a trained
-  code as a `TrainedCode`, through the same cache;
+  code as a `TrainedCode`, through the same cache, both set by one `TrainSettings`;
 - `cached_fit`: the one checkpoint cache of every training above, keyed by a config that holds
   `tree_fingerprint`s of its input arrays.
 """
@@ -31,6 +31,7 @@ from ._loop import cross_entropy_loss as cross_entropy_loss
 from ._loop import fit as fit
 from ._loop import make_train_step as make_train_step
 from ._parity import TrainedCode as TrainedCode
+from ._parity import TrainSettings as TrainSettings
 from ._parity import adam_l2 as adam_l2
 from ._parity import base_outputs as base_outputs
 from ._parity import train_parity_model as train_parity_model
@@ -43,6 +44,7 @@ __all__ = [
     "CacheWarning",
     "FitResult",
     "StepResult",
+    "TrainSettings",
     "TrainedCode",
     "TrainedModel",
     "accuracy",

@@ -7,7 +7,6 @@ every erasure pattern the code must handle (:func:`gcc_jax.codes.erasure_pattern
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,8 +24,8 @@ from ...codes.learned import (
 )
 from ._cached import tree_fingerprint
 from ._parity import (
-    GroupTraining,
     TrainedCode,
+    TrainSettings,
     base_outputs,
     batched,
     check_train_args,
@@ -101,15 +100,7 @@ def train_learned_code(
     encoder_hidden: Sequence[int] | None = None,
     decoder_hidden: Sequence[int] | None = None,
     channels: int | None = None,
-    epochs: int = 10,
-    batch_size: int | None = None,
-    lr: float = 1e-3,
-    weight_decay: float = 1e-5,
-    val_fraction: float = 0.1,
-    seed: int = 0,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    progress: bool = True,
+    settings: TrainSettings = TrainSettings(),
 ) -> TrainedCode:
     """Train a :class:`LearnedCode` end to end through the frozen base model (or load it).
 
@@ -119,9 +110,10 @@ def train_learned_code(
         L = (1/|𝒫|) Σ_{M ∈ 𝒫} mean_{groups} mean_{j erased by M} (1/m) ‖D_φ(Y ⊙ M)_j − F(x_j)‖²,
 
     ``Y = (F(x_1), …, F(x_k), F(E_θ(x)_1), …, F(E_θ(x)_r))`` and ``𝒫`` =
-    :func:`erasure_patterns` — the gradient reaches ``θ`` through ``F``. Adam(``lr``) with an
-    L2 weight decay (:func:`gcc_jax.nn.training.adam_l2`), random groups of ``k`` training
-    images reshuffled every epoch (:func:`gcc_jax.nn.training.fit`: deterministic for a seed,
+    :func:`erasure_patterns` — the gradient reaches ``θ`` through ``F``. With ``settings``
+    (:class:`gcc_jax.nn.training.TrainSettings`): Adam(``lr``) with an L2 weight decay
+    (:func:`gcc_jax.nn.training.adam_l2`), random groups of ``k`` training images reshuffled
+    every epoch (:func:`gcc_jax.nn.training.fit`: deterministic for a seed,
     progress bar), a held-out ``val_fraction`` of the images in fixed groups on which the
     degraded-mode reconstruction accuracy is recorded after each epoch, and the checkpoint
     cached (:func:`gcc_jax.nn.training.cached_fit`) under a key hashing every hyper-parameter, the
@@ -134,15 +126,8 @@ def train_learned_code(
         num_inputs: ``k ≥ 2``.
         num_parities: ``r ≥ 1``.
         encoder, encoder_hidden, decoder_hidden, channels: architecture (:meth:`LearnedCode.init`).
-        epochs: passes over the training images.
-        batch_size: groups per mini-batch (default 64 for ``k = 2``, 32 otherwise, as ParM).
-        lr: Adam learning rate.
-        weight_decay: L2 weight decay.
-        val_fraction: held-out fraction of ``x_train``, in ``(0, 1)``.
-        seed: seed of the initialisation, the split and the shuffling.
-        cache_dir: cache directory (default ``$GCC_JAX_CACHE`` or the XDG cache).
-        use_cache: read and write the cache.
-        progress: progress bar and a one-line summary.
+        settings: epochs, batch size, optimiser, validation split, seed (also of the
+            initialisation), cache and progress.
 
     Returns:
         A :class:`gcc_jax.nn.training.TrainedCode` holding the :class:`LearnedCode`.
@@ -155,20 +140,20 @@ def train_learned_code(
         >>> from gcc_jax.nn.data import load_digits
         >>> lin = lambda p, x: p @ jnp.ravel(x)
         >>> w = jnp.asarray(np.random.default_rng(0).normal(size=(10, 64)), jnp.float32)
+        >>> from gcc_jax.nn.training import TrainSettings
+        >>> quick = TrainSettings(epochs=2, use_cache=False, progress=False)
         >>> tc = gcc.train_learned_code(lin, w, load_digits().x_train, num_inputs=2,
-        ...                             encoder_hidden=(32,), epochs=2, use_cache=False,
-        ...                             progress=False)
+        ...                             encoder_hidden=(32,), settings=quick)
         >>> tc.code.num_workers, tc.train_losses[-1] < tc.train_losses[0]
         (3, True)
     """
     k = check_size(num_inputs, "num_inputs", 2)
     r = check_size(num_parities, "num_parities", 1)
-    groups = batch_size if batch_size is not None else (64 if k == 2 else 32)
-    x_train = check_train_args(x_train, k, epochs, groups)
+    x_train = check_train_args(x_train, k, settings)
     shape = x_train.shape[1:]
     m = int(np.prod(jax.eval_shape(lambda v: base_apply(base_params, v), x_train[0]).shape))
     init = LearnedCode.init(
-        key=int(seed),
+        key=int(settings.seed),
         num_inputs=k,
         input_shape=shape,
         output_size=m,
@@ -196,11 +181,9 @@ def train_learned_code(
     out, config = fit_on_groups_cached(
         "learned", task, init_params, x_train,
         lambda: base_outputs(base_apply, base_params, x_train).reshape(x_train.shape[0], -1),
-        GroupTraining(k, groups, epochs, lr, weight_decay, val_fraction, seed), config,
-        loss_fn=_learned_loss, agreement=_learned_val_agreement, label=label, progress=progress,
-        cache_dir=cache_dir, use_cache=use_cache,
+        k, settings, config, loss_fn=_learned_loss, agreement=_learned_val_agreement, label=label,
     )  # fmt: skip
     code = LearnedCode(
         out.params["encoder"], out.params["decoder"], num_inputs=k, num_parities=r, encoder=encoder
     )
-    return trained_code(code, out, config, label, progress)
+    return trained_code(code, out, config, label, settings.progress)

@@ -27,9 +27,9 @@ from ._cached import CachedFit, cached_fit, tree_fingerprint
 from ._loop import fit
 
 __all__ = [
-    "GroupTraining",
-    "fit_on_groups_cached",
+    "TrainSettings",
     "TrainedCode",
+    "fit_on_groups_cached",
     "adam_l2",
     "base_outputs",
     "batched",
@@ -115,13 +115,13 @@ def split_groups(n: int, k: int, val_fraction: float, seed: int) -> tuple[np.nda
     return np.sort(perm[n_val:]), perm[:n_val].reshape(-1, k)
 
 
-def check_train_args(x_train, k: int, epochs: int, batch_groups: int) -> np.ndarray:
+def check_train_args(x_train, k: int, settings: "TrainSettings") -> np.ndarray:
     """``x_train`` as a NumPy array of ``n`` inputs; ``epochs`` and ``batch_size`` ``>= 1``."""
     x_train = np.asarray(x_train)
     if x_train.ndim < 2:
         raise ValueError(f"`x_train` must have shape (n, ...) with n inputs; got {x_train.shape}")
-    as_int(epochs, "epochs", 1)
-    as_int(batch_groups, "batch_size", 1)
+    as_int(settings.epochs, "epochs", 1)
+    as_int(settings.groups(k), "batch_size", 1)
     return x_train
 
 
@@ -153,23 +153,49 @@ def _parity_val_agreement(task: _ParityTask, params: Any, x: Array, y: Array) ->
     return jnp.mean(jnp.argmax(recon, axis=-1) == jnp.argmax(y, axis=-1))
 
 
-class GroupTraining(NamedTuple):
-    """The settings shared by ParM and learned-code training: groups of ``k`` images, Adam
-    with L2 weight decay, a held-out ``val_fraction`` of the images chosen by ``seed``."""
+class TrainSettings(NamedTuple):
+    """How ParM's parity model and a learned code are trained (one settings object for both).
 
-    k: int
-    groups: int
-    epochs: int
-    lr: float
-    weight_decay: float
-    val_fraction: float
-    seed: int
+    Random groups of ``k`` training images, regrouped every epoch; Adam(``lr``) with an L2
+    ``weight_decay`` added to the gradient (:func:`adam_l2`); a held-out ``val_fraction`` of
+    the images, chosen by ``seed``, on which the degraded-mode accuracy is recorded; the
+    checkpoint cache (:func:`gcc_jax.nn.training.cached_fit`).
 
-    def config(self) -> dict[str, Any]:
+    Attributes:
+        epochs: passes over the training images.
+        batch_size: groups per mini-batch (``None``: ParM's 64 for ``k = 2``, 32 otherwise).
+        lr: Adam learning rate (ParM: ``1e-3``).
+        weight_decay: L2 weight decay (ParM: ``1e-5``).
+        val_fraction: held-out fraction of the training images, in ``(0, 1)``.
+        seed: seed of the initialisation (learned codes), the split and the shuffling.
+        cache_dir: cache directory (default ``$GCC_JAX_CACHE`` or the XDG cache).
+        use_cache: read and write the cache.
+        progress: progress bar and a one-line summary.
+
+    Example:
+        >>> TrainSettings(epochs=2).groups(2), TrainSettings(batch_size=8).groups(3)
+        (64, 8)
+    """
+
+    epochs: int = 10
+    batch_size: int | None = None
+    lr: float = 1e-3
+    weight_decay: float = 1e-5
+    val_fraction: float = 0.1
+    seed: int = 0
+    cache_dir: str | os.PathLike | None = None
+    use_cache: bool = True
+    progress: bool = True
+
+    def groups(self, k: int) -> int:
+        """Groups of ``k`` images per mini-batch."""
+        return self.batch_size if self.batch_size is not None else (64 if k == 2 else 32)
+
+    def config(self, k: int) -> dict[str, Any]:
         """The settings as they enter the cache key."""
         return {
             "epochs": int(self.epochs),
-            "batch_groups": int(self.groups),
+            "batch_groups": int(self.groups(k)),
             "lr": float(self.lr),
             "weight_decay": float(self.weight_decay),
             "val_fraction": float(self.val_fraction),
@@ -183,15 +209,13 @@ def fit_on_groups_cached(
     init_params: Any,
     x_train: np.ndarray,
     targets: Callable[[], np.ndarray],
-    settings: GroupTraining,
+    k: int,
+    settings: TrainSettings,
     config: dict[str, Any],
     *,
     loss_fn: Callable,
     agreement: Callable,
     label: str,
-    progress: bool,
-    cache_dir: str | os.PathLike | None,
-    use_cache: bool,
 ) -> tuple[CachedFit, dict[str, Any]]:
     """The training shared by ParM and learned codes, through the checkpoint cache.
 
@@ -200,8 +224,7 @@ def fit_on_groups_cached(
     y_val)`` per epoch; ``targets()`` (the base model's outputs on ``x_train``) runs only when
     no checkpoint matches. Returns the :func:`cached_fit` result and the full config.
     """
-    config = {**config, **settings.config(), "data": tree_fingerprint(x_train)}
-    k = settings.k
+    config = {**config, **settings.config(k), "data": tree_fingerprint(x_train)}
 
     def train():
         y = targets()
@@ -214,9 +237,9 @@ def fit_on_groups_cached(
             y[tr],
             optimizer=adam_l2(float(settings.lr), float(settings.weight_decay)),
             epochs=int(settings.epochs),
-            batch_size=k * int(settings.groups),
+            batch_size=k * int(settings.groups(k)),
             seed=settings.seed,
-            progress=progress,
+            progress=settings.progress,
             desc=f"train {label}",
             loss_fn=loss_fn,
             validate=lambda p: float(agreement(task, p, xv, yv)),
@@ -228,7 +251,9 @@ def fit_on_groups_cached(
         }
         return res.params, meta
 
-    out = cached_fit(kind, config, init_params, train, cache_dir=cache_dir, use_cache=use_cache)
+    out = cached_fit(
+        kind, config, init_params, train, cache_dir=settings.cache_dir, use_cache=settings.use_cache
+    )
     return out, config
 
 
@@ -241,23 +266,16 @@ def train_parity_model(
     init_params: Any,
     encoder: str = "sum",
     parity_apply: Callable | None = None,
-    epochs: int = 10,
-    batch_size: int | None = None,
-    lr: float = 1e-3,
-    weight_decay: float = 1e-5,
-    val_fraction: float = 0.1,
-    seed: int = 0,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    progress: bool = True,
+    settings: TrainSettings = TrainSettings(),
 ) -> TrainedCode:
     """Train ParM's parity model (or load it from the checkpoint cache) and build the code.
 
     Minimises ``mean((F_P(E(x_1..x_k)) − Σ_i F(x_i))²)`` (the mean over groups and output
     coordinates) with Adam(``lr``) and an L2 weight decay added to the gradient
     (:func:`adam_l2`), ``F = base_apply(base_params, ·)``'s raw outputs computed once per
-    training image. A ``val_fraction`` of the images (chosen by ``seed``) is held out as fixed
-    groups of ``k``; the rest is reshuffled into new random groups every epoch by
+    training image (``settings``: :class:`TrainSettings`). A ``val_fraction`` of the images
+    (chosen by ``seed``) is held out as fixed groups of ``k``; the rest is reshuffled into new
+    random groups every epoch by
     :func:`gcc_jax.nn.training.fit` (deterministic for a seed; progress bar). After each epoch the
     degraded-mode reconstruction accuracy on the held-out groups is recorded (every base output
     erased in turn). The checkpoint is cached (:func:`gcc_jax.nn.training.cached_fit`) under a key
@@ -275,15 +293,7 @@ def train_parity_model(
         encoder: ``"sum"`` or ``"concat"``.
         parity_apply: the parity model's single-input apply (default: ``base_apply``, the
             same architecture).
-        epochs: passes over the training images.
-        batch_size: groups per mini-batch (default: ParM's 64 for ``k = 2``, 32 otherwise).
-        lr: Adam learning rate (ParM: ``1e-3``).
-        weight_decay: L2 weight decay (ParM: ``1e-5``).
-        val_fraction: held-out fraction of ``x_train``, in ``(0, 1)``.
-        seed: seed of the split and the shuffling.
-        cache_dir: cache directory (default ``$GCC_JAX_CACHE`` or the XDG cache).
-        use_cache: read and write the cache.
-        progress: progress bar and a one-line summary.
+        settings: epochs, batch size, optimiser, validation split, seed, cache and progress.
 
     Returns:
         A :class:`TrainedCode` holding the :class:`ParityModelCode`.
@@ -296,16 +306,16 @@ def train_parity_model(
         >>> from gcc_jax.nn.data import load_digits
         >>> lin = lambda p, x: p @ jnp.ravel(x)      # a linear base model: F_P = F is exact
         >>> w = jnp.asarray(np.random.default_rng(0).normal(size=(10, 64)), jnp.float32)
+        >>> from gcc_jax.nn.training import TrainSettings
+        >>> quick = TrainSettings(epochs=2, lr=1e-2, use_cache=False, progress=False)
         >>> tc = gcc.train_parity_model(lin, w, load_digits().x_train, num_inputs=2,
-        ...                             init_params=jnp.zeros_like(w), epochs=2, lr=1e-2,
-        ...                             use_cache=False, progress=False)
+        ...                             init_params=jnp.zeros_like(w), settings=quick)
         >>> tc.code.num_workers, tc.train_losses[-1] < tc.train_losses[0]
         (3, True)
     """
     k = check_num_inputs(num_inputs)
     check_encoder(encoder, k)
-    groups = batch_size if batch_size is not None else (64 if k == 2 else 32)
-    x_train = check_train_args(x_train, k, epochs, groups)
+    x_train = check_train_args(x_train, k, settings)
     parity_apply = base_apply if parity_apply is None else parity_apply
     parity_input(jnp.zeros((k, *x_train.shape[1:]), x_train.dtype), encoder)  # static checks
     task = _ParityTask(parity_apply, k, encoder)
@@ -320,13 +330,11 @@ def train_parity_model(
     label = f"ParM k={k} {encoder}"
     out, config = fit_on_groups_cached(
         "parity", task, init_params, x_train,
-        lambda: base_outputs(base_apply, base_params, x_train),
-        GroupTraining(k, groups, epochs, lr, weight_decay, val_fraction, seed), config,
-        loss_fn=_parity_loss, agreement=_parity_val_agreement, label=label, progress=progress,
-        cache_dir=cache_dir, use_cache=use_cache,
+        lambda: base_outputs(base_apply, base_params, x_train), k, settings, config,
+        loss_fn=_parity_loss, agreement=_parity_val_agreement, label=label,
     )  # fmt: skip
     code = ParityModelCode(out.params, parity_apply, num_inputs=k, encoder=encoder)
-    return trained_code(code, out, config, label, progress)
+    return trained_code(code, out, config, label, settings.progress)
 
 
 def trained_code(
