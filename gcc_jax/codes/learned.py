@@ -38,19 +38,18 @@ import numpy as np
 
 from .._core.checks import (
     as_int,
-    as_mask,
     check_inputs,
     check_outputs,
-    data_status,
     float_dtype,
     input_status,
 )
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, PRNGKeyArray, Shaped
 from . import _coder
-from ._base import AbstractCode, Decoded, Encoded, ParitySizes, jit_method, pytree_dataclass
+from ._base import Decoded, Encoded, jit_method, pytree_dataclass
 from ._coder import decode_outputs as decode_outputs
 from ._coder import encode_parities as encode_parities
+from .parity import AbstractSystematicCode, systematic_decode
 
 __all__ = ["ENCODERS", "LearnedCode", "decode_outputs", "encode_parities", "erasure_patterns"]
 
@@ -83,19 +82,10 @@ def erasure_patterns(num_inputs: int, num_parities: int = 1) -> Bool[np.ndarray,
 def _learned_decode(
     decoder_params: Any, y: Array, mask: Array, num_inputs: int, num_parities: int
 ) -> tuple[Array, Array]:
-    k = num_inputs
-    dtype = float_dtype(y)
-    y = y.astype(dtype)
-    finite = jnp.all(jnp.isfinite(y), axis=1)
-    status = combine((jnp.sum(~mask) > num_parities, Status.TOO_MANY_ERASURES)) | data_status(
-        y, mask
-    )
-    # A missing worker's output (even NaN/Inf) never reaches the decoder or the gradient.
-    y_ok = jnp.where((mask & finite)[:, None], y, 0.0)
-    recon = _coder.decode_outputs(decoder_params, y_ok, k)
-    value = jnp.where(mask[:k, None], y_ok[:k], recon)
-    status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
-    return jnp.where(status == 0, value, jnp.nan), status
+    def reconstruct(y_ok):
+        return _coder.decode_outputs(decoder_params, y_ok, num_inputs)
+
+    return systematic_decode(y, mask, num_parities, reconstruct)
 
 
 def check_size(value, name: str, lo: int) -> int:
@@ -103,7 +93,7 @@ def check_size(value, name: str, lo: int) -> int:
 
 
 @pytree_dataclass
-class LearnedCode(ParitySizes, AbstractCode):
+class LearnedCode(AbstractSystematicCode):
     """A learned code: ``k`` base queries plus ``r`` learned parity queries, a learned decoder.
 
     Worker ``n < k`` receives ``x_n``; worker ``k + i`` receives the learned parity query
@@ -248,15 +238,6 @@ class LearnedCode(ParitySizes, AbstractCode):
         return Encoded(jnp.concatenate([x.astype(p.dtype), p], axis=0), status)
 
     # -- decoder ----------------------------------------------------------------------------
-
-    def reconstructed(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """Which estimates come from the decoder (their base worker is missing): ``~mask[:k]``."""
-        return ~as_mask(mask, self.num_workers)[: self.num_inputs]
-
-    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """Every estimate when at most ``r`` outputs are missing, none otherwise."""
-        mask = as_mask(mask, self.num_workers)
-        return jnp.broadcast_to(jnp.sum(~mask) <= self.num_parities, (self.num_inputs,))
 
     @jit_method
     def decode_with_status(

@@ -38,9 +38,23 @@ from .._core.checks import (
 )
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Shaped
-from ._base import AbstractCode, Decoded, Encoded, ParitySizes, jit_method, pytree_dataclass
+from ._base import (
+    AbstractCode,
+    AbstractVar,
+    Decoded,
+    Encoded,
+    ParitySizes,
+    jit_method,
+    pytree_dataclass,
+)
 
-__all__ = ["ENCODERS", "ParityModelCode", "parity_input"]
+__all__ = [
+    "ENCODERS",
+    "AbstractSystematicCode",
+    "ParityModelCode",
+    "parity_input",
+    "systematic_decode",
+]
 
 ENCODERS = ("sum", "concat")
 """Parity encoders of :class:`ParityModelCode`."""
@@ -100,24 +114,62 @@ def parity_input(x: Float[ArrayLike, "k *d"], encoder: str = "sum") -> Float[Arr
     return jnp.concatenate([top, bottom], axis=0)
 
 
-@functools.partial(jax.jit, static_argnames="num_inputs")
-def _subtract_decode(y: Array, mask: Array, num_inputs: int) -> tuple[Array, Array]:
-    """Subtraction decoding of ``y`` (k+1, m) with its status; NaN value where it is bad."""
-    k = num_inputs
+def systematic_decode(
+    y: Array, mask: Array, num_parities: int, reconstruct: Callable[[Array], Array]
+) -> tuple[Array, Array]:
+    """Decoding of ``k`` systematic and ``r`` parity outputs ``y`` (k+r, m), with its status.
+
+    A live base output is its own estimate; a missing one is taken from
+    ``reconstruct(y_ok)`` (``(k, m)`` or ``(m,)``), where ``y_ok`` is ``y`` with every missing or
+    non-finite output set to 0, so that it never reaches the arithmetic or the gradient. Status:
+    ``TOO_MANY_ERASURES`` (more than ``r`` missing), ``NONFINITE_DATA``, ``NONFINITE_RESULT``;
+    the value is NaN wherever the status is not OK.
+    """
+    k = y.shape[0] - num_parities
     dtype = float_dtype(y)
     y = y.astype(dtype)
     finite = jnp.all(jnp.isfinite(y), axis=1)
-    status = combine((jnp.sum(~mask) > 1, Status.TOO_MANY_ERASURES)) | data_status(y, mask)
-    # A missing worker's output (even NaN/Inf) never reaches the arithmetic or the gradient.
+    erased = jnp.sum(~mask) > num_parities
+    status = combine((erased, Status.TOO_MANY_ERASURES)) | data_status(y, mask)
     y_ok = jnp.where((mask & finite)[:, None], y, 0.0)
-    recon = y_ok[k] - jnp.sum(y_ok[:k], axis=0)  # F_P(P) − Σ_{i live} F(x_i)
-    value = jnp.where(mask[:k, None], y_ok[:k], recon[None, :])
+    value = jnp.where(mask[:k, None], y_ok[:k], reconstruct(y_ok))
     status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
     return jnp.where(status == 0, value, jnp.nan), status
 
 
+@functools.partial(jax.jit, static_argnames="num_inputs")
+def _subtract_decode(y: Array, mask: Array, num_inputs: int) -> tuple[Array, Array]:
+    """Subtraction decoding of ``y`` (k+1, m) with its status; NaN value where it is bad."""
+    k = num_inputs
+
+    def reconstruct(y_ok):
+        return y_ok[k] - jnp.sum(y_ok[:k], axis=0)  # F_P(P) − Σ_{i live} F(x_i)
+
+    return systematic_decode(y, mask, 1, reconstruct)
+
+
+class AbstractSystematicCode(ParitySizes, AbstractCode):
+    """``k`` workers on the inputs themselves and ``r`` parity workers (ParM, the learned code).
+
+    An estimate is a base worker's own output, or, when that worker is missing, a
+    reconstruction from the others (:func:`systematic_decode`); up to ``r`` missing outputs are
+    recovered. A subclass provides ``num_inputs`` and ``num_parities``.
+    """
+
+    num_parities: AbstractVar[int]
+
+    def reconstructed(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Which estimates are reconstructions (their base worker is missing): ``~mask[:k]``."""
+        return ~as_mask(mask, self.num_workers)[: self.num_inputs]
+
+    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
+        """Every estimate when at most ``r`` outputs are missing, none otherwise."""
+        mask = as_mask(mask, self.num_workers)
+        return jnp.broadcast_to(jnp.sum(~mask) <= self.num_parities, (self.num_inputs,))
+
+
 @pytree_dataclass
-class ParityModelCode(ParitySizes, AbstractCode):
+class ParityModelCode(AbstractSystematicCode):
     """ParM: ``k`` systematic workers plus one parity-model worker, subtraction decoding.
 
     Workers ``0..k−1`` compute ``F(x_k)`` on the inputs themselves (``x~_n = x_n``); worker
@@ -215,15 +267,6 @@ class ParityModelCode(ParitySizes, AbstractCode):
         return jnp.concatenate([base.astype(dtype), parity[None].astype(dtype)], axis=0)
 
     # -- decoder ----------------------------------------------------------------------------
-
-    def reconstructed(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """Which estimates are reconstructions (their base worker is missing): ``~mask[:k]``."""
-        return ~as_mask(mask, self.num_workers)[: self.num_inputs]
-
-    def available(self, mask: Bool[ArrayLike, " n"]) -> Bool[Array, " k"]:
-        """Every estimate when at most ``r = 1`` output is missing, none otherwise."""
-        mask = as_mask(mask, self.num_workers)
-        return jnp.broadcast_to(jnp.sum(~mask) <= 1, (self.num_inputs,))
 
     @jit_method
     def decode_with_status(
