@@ -17,9 +17,13 @@ compilation serves every straggler pattern.
 
 from __future__ import annotations
 
+import abc
+
 import jax.numpy as jnp
 
+from .._core.checks import float_dtype, node_status
 from .._core.types import Array, Bool, Float, Int
+from ._base import AbstractNodeCode, jit_method
 
 
 def live_ranks(mask: Bool[Array, " n"]) -> Int[Array, " n"]:
@@ -75,3 +79,25 @@ def barycentric_matrix(
     den = jnp.sum(c, axis=1, keepdims=True)
     den_ok = jnp.where(any_hit | (den == 0), 1.0, den)
     return jnp.where(any_hit, hit.astype(t.dtype), c / den_ok)
+
+
+class AbstractBarycentricCode(AbstractNodeCode):
+    """A node code whose encoder is the barycentric interpolant through ``(alpha_k, x_k)``.
+
+    Shared by BACC and LCC: a subclass gives its weights (:meth:`node_weights`, Berrut's
+    alternating signs or the polynomial's barycentric weights) and its decoder.
+    """
+
+    @staticmethod
+    @abc.abstractmethod
+    def node_weights(t: Float[Array, " n"], mask: Bool[Array, " n"]) -> Float[Array, " n"]:
+        """The barycentric weights of the live nodes ``t[mask]`` (0 at dead nodes)."""
+
+    @jit_method
+    def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
+        """``E`` with ``X~ = E X``: the interpolant on ``alpha`` evaluated at ``beta``."""
+        dtype = float_dtype(self.alpha, self.beta)
+        alpha, beta = self.alpha.astype(dtype), self.beta.astype(dtype)
+        live = jnp.ones(alpha.shape, bool)
+        matrix = barycentric_matrix(alpha, self.node_weights(alpha, live), live, beta)
+        return matrix, node_status(alpha) | node_status(beta)

@@ -6,17 +6,11 @@ import jax.numpy as jnp
 from .._core.checks import as_mask, float_dtype, node_status
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Int
-from ._barycentric import barycentric_matrix, berrut_weights
-from ._base import AbstractNodeCode, jit_method, pytree_dataclass
+from ._barycentric import AbstractBarycentricCode, barycentric_matrix, berrut_weights
+from ._base import jit_method, pytree_dataclass
 
 # Kernels: plain pure functions, jitted so that eager calls compile once per shape (a nested
 # jit inside the caller's jit/vmap is inlined).
-
-
-@jax.jit
-def _encoder_matrix(alpha: Array, beta: Array) -> Array:
-    live = jnp.ones(alpha.shape, bool)
-    return barycentric_matrix(alpha, berrut_weights(live, alpha.dtype), live, beta)
 
 
 @jax.jit
@@ -25,7 +19,7 @@ def _decoder_matrix(beta: Array, alpha: Array, mask: Array) -> Array:
 
 
 @pytree_dataclass
-class BerrutCode(AbstractNodeCode):
+class BerrutCode(AbstractBarycentricCode):
     """Berrut approximated coded computing (BACC; Jahani-Nezhad & Maddah-Ali, 2022).
 
     Encoder: Berrut's first-form rational interpolant through ``(alpha_k, x_k)``,
@@ -81,12 +75,10 @@ class BerrutCode(AbstractNodeCode):
 
     # -- encoder ----------------------------------------------------------------------------
 
-    @jit_method
-    def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
-        """``E`` with ``X~ = E X``: Berrut's interpolant on ``alpha`` evaluated at ``beta``."""
-        dtype = float_dtype(self.alpha, self.beta)
-        alpha, beta = self.alpha.astype(dtype), self.beta.astype(dtype)
-        return _encoder_matrix(alpha, beta), node_status(alpha) | node_status(beta)
+    @staticmethod
+    def node_weights(t: Float[Array, " n"], mask: Bool[Array, " n"]) -> Float[Array, " n"]:
+        """Berrut's weights ``(−1)^{rank}`` over the live nodes (ascending), 0 at dead nodes."""
+        return berrut_weights(mask, t.dtype)
 
     # -- decoder ----------------------------------------------------------------------------
 

@@ -9,9 +9,13 @@ import jax.numpy as jnp
 from .._core.checks import as_int, as_mask, float_dtype, node_status
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Int
-from ._barycentric import barycentric_matrix, lagrange_weights, live_ranks
+from ._barycentric import (
+    AbstractBarycentricCode,
+    barycentric_matrix,
+    lagrange_weights,
+    live_ranks,
+)
 from ._base import (
-    AbstractNodeCode,
     jit_method,
     live_message,
     pytree_dataclass,
@@ -23,12 +27,6 @@ _BELOW = ("nan", "interpolate")
 
 # Kernels: plain pure functions, jitted so that eager calls compile once per shape (a nested
 # jit inside the caller's jit/vmap is inlined).
-
-
-@jax.jit
-def _encoder_matrix(alpha: Array, beta: Array) -> Array:
-    live = jnp.ones(alpha.shape, bool)
-    return barycentric_matrix(alpha, lagrange_weights(alpha, live), live, beta)
 
 
 def _selection(mask: Array, r: int) -> Array:
@@ -48,7 +46,7 @@ def _decoder_matrix(beta: Array, alpha: Array, mask: Array, threshold: int) -> A
 
 
 @pytree_dataclass
-class LagrangeCode(AbstractNodeCode):
+class LagrangeCode(AbstractBarycentricCode):
     """Lagrange coded computing (LCC; Yu et al., AISTATS 2019), over the reals.
 
     Encoder: the interpolating polynomial of degree ``K − 1`` through ``(alpha_k, x_k)``,
@@ -174,12 +172,7 @@ class LagrangeCode(AbstractNodeCode):
 
     # -- encoder ----------------------------------------------------------------------------
 
-    @jit_method
-    def encoder_matrix_with_status(self) -> tuple[Float[Array, "n k"], Int[Array, ""]]:
-        """``E`` with ``X~ = E X``: the Lagrange basis on ``alpha`` evaluated at ``beta``."""
-        dtype = float_dtype(self.alpha, self.beta)
-        alpha, beta = self.alpha.astype(dtype), self.beta.astype(dtype)
-        return _encoder_matrix(alpha, beta), node_status(alpha) | node_status(beta)
+    node_weights = staticmethod(lagrange_weights)  # the encoder is the Lagrange basis on alpha
 
     # -- decoder ----------------------------------------------------------------------------
 
