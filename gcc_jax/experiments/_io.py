@@ -27,6 +27,7 @@ import dataclasses
 import datetime
 import json
 import math
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,10 @@ __all__ = [
     "new_figure",
     "record",
     "save_figure",
+    "save_report",
     "save_result",
     "versions",
+    "warn_float32",
 ]
 
 SCHEMA_VERSION = 1
@@ -191,6 +194,21 @@ def save_result(
     for fig_name, fig in (figures or {}).items():
         paths[fig_name] = save_figure(fig, out / f"{fig_name}.png")
     return paths
+
+
+def save_report(result: ExperimentResult, out: str | Path, summary: str, figure) -> dict[str, Path]:
+    """:func:`save_result` of an experiment with one figure: ``<experiment>.json``, ``.txt``
+    (``summary``) and ``.png`` (``figure``), the figure's path under ``"plot"``."""
+    paths = save_result(result, out, summary=summary, figures={result.experiment: figure})
+    paths["plot"] = paths.pop(result.experiment)
+    return paths
+
+
+def warn_float32(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn the caller of a ``run_*`` function with ``message`` when JAX runs in float32
+    (``jax_enable_x64`` off)."""
+    if not jax.config.jax_enable_x64:
+        warnings.warn(message, category, stacklevel=3)
 
 
 def load_result(path: str | Path) -> ExperimentResult:

@@ -5,14 +5,25 @@ says so), discrete axes get integer ticks (:func:`integer_ticks`), legends go ou
 (:func:`legend_outside`), and error bars on a log axis are symmetric in log space
 (:func:`log_errorbar`: the 95% interval ``mean ± ci`` is drawn as far as it is positive, and the
 clipped side is drawn to the axis edge with an open cap, never hidden), and a log axis always
-has labelled ticks, even when its data span less than a decade (:func:`log_ticks`).
+has labelled ticks, even when its data span less than a decade (:func:`log_ticks`). A code has
+one colour in every figure (:data:`CODE_COLORS`).
 """
 
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["integer_ticks", "legend_outside", "log_errorbar", "log_ticks", "positive"]
+__all__ = [
+    "CODE_COLORS",
+    "integer_ticks",
+    "legend_outside",
+    "log_errorbar",
+    "log_ticks",
+    "positive",
+]
+
+CODE_COLORS = {"GCC": "C0", "BACC": "C3", "uncoded": "C7", "replication": "C2", "ParM": "C1"}
+"""Matplotlib colours of the codes every experiment compares; an experiment adds its variants."""
 
 
 def positive(y, label: str) -> tuple[np.ndarray, str]:

@@ -69,7 +69,7 @@ from ._commands.adversarial import (
     TOY,
     VALUE_STRATEGIES,
 )
-from ._io import ExperimentResult, new_figure, save_result
+from ._io import ExperimentResult, new_figure, save_report
 from ._plots import integer_ticks, log_ticks
 from .rates import fit_slope
 
@@ -701,11 +701,4 @@ def plot_adversarial(result: ExperimentResult):
 
 def save_adversarial(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``adversarial.json``, ``adversarial.txt`` and ``adversarial.png`` into ``out``."""
-    paths = save_result(
-        result,
-        out,
-        summary=format_adversarial_table(result),
-        figures={"adversarial": plot_adversarial(result)},
-    )
-    paths["plot"] = paths.pop("adversarial")
-    return paths
+    return save_report(result, out, format_adversarial_table(result), plot_adversarial(result))

@@ -137,8 +137,8 @@ from ._commands.dnn import (
     toy_config,
 )
 from ._images import split_images
-from ._io import ExperimentResult, json_clean, new_figure, save_result
-from ._plots import integer_ticks, legend_outside, log_errorbar, positive
+from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
+from ._plots import CODE_COLORS, integer_ticks, legend_outside, log_errorbar, positive
 
 __all__ = [
     "CODES",
@@ -772,13 +772,11 @@ def run_dnn(
         worst_case_batches, codes, lam_enc_grid, lam_dec_grid,
     )  # fmt: skip
     search = dict(DEFAULT_SEARCH if search is None else search)
-    if not jax.config.jax_enable_x64:
-        warnings.warn(
-            "run_dnn in float32: the spline solves lose digits once lam > 0; enable x64 "
-            '(jax.config.update("jax_enable_x64", True))',
-            Float32PrecisionWarning,
-            stacklevel=2,
-        )
+    warn_float32(
+        "run_dnn in float32: the spline solves lose digits once lam > 0; enable x64 "
+        '(jax.config.update("jax_enable_x64", True))',
+        Float32PrecisionWarning,
+    )
     dtype = jnp.zeros(()).dtype
 
     # -- model and data ------------------------------------------------------------------------
@@ -1070,14 +1068,7 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
     return "\n".join(lines)
 
 
-_COLORS = {
-    "GCC": "C0",
-    "GCC-interp": "C9",
-    "GCC-tuned": "C4",
-    "BACC": "C3",
-    "uncoded": "C7",
-    "replication": "C2",
-}
+_COLORS = CODE_COLORS | {"GCC-interp": "C9", "GCC-tuned": "C4"}
 
 
 def plot_dnn(result: ExperimentResult):

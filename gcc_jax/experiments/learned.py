@@ -95,8 +95,8 @@ from ..nn.training import (
 )
 from ._command import StopOnInterrupt
 from ._commands.learned import DEFAULT_LAM_DEC_GRID, toy_config
-from ._io import ExperimentResult, json_clean, new_figure, save_result
-from ._plots import legend_outside
+from ._io import ExperimentResult, json_clean, new_figure, save_report
+from ._plots import CODE_COLORS, legend_outside
 
 __all__ = [
     "METHODS",
@@ -945,12 +945,10 @@ def format_compare_table(result: ExperimentResult) -> str:
     return "\n".join(lines)
 
 
-_COLORS = {
+_COLORS = CODE_COLORS | {
     "ParM-sum": "C1",
     "ParM-concat": "C5",
     "learned": "C2",
-    "GCC": "C0",
-    "BACC": "C3",
     "GCC-natural": "C9",
     "BACC-natural": "C6",
 }
@@ -1011,11 +1009,4 @@ def plot_compare(result: ExperimentResult):
 
 def save_compare(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``compare_learned.json``, ``compare_learned.txt`` and ``compare_learned.png``."""
-    paths = save_result(
-        result,
-        out,
-        summary=format_compare_table(result),
-        figures={"compare_learned": plot_compare(result)},
-    )
-    paths["plot"] = paths.pop("compare_learned")
-    return paths
+    return save_report(result, out, format_compare_table(result), plot_compare(result))

@@ -27,7 +27,7 @@ from ..codes import BerrutCode, LagrangeCode, SplineCode
 from ..evaluation import monte_carlo_loss, sample_masks
 from ._command import StopOnInterrupt
 from ._commands.poly import CODES, DEFAULTS, SETTINGS, TOY
-from ._io import ExperimentResult, new_figure, save_result
+from ._io import ExperimentResult, new_figure, save_report
 from ._plots import integer_ticks, legend_outside, log_errorbar
 from .rates import pick_solver
 
@@ -248,8 +248,4 @@ def plot_poly(result: ExperimentResult):
 
 def save_poly(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``poly.json``, ``poly.txt`` and ``poly.png`` into the folder ``out``."""
-    paths = save_result(
-        result, out, summary=format_poly_table(result), figures={"poly": plot_poly(result)}
-    )
-    paths["plot"] = paths.pop("poly")
-    return paths
+    return save_report(result, out, format_poly_table(result), plot_poly(result))

@@ -65,7 +65,7 @@ from ..codes import BerrutCode, SplineCode
 from ..evaluation import MaskEvaluator, outputs_and_targets, sample_masks, search_worst_case
 from ._command import StopOnInterrupt
 from ._commands.rates import DEFAULTS, TOY
-from ._io import ExperimentResult, new_figure, save_result
+from ._io import ExperimentResult, new_figure, save_report, warn_float32
 from ._plots import legend_outside
 
 __all__ = [
@@ -623,13 +623,11 @@ def run_rates(
             progress=progress,
         )
     )
-    if not jax.config.jax_enable_x64:
-        warnings.warn(
-            "run_rates in float32: losses below ~1e-10 are round-off; enable x64 "
-            '(jax.config.update("jax_enable_x64", True)) for the rates',
-            Float32PrecisionWarning,
-            stacklevel=2,
-        )
+    warn_float32(
+        "run_rates in float32: losses below ~1e-10 are round-off; enable x64 "
+        '(jax.config.update("jax_enable_x64", True)) for the rates',
+        Float32PrecisionWarning,
+    )
     rows, reps = [], {}
     t_cv = 0.0
     with StopOnInterrupt() as stop:
@@ -887,8 +885,4 @@ def plot_rates(result: ExperimentResult):
 
 def save_rates(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``rates.json``, ``rates.txt`` and ``rates.png`` into the folder ``out``."""
-    paths = save_result(
-        result, out, summary=format_rates_table(result), figures={"rates": plot_rates(result)}
-    )
-    paths["plot"] = paths.pop("rates")
-    return paths
+    return save_report(result, out, format_rates_table(result), plot_rates(result))

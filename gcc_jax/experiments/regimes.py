@@ -133,7 +133,8 @@ from ..tuning import StragglerModel, grid_search
 from ._command import StopOnInterrupt
 from ._commands.regimes import CODES, DEFAULT_SEARCH, DEFAULTS, FULL, MODES, TOY, WORKLOADS
 from ._images import split_images
-from ._io import ExperimentResult, json_clean, new_figure, save_result
+from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
+from ._plots import CODE_COLORS
 from .rates import vector_map, xsinx
 
 __all__ = [
@@ -600,9 +601,7 @@ def _parm_record(wl: _Workload, kk: int, n: int, trained, parm_epochs: int) -> d
     }
 
 
-def _train_parm(
-    g: _Grid, wls: list, parm_epochs: int, seed: int, cache_dir, use_cache: bool, progress: bool
-) -> tuple[dict, list[dict]]:
+def _train_parm(g: _Grid, wls: list, training: TrainSettings) -> tuple[dict, list[dict]]:
     """ParM's parity models, one per workload and ratio with a valid group size ``k``."""
     parm_codes: dict[tuple[str, float], Any] = {}
     parm_info = []
@@ -619,18 +618,12 @@ def _train_parm(
                 b["base_params"],
                 b["x_train"],
                 num_inputs=kk,
-                init_params=b["init"](seed + kk),
+                init_params=b["init"](training.seed + kk),
                 parity_apply=b["parity_apply"],
-                settings=TrainSettings(
-                    epochs=parm_epochs,
-                    seed=seed,
-                    cache_dir=cache_dir,
-                    use_cache=use_cache,
-                    progress=progress,
-                ),
+                settings=training,
             )
             parm_codes[(wl.name, r)] = GroupedParityCode(trained.code, groups=g.k // kk)
-            parm_info.append(_parm_record(wl, kk, g.n_of[r], trained, parm_epochs))
+            parm_info.append(_parm_record(wl, kk, g.n_of[r], trained, training.epochs))
     return parm_codes, parm_info
 
 
@@ -863,10 +856,7 @@ def run_regimes(
         worst_case_batches, workloads, codes, modes,
     )  # fmt: skip
     search = dict(DEFAULT_SEARCH if search is None else search)
-    if not jax.config.jax_enable_x64:
-        warnings.warn(
-            "run_regimes in float32: enable x64 for spline solves with λ > 0", stacklevel=2
-        )
+    warn_float32("run_regimes in float32: enable x64 for spline solves with λ > 0")
     dtype = jnp.zeros(()).dtype
 
     t0 = time.perf_counter()
@@ -876,7 +866,10 @@ def run_regimes(
     t_model = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    parm_codes, parm_info = _train_parm(g, wls, parm_epochs, seed, cache_dir, use_cache, progress)
+    training = TrainSettings(
+        parm_epochs, seed=seed, cache_dir=cache_dir, use_cache=use_cache, progress=progress
+    )
+    parm_codes, parm_info = _train_parm(g, wls, training)
     t_parm = time.perf_counter() - t0
 
     k_cv, k_ev, k_wc = jax.random.split(jax.random.key(seed), 3)
@@ -1154,14 +1147,7 @@ def format_regimes(result: ExperimentResult) -> str:
     return "\n".join(lines)
 
 
-_CODE_COLORS = {
-    "GCC": "C0",
-    "BACC": "C3",
-    "LCC": "C4",
-    "uncoded": "C7",
-    "replication": "C2",
-    "ParM": "C1",
-}
+_CODE_COLORS = CODE_COLORS | {"LCC": "C4"}
 
 
 def plot_regimes(result: ExperimentResult) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from ..distributed import (
 from ..evaluation import MaskEvaluator
 from ._command import StopOnInterrupt
 from ._commands.serve import SCHEMES
-from ._io import ExperimentResult, new_figure, save_result
+from ._io import ExperimentResult, new_figure, save_report
 
 __all__ = [
     "PARM_GAP_CLAIM",
@@ -772,11 +772,4 @@ def plot_serve(result: ExperimentResult):
 
 def save_serve(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``serve_bench.json``, ``serve_bench.txt`` and ``serve_bench.png`` into ``out``."""
-    paths = save_result(
-        result,
-        out,
-        summary=format_serve_table(result),
-        figures={"serve_bench": plot_serve(result)},
-    )
-    paths["plot"] = paths.pop("serve_bench")
-    return paths
+    return save_report(result, out, format_serve_table(result), plot_serve(result))

@@ -37,7 +37,6 @@ import functools
 import os
 import sys
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -61,7 +60,7 @@ from ..tuning import (
 )
 from ._command import StopOnInterrupt
 from ._commands.tune import REGIMES, WORKLOADS
-from ._io import ExperimentResult, new_figure, save_result
+from ._io import ExperimentResult, new_figure, save_report, warn_float32
 from ._plots import legend_outside, log_errorbar, log_ticks
 from .rates import vector_map, xsinx
 
@@ -489,13 +488,11 @@ def run_tune(
     t_start = time.perf_counter()
     toy = toy_config() if toy is None else bool(toy)
     _check(workloads, regimes, steps)
-    if not jax.config.jax_enable_x64:
-        warnings.warn(
-            "run_tune in float32: smoothing with λ > 0 is inaccurate on clustered nodes; enable "
-            'x64 (jax.config.update("jax_enable_x64", True))',
-            Float32PrecisionWarning,
-            stacklevel=2,
-        )
+    warn_float32(
+        "run_tune in float32: smoothing with λ > 0 is inaccurate on clustered nodes; enable "
+        'x64 (jax.config.update("jax_enable_x64", True))',
+        Float32PrecisionWarning,
+    )
     plan = _plan(toy, steps)
     key = jax.random.key(seed)
     rows, infos = [], {}
@@ -670,8 +667,4 @@ def plot_tune(result: ExperimentResult):
 
 def save_tune(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``tune.json``, ``tune.txt`` and ``tune.png`` into the folder ``out``."""
-    paths = save_result(
-        result, out, summary=format_tune_table(result), figures={"tune": plot_tune(result)}
-    )
-    paths["plot"] = paths.pop("tune")
-    return paths
+    return save_report(result, out, format_tune_table(result), plot_tune(result))
