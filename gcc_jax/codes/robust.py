@@ -439,19 +439,7 @@ class RobustSplineCode(NodeSizes, AbstractCode):
         # flags, and harmless inputs for a failed pattern (the value is NaN afterwards)
         s = sanitise(beta, lam, y_flat, mask, nodes=(alpha,), min_live=self.min_live)
         status = s.status
-        value, _ = robust_fit(
-            s.t,
-            s.y,
-            s.lam,
-            s.masks,
-            alpha,
-            kind=self.loss,
-            iterations=self.iterations,
-            tuning=self.tuning,
-            trim=self.trim,
-            min_scale=self.min_scale,
-            solver=self.solver,
-        )
+        value, _ = self._robust_fit(s.t, s.y, s.lam, s.masks, alpha)
         status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
         value = jnp.where(status == 0, value, jnp.nan)
         return Decoded(value.reshape((self.num_inputs, *y.shape[1:])), status)
@@ -461,12 +449,21 @@ class RobustSplineCode(NodeSizes, AbstractCode):
         y, mask = check_outputs(y, mask, self.num_workers)
         dtype = float_dtype(self.alpha, self.beta, y)
         y_flat = jnp.where(mask[:, None], y.reshape(self.num_workers, -1), 0.0).astype(dtype)
-        _, w = robust_fit(
-            self.beta.astype(dtype),
+        lam = jnp.asarray(self.lam_dec, dtype)
+        _, w = self._robust_fit(
+            self.beta.astype(dtype), y_flat, lam, mask, self.alpha.astype(dtype)
+        )
+        return w
+
+    def _robust_fit(self, beta, y_flat, lam, mask, alpha) -> tuple[Array, Array]:
+        """:func:`robust_fit` with this code's loss, iterations, tuning, trim, scale floor and
+        solver: the values at ``alpha`` and the final weights."""
+        return robust_fit(
+            beta,
             y_flat,
-            jnp.asarray(self.lam_dec, dtype),
+            lam,
             mask,
-            self.alpha.astype(dtype),
+            alpha,
             kind=self.loss,
             iterations=self.iterations,
             tuning=self.tuning,
@@ -474,4 +471,3 @@ class RobustSplineCode(NodeSizes, AbstractCode):
             min_scale=self.min_scale,
             solver=self.solver,
         )
-        return w

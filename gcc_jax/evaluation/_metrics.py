@@ -31,7 +31,8 @@ from .._core.types import Array, ArrayLike, Bool, Float, Int, Real
 __all__ = ["mean_ci", "mse", "ratio_ci", "rel_acc", "rmse"]
 
 
-def _pair(y_hat, y, name: str) -> tuple[Array, Array]:
+def _errors(y_hat, y, name: str) -> Float[Array, "k r"]:
+    """``ŷ − y`` with one row per input (trailing axes flattened), in the common float dtype."""
     y_hat, y = jnp.asarray(y_hat), jnp.asarray(y)
     if y_hat.shape != y.shape or y_hat.ndim < 1:
         raise ValueError(
@@ -40,7 +41,7 @@ def _pair(y_hat, y, name: str) -> tuple[Array, Array]:
         )
     dtype = float_dtype(y_hat, y)
     k = y.shape[0]
-    return y_hat.astype(dtype).reshape(k, -1), y.astype(dtype).reshape(k, -1)
+    return y_hat.astype(dtype).reshape(k, -1) - y.astype(dtype).reshape(k, -1)
 
 
 def mse(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[Array, ""]:
@@ -64,9 +65,8 @@ def mse(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[A
         >>> float(gcc.mse(jnp.array([[3.0, 4.0], [0.0, 0.0]]), jnp.zeros((2, 2))))
         12.5
     """
-    a, b = _pair(y_hat, y, "mse")
-    err = a - b
-    return jnp.sum(err * err) / a.shape[0]
+    err = _errors(y_hat, y, "mse")
+    return jnp.sum(err * err) / err.shape[0]
 
 
 def rmse(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[Array, ""]:
@@ -82,12 +82,11 @@ def rmse(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[
         >>> float(gcc.rmse(jnp.array([[3.0, 4.0], [0.0, 0.0]]), jnp.zeros((2, 2))))
         2.5
     """
-    a, b = _pair(y_hat, y, "rmse")
-    err = a - b
+    err = _errors(y_hat, y, "rmse")
     sq = jnp.sum(err * err, axis=1)
     pos = sq > 0
     norms = jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
-    return jnp.sum(norms) / a.shape[0]
+    return jnp.sum(norms) / err.shape[0]
 
 
 def rel_acc(

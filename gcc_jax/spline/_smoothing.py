@@ -51,6 +51,14 @@ def _trace(t: Array, lam: Array, mask: Array, solver: str) -> Array:
 _trace_jit = jax.jit(_trace, static_argnames="solver")
 
 
+def _check_nodes(t, mask, solver: str) -> tuple[Array, Array, str]:
+    """The nodes in their float dtype (checked when concrete), the mask and the solver name."""
+    t = as_float_array(t, "t")
+    dtype = float_dtype(t)
+    t = as_nodes(t, "t", dtype) if is_concrete(t) else t.astype(dtype)
+    return t, as_mask(mask, t.shape[0]), as_solver(solver)
+
+
 def effective_dof(
     t: Float[ArrayLike, " n"],
     lam: Float[ArrayLike, ""],
@@ -86,12 +94,8 @@ def effective_dof(
         >>> 2.0 < float(gcc.effective_dof(beta, 1e-6)) < 50.0
         True
     """
-    solver = as_solver(solver)
-    t = as_float_array(t, "t")
-    dtype = float_dtype(t)
-    t = as_nodes(t, "t", dtype) if is_concrete(t) else t.astype(dtype)
-    lam = as_lam(lam, "lam", dtype)
-    mask = as_mask(mask, t.shape[0])
+    t, mask, solver = _check_nodes(t, mask, solver)
+    lam = as_lam(lam, "lam", t.dtype)
     return _trace_jit(t, lam, mask, solver=solver)
 
 
@@ -136,12 +140,8 @@ def lam_from_dof(
         0.9
         >>> code = gcc.SplineCode.chebyshev(num_inputs=20, num_workers=N, lam_dec=lam)
     """
-    solver = as_solver(solver)
-    t = as_float_array(t, "t")
-    dtype = float_dtype(t)
-    t = as_nodes(t, "t", dtype) if is_concrete(t) else t.astype(dtype)
-    n = t.shape[0]
-    mask = as_mask(mask, n)
+    t, mask, solver = _check_nodes(t, mask, solver)
+    dtype = t.dtype
     dof = as_float_array(dof, "dof")
     if dof.ndim != 0:
         raise ValueError(f"`dof` must be a scalar; got shape {dof.shape}")

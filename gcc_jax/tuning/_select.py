@@ -81,6 +81,12 @@ def _prepare(code, y, mask):
     return code, y_flat, mask
 
 
+def _prepare_search(code, y, mask, grid, refine):
+    """:func:`_prepare` plus the checked λ grid and number of refinement steps of a search."""
+    code, y_flat, mask = _prepare(code, y, mask)
+    return code, y_flat, mask, _grid(grid, y_flat.dtype), as_int(refine, "refine", 0)
+
+
 def _gcv(beta, solver, y_flat, mask, lam):
     """GCV score and fit status at one λ (``y_flat`` of shape ``(n, r)``)."""
     h, status = smoother_matrix_with_status(beta, beta, lam, mask, solver=solver)
@@ -320,9 +326,7 @@ def gcv_lam_dec(
         >>> bool(choice.lam > 1e-6), int(choice.status)
         (True, 0)
     """
-    code, y_flat, mask = _prepare(code, y, mask)
-    grid = _grid(grid, y_flat.dtype)
-    refine = as_int(refine, "refine", 0)
+    code, y_flat, mask, grid, refine = _prepare_search(code, y, mask, grid, refine)
     return _gcv_choice(code.beta, y_flat, mask, grid, solver=code.solver, refine=refine)
 
 
@@ -351,8 +355,6 @@ def cv_lam_dec(
         >>> bool(choice.lam > 1e-6), int(choice.status)
         (True, 0)
     """
-    code, y_flat, mask = _prepare(code, y, mask)
-    grid = _grid(grid, y_flat.dtype)
-    refine = as_int(refine, "refine", 0)
+    code, y_flat, mask, grid, refine = _prepare_search(code, y, mask, grid, refine)
     folds = as_int(folds, "folds", 2)
     return _cv_choice(code.beta, y_flat, mask, grid, solver=code.solver, refine=refine, folds=folds)
