@@ -19,11 +19,21 @@ _F32 = jnp.float32
 _HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products on every backend
 
 
-def _check_input_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
+def check_input_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
     shape = tuple(int(s) for s in input_shape)
     if len(shape) != 3 or min(shape) < 1:
         raise ValueError(f"`input_shape` must be (H, W, C) with positive sizes; got {input_shape}")
     return shape
+
+
+def linear(a: int, b: int, *, rngs: nnx.Rngs) -> nnx.Linear:
+    """A float32 dense layer ``a -> b`` with full-precision products."""
+    return nnx.Linear(a, b, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
+
+
+def conv(c_in: int, c_out: int, kernel: tuple[int, int], *, rngs: nnx.Rngs, **kwargs) -> nnx.Conv:
+    """A float32 convolution with full-precision products (``kwargs``: padding, strides)."""
+    return nnx.Conv(c_in, c_out, kernel, param_dtype=_F32, precision=_HIGHEST, rngs=rngs, **kwargs)
 
 
 def _pool(x: jax.Array) -> jax.Array:
@@ -56,14 +66,9 @@ class MLP(nnx.Module):
         hidden: Sequence[int] = (200, 100),
         rngs: nnx.Rngs,
     ):
-        self.input_shape = _check_input_shape(input_shape)
+        self.input_shape = check_input_shape(input_shape)
         sizes = [math.prod(self.input_shape), *(int(h) for h in hidden), int(num_classes)]
-        self.layers = nnx.List(
-            [
-                nnx.Linear(a, b, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
-                for a, b in zip(sizes, sizes[1:])
-            ]
-        )
+        self.layers = nnx.List([linear(a, b, rngs=rngs) for a, b in zip(sizes, sizes[1:])])
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = x.reshape(x.shape[0], -1)
@@ -93,7 +98,7 @@ class LeNet5(nnx.Module):
     """
 
     def __init__(self, input_shape: Sequence[int], num_classes: int, *, rngs: nnx.Rngs):
-        h, w, c = self.input_shape = _check_input_shape(input_shape)
+        h, w, c = self.input_shape = check_input_shape(input_shape)
         if min(h, w) < 4:
             raise ValueError(f"LeNet5 needs images of at least 4x4; got `input_shape`={(h, w, c)}")
         h, w = h // 2, w // 2
@@ -101,21 +106,11 @@ class LeNet5(nnx.Module):
         if self.conv2_padding == "VALID":
             h, w = h - 4, w - 4
         h, w = h // 2, w // 2
-        self.conv1 = nnx.Conv(
-            c, 6, (5, 5), padding="SAME", param_dtype=_F32, precision=_HIGHEST, rngs=rngs
-        )
-        self.conv2 = nnx.Conv(
-            6,
-            16,
-            (5, 5),
-            padding=self.conv2_padding,
-            param_dtype=_F32,
-            precision=_HIGHEST,
-            rngs=rngs,
-        )
-        self.fc1 = nnx.Linear(h * w * 16, 120, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
-        self.fc2 = nnx.Linear(120, 84, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
-        self.fc3 = nnx.Linear(84, int(num_classes), param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
+        self.conv1 = conv(c, 6, (5, 5), padding="SAME", rngs=rngs)
+        self.conv2 = conv(6, 16, (5, 5), padding=self.conv2_padding, rngs=rngs)
+        self.fc1 = linear(h * w * 16, 120, rngs=rngs)
+        self.fc2 = linear(120, 84, rngs=rngs)
+        self.fc3 = linear(84, int(num_classes), rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = _pool(jax.nn.relu(self.conv1(x)))
@@ -154,24 +149,16 @@ class SmallCNN(nnx.Module):
         hidden: int = 64,
         rngs: nnx.Rngs,
     ):
-        h, w, c = self.input_shape = _check_input_shape(input_shape)
+        h, w, c = self.input_shape = check_input_shape(input_shape)
         if min(h, w) < 4:
             raise ValueError(
                 f"SmallCNN needs images of at least 4x4; got `input_shape`={(h, w, c)}"
             )
         c1, c2 = (int(k) for k in channels)
-        self.conv1 = nnx.Conv(
-            c, c1, (3, 3), padding="SAME", param_dtype=_F32, precision=_HIGHEST, rngs=rngs
-        )
-        self.conv2 = nnx.Conv(
-            c1, c2, (3, 3), padding="SAME", param_dtype=_F32, precision=_HIGHEST, rngs=rngs
-        )
-        self.fc1 = nnx.Linear(
-            (h // 4) * (w // 4) * c2, int(hidden), param_dtype=_F32, precision=_HIGHEST, rngs=rngs
-        )
-        self.fc2 = nnx.Linear(
-            int(hidden), int(num_classes), param_dtype=_F32, precision=_HIGHEST, rngs=rngs
-        )
+        self.conv1 = conv(c, c1, (3, 3), padding="SAME", rngs=rngs)
+        self.conv2 = conv(c1, c2, (3, 3), padding="SAME", rngs=rngs)
+        self.fc1 = linear((h // 4) * (w // 4) * c2, int(hidden), rngs=rngs)
+        self.fc2 = linear(int(hidden), int(num_classes), rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = _pool(jax.nn.relu(self.conv1(x)))
@@ -195,8 +182,8 @@ class _Block(nnx.Module):
             keep_rngs=False,
         )
         self.norm2 = nnx.LayerNorm(dim, param_dtype=_F32, rngs=rngs)
-        self.mlp1 = nnx.Linear(dim, mlp_dim, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
-        self.mlp2 = nnx.Linear(mlp_dim, dim, param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
+        self.mlp1 = linear(dim, mlp_dim, rngs=rngs)
+        self.mlp2 = linear(mlp_dim, dim, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = x + self.attn(self.norm1(x), deterministic=True)
@@ -242,7 +229,7 @@ class ViT(nnx.Module):
         mlp_dim: int = 128,
         rngs: nnx.Rngs,
     ):
-        h, w, c = self.input_shape = _check_input_shape(input_shape)
+        h, w, c = self.input_shape = check_input_shape(input_shape)
         if patch_size is None:
             patch_size = 4 if min(h, w) >= 16 else 2
         if h % patch_size or w % patch_size:
@@ -255,8 +242,7 @@ class ViT(nnx.Module):
         self.patch_size = int(patch_size)
         num_tokens = (h // patch_size) * (w // patch_size) + 1
         p = self.patch_size
-        self.embed = nnx.Conv(c, dim, (p, p), strides=(p, p), padding="VALID",
-                              param_dtype=_F32, precision=_HIGHEST, rngs=rngs)  # fmt: skip
+        self.embed = conv(c, dim, (p, p), strides=(p, p), padding="VALID", rngs=rngs)
         init = jax.nn.initializers.normal(0.02)
         self.cls_token = nnx.Param(init(rngs.params(), (1, 1, dim), _F32))
         self.pos_embed = nnx.Param(init(rngs.params(), (1, num_tokens, dim), _F32))
@@ -264,9 +250,7 @@ class ViT(nnx.Module):
             [_Block(dim, num_heads, mlp_dim, rngs=rngs) for _ in range(int(depth))]
         )
         self.norm = nnx.LayerNorm(dim, param_dtype=_F32, rngs=rngs)
-        self.head = nnx.Linear(
-            dim, int(num_classes), param_dtype=_F32, precision=_HIGHEST, rngs=rngs
-        )
+        self.head = linear(dim, int(num_classes), rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         b = x.shape[0]

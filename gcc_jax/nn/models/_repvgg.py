@@ -20,8 +20,7 @@ from flax import nnx
 
 __all__ = ["RepVGG", "reparameterize_repvgg"]
 
-_F32 = jnp.float32
-_HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products on every backend
+from ._modules import check_input_shape, conv, linear
 
 
 class _RepBlock(nnx.Module):
@@ -29,10 +28,10 @@ class _RepBlock(nnx.Module):
         self.stride = int(stride)
         self.identity = stride == 1 and c_in == c_out
         self.deploy = bool(deploy)
-        kw = dict(strides=(stride, stride), param_dtype=_F32, precision=_HIGHEST, rngs=rngs)
-        self.conv3 = nnx.Conv(c_in, c_out, (3, 3), padding=((1, 1), (1, 1)), **kw)
+        kw = dict(strides=(stride, stride), rngs=rngs)
+        self.conv3 = conv(c_in, c_out, (3, 3), padding=((1, 1), (1, 1)), **kw)
         if not self.deploy:
-            self.conv1 = nnx.Conv(c_in, c_out, (1, 1), padding="VALID", **kw)
+            self.conv1 = conv(c_in, c_out, (1, 1), padding="VALID", **kw)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         y = self.conv3(x)
@@ -75,9 +74,7 @@ class RepVGG(nnx.Module):
         deploy: bool = False,
         rngs: nnx.Rngs,
     ):
-        shape = tuple(int(s) for s in input_shape)
-        if len(shape) != 3 or min(shape) < 1:
-            raise ValueError(f"`input_shape` must be (H, W, C) with positive sizes; got {shape}")
+        shape = check_input_shape(input_shape)
         widths, depths = tuple(int(w) for w in widths), tuple(int(d) for d in depths)
         if len(widths) != len(depths) or not widths or min(widths) < 1 or min(depths) < 1:
             raise ValueError(
@@ -91,9 +88,7 @@ class RepVGG(nnx.Module):
                 blocks.append(_RepBlock(c_in, width, 2 if j == 0 else 1, deploy, rngs=rngs))
                 c_in = width
         self.blocks = nnx.List(blocks)
-        self.head = nnx.Linear(
-            c_in, int(num_classes), param_dtype=_F32, precision=_HIGHEST, rngs=rngs
-        )
+        self.head = linear(c_in, int(num_classes), rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         for block in self.blocks:
