@@ -59,7 +59,9 @@ def test_single_input_equals_batch_row(built, name):
     x = images((8, 8, 1))
     single = jax.jit(apply)(params, x[1])
     assert single.shape == (10,)
-    np.testing.assert_allclose(single, jax.jit(apply)(params, x)[1], rtol=1e-5, atol=1e-6)
+    # float32; a GPU sums in a different order for one row than for a batch
+    rtol = 1e-5 if jax.default_backend() == "cpu" else 1e-4
+    np.testing.assert_allclose(single, jax.jit(apply)(params, x)[1], rtol=rtol, atol=rtol / 10)
 
 
 def test_colour_input():

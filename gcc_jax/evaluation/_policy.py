@@ -247,8 +247,10 @@ def device_policy(devices: Sequence[DeviceLike] | None = None) -> BackendPolicy:
 
     Example:
         >>> import jax, gcc_jax as gcc
-        >>> cpu = jax.devices("cpu")
-        >>> gcc.evaluation.device_policy(cpu) == gcc.evaluation.policy_for("cpu")
+        >>> devices = jax.devices()
+        >>> memory = gcc.evaluation.device_memory(devices[0])
+        >>> policy = gcc.evaluation.policy_for(devices[0].platform, memory=memory)
+        >>> gcc.evaluation.device_policy(devices) == policy
         True
     """
     devices = list(jax.devices() if devices is None else devices)
