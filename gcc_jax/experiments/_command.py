@@ -1,8 +1,9 @@
 """The shape of a ``gcc-jax`` subcommand: what an experiment registers with the command line.
 
 Each experiment has a command module in :mod:`gcc_jax.experiments._commands` that defines one
-:class:`Command`: its flags, toy sizes, defaults and rules, none of which imports JAX, and its
-run, report and save functions as :class:`Lazy` references, imported when called. So the command
+:class:`Command`: its flags, toy sizes, defaults and rules, none of which imports JAX, and the
+path of its experiment module, whose conventional entry points ``run`` (config → records),
+``report`` (records → text) and ``save`` (records → files) are imported when called. So the command
 line parses and checks its arguments before it imports JAX. Every subcommand gets the common
 flags ``--toy`` (also ``GCC_JAX_TOY=1``), ``--seed``, ``--out`` and ``--no-progress``; the
 command adds its own (:attr:`Command.add_arguments`, defaults ``None`` so an explicit flag can
@@ -68,9 +69,11 @@ class Command:
         description: the paragraph of ``gcc-jax NAME --help``.
         add_arguments: ``add_arguments(parser)`` adds the command's own flags.
         config: ``config(args, toy) -> kwargs`` for ``run`` (without ``seed``/``progress``).
-        run: ``run(**kwargs, seed=, progress=) -> result`` (usually a :class:`Lazy`).
-        report: ``report(result) -> str``, the plain-text summary printed (and saved).
-        save: ``save(result, out) -> {name: path}``, writes JSON, text and figures to ``out``.
+        module: the experiment module (``"gcc_jax.experiments.rates"``), which defines
+            ``run(**kwargs, seed=, progress=) -> result``, ``report(result) -> str`` (the
+            plain-text summary printed and saved) and ``save(result, out) -> {name: path}``
+            (writes JSON, text and figures to ``out``); :attr:`run`, :attr:`report` and
+            :attr:`save` are :class:`Lazy` references to them.
         defaults: the run function's keyword defaults that the rules read (a test holds them
             equal to the run function's signature).
         rules: the checks of the effective settings (:mod:`gcc_jax.experiments._checks`).
@@ -89,15 +92,28 @@ class Command:
     description: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     config: Callable[[argparse.Namespace, bool], dict[str, Any]]
-    run: Callable[..., Any]
-    report: Callable[[Any], str]
-    save: Callable[[Any, Path], Mapping[str, Path]]
+    module: str
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     rules: tuple[Callable[[Mapping[str, Any]], None], ...] = ()
     x64: bool | None = True
     float32_flag: bool = False
     errors: tuple[type[BaseException], ...] = (ValueError, TypeError)
     fast_toy_compile: bool = True
+
+    @property
+    def run(self) -> Callable[..., Any]:
+        """The experiment's ``run`` (imported at its first call)."""
+        return Lazy(f"{self.module}:run")
+
+    @property
+    def report(self) -> Callable[[Any], str]:
+        """The experiment's ``report`` (imported at its first call)."""
+        return Lazy(f"{self.module}:report")
+
+    @property
+    def save(self) -> Callable[[Any, Path], Mapping[str, Path]]:
+        """The experiment's ``save`` (imported at its first call)."""
+        return Lazy(f"{self.module}:save")
 
 
 class Interrupted(KeyboardInterrupt):

@@ -81,7 +81,10 @@ __all__ = [
     "TOY",
     "format_adversarial_table",
     "plot_adversarial",
+    "report",
+    "run",
     "run_adversarial",
+    "save",
     "save_adversarial",
 ]
 
@@ -702,3 +705,9 @@ def plot_adversarial(result: ExperimentResult):
 def save_adversarial(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``adversarial.json``, ``adversarial.txt`` and ``adversarial.png`` into ``out``."""
     return save_report(result, out, format_adversarial_table(result), plot_adversarial(result))
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_adversarial
+report = format_adversarial_table
+save = save_adversarial

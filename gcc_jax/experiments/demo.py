@@ -20,7 +20,17 @@ from ._commands.demo import DEFAULTS, TOY
 from ._io import ExperimentResult, new_figure, save_result
 from ._plots import integer_ticks, legend_outside, positive
 
-__all__ = ["DEFAULTS", "TOY", "format_demo_table", "run_demo", "save_demo", "smooth_map"]
+__all__ = [
+    "DEFAULTS",
+    "TOY",
+    "format_demo_table",
+    "report",
+    "run",
+    "run_demo",
+    "save",
+    "save_demo",
+    "smooth_map",
+]
 
 
 METRICS = {
@@ -168,3 +178,9 @@ def save_demo(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     return save_result(
         result, out, summary=format_demo_table(result), figures={"demo": plot_demo(result)}
     )
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_demo
+report = format_demo_table
+save = save_demo

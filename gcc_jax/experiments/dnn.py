@@ -147,10 +147,13 @@ __all__ = [
     "METRICS",
     "PatternMetrics",
     "evaluate_patterns",
-    "pattern_metrics",
     "format_dnn_table",
+    "pattern_metrics",
     "plot_dnn",
+    "report",
+    "run",
     "run_dnn",
+    "save",
     "save_dnn",
     "toy_config",
 ]
@@ -1189,3 +1192,9 @@ def save_dnn(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     if "cv" in paths:
         paths["cv_plot"] = paths.pop("cv")
     return paths
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_dnn
+report = format_dnn_table
+save = save_dnn

@@ -105,7 +105,10 @@ __all__ = [
     "decoded_groups",
     "format_compare_table",
     "plot_compare",
+    "report",
+    "run",
     "run_compare_learned",
+    "save",
     "save_compare",
     "toy_config",
 ]
@@ -1010,3 +1013,9 @@ def plot_compare(result: ExperimentResult):
 def save_compare(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``compare_learned.json``, ``compare_learned.txt`` and ``compare_learned.png``."""
     return save_report(result, out, format_compare_table(result), plot_compare(result))
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_compare_learned
+report = format_compare_table
+save = save_compare

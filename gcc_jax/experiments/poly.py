@@ -34,10 +34,13 @@ from .rates import pick_solver
 __all__ = [
     "DEFAULTS",
     "TOY",
-    "polynomial",
-    "run_poly",
     "format_poly_table",
     "plot_poly",
+    "polynomial",
+    "report",
+    "run",
+    "run_poly",
+    "save",
     "save_poly",
 ]
 
@@ -249,3 +252,9 @@ def plot_poly(result: ExperimentResult):
 def save_poly(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``poly.json``, ``poly.txt`` and ``poly.png`` into the folder ``out``."""
     return save_report(result, out, format_poly_table(result), plot_poly(result))
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_poly
+report = format_poly_table
+save = save_poly

@@ -70,16 +70,19 @@ from ._plots import legend_outside
 
 __all__ = [
     "DEFAULTS",
-    "TOY",
     "FUNCTIONS",
-    "xsinx",
-    "vector_map",
+    "TOY",
     "bootstrap_stats",
-    "run_rates",
+    "fit_slope",
     "format_rates_table",
     "plot_rates",
+    "report",
+    "run",
+    "run_rates",
+    "save",
     "save_rates",
-    "fit_slope",
+    "vector_map",
+    "xsinx",
 ]
 
 
@@ -886,3 +889,9 @@ def plot_rates(result: ExperimentResult):
 def save_rates(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``rates.json``, ``rates.txt`` and ``rates.png`` into the folder ``out``."""
     return save_report(result, out, format_rates_table(result), plot_rates(result))
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_rates
+report = format_rates_table
+save = save_rates

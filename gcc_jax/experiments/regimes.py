@@ -151,7 +151,10 @@ __all__ = [
     "pick_winner",
     "plot_regimes",
     "regime_metrics",
+    "report",
+    "run",
     "run_regimes",
+    "save",
     "save_regimes",
     "stragglers_for",
     "summarise",
@@ -1280,3 +1283,9 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
 def save_regimes(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``regimes.json``, ``regimes.txt`` and one ``regimes_<workload>.png`` per workload."""
     return save_result(result, out, summary=format_regimes(result), figures=plot_regimes(result))
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_regimes
+report = format_regimes
+save = save_regimes

@@ -68,7 +68,10 @@ __all__ = [
     "deadline_sweep",
     "format_serve_table",
     "plot_serve",
+    "report",
+    "run",
     "run_serve_bench",
+    "save",
     "save_serve",
     "summarize_answers",
 ]
@@ -773,3 +776,9 @@ def plot_serve(result: ExperimentResult):
 def save_serve(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``serve_bench.json``, ``serve_bench.txt`` and ``serve_bench.png`` into ``out``."""
     return save_report(result, out, format_serve_table(result), plot_serve(result))
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_serve_bench
+report = format_serve_table
+save = save_serve

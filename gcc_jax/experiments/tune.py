@@ -68,11 +68,14 @@ __all__ = [
     "METHODS",
     "WORKLOADS",
     "Workload",
-    "toy_config",
-    "run_tune",
     "format_tune_table",
     "plot_tune",
+    "report",
+    "run",
+    "run_tune",
+    "save",
     "save_tune",
+    "toy_config",
 ]
 
 METHODS = ("default", "grid-CV", "GCV", "CV", "tuned λ", "tuned λ+nodes")
@@ -668,3 +671,9 @@ def plot_tune(result: ExperimentResult):
 def save_tune(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     """Write ``tune.json``, ``tune.txt`` and ``tune.png`` into the folder ``out``."""
     return save_report(result, out, format_tune_table(result), plot_tune(result))
+
+
+# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
+run = run_tune
+report = format_tune_table
+save = save_tune

@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, nested, real, sizes
-from .._command import Command, Lazy, explicit, float_list, int_list, merge_config, str_list
+from .._command import Command, explicit, float_list, int_list, merge_config, str_list
 from ._search import add_search_arguments, search_config
 
 __all__ = [
@@ -118,9 +118,7 @@ COMMAND = Command(
     "finished rows (exit status 130).",
     add_arguments=_add_arguments,
     config=_config,
-    run=Lazy("gcc_jax.experiments.adversarial:run_adversarial"),
-    report=Lazy("gcc_jax.experiments.adversarial:format_adversarial_table"),
-    save=Lazy("gcc_jax.experiments.adversarial:save_adversarial"),
+    module="gcc_jax.experiments.adversarial",
     defaults=DEFAULTS | dict(decoders=DECODERS, strategies=STRATEGIES),
     rules=(
         sizes(("num_inputs", "--num-inputs/-K"), ("workers", "--workers/-N")),

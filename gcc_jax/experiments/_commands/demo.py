@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import count, lam, sizes
-from .._command import Command, Lazy, explicit, int_list, merge_config
+from .._command import Command, explicit, int_list, merge_config
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY"]
 
@@ -42,9 +42,7 @@ COMMAND = Command(
     "(1/K) sum_k ||f^(x_k) - f(x_k)||^2). Writes demo.json, demo.txt and demo.png.",
     add_arguments=_add_arguments,
     config=_config,
-    run=Lazy("gcc_jax.experiments.demo:run_demo"),
-    report=Lazy("gcc_jax.experiments.demo:format_demo_table"),
-    save=Lazy("gcc_jax.experiments.demo:save_demo"),
+    module="gcc_jax.experiments.demo",
     defaults=DEFAULTS | dict(lam_enc=0.0, lam_dec=0.0),
     rules=(
         sizes(

@@ -5,7 +5,6 @@ import argparse
 from .._checks import SEARCH, choice, count, lam, nested, real, sizes
 from .._command import (
     Command,
-    Lazy,
     explicit,
     float_list,
     int_list,
@@ -161,9 +160,7 @@ COMMAND = Command(
     "K=20, S=0..10. Explicit flags win over --toy.",
     add_arguments=_add_arguments,
     config=_config,
-    run=Lazy("gcc_jax.experiments.dnn:run_dnn"),
-    report=Lazy("gcc_jax.experiments.dnn:format_dnn_table"),
-    save=Lazy("gcc_jax.experiments.dnn:save_dnn"),
+    module="gcc_jax.experiments.dnn",
     defaults=DEFAULTS,
     rules=(
         sizes(

@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import count, lam
-from .._command import Command, Lazy, explicit, float_list, int_list, merge_config, str_list
+from .._command import Command, explicit, float_list, int_list, merge_config, str_list
 
 __all__ = ["COMMAND", "DEFAULTS", "DEFAULT_LAM_DEC_GRID", "toy_config"]
 
@@ -99,9 +99,7 @@ COMMAND = Command(
     "Every trained model is cached for reruns.",
     add_arguments=_add_arguments,
     config=_config,
-    run=Lazy("gcc_jax.experiments.learned:run_compare_learned"),
-    report=Lazy("gcc_jax.experiments.learned:format_compare_table"),
-    save=Lazy("gcc_jax.experiments.learned:save_compare"),
+    module="gcc_jax.experiments.learned",
     defaults=DEFAULTS,
     rules=(
         count("ks", "--ks/-k", 2),

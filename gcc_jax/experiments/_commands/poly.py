@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import ConfigError, Rule, count
-from .._command import Command, Lazy, merge_config
+from .._command import Command, merge_config
 
 __all__ = ["CODES", "COMMAND", "DEFAULTS", "SETTINGS", "TOY"]
 
@@ -51,9 +51,7 @@ COMMAND = Command(
     "straggler sets. Writes poly.json, poly.txt and poly.png.",
     add_arguments=_add_arguments,
     config=_config,
-    run=Lazy("gcc_jax.experiments.poly:run_poly"),
-    report=Lazy("gcc_jax.experiments.poly:format_poly_table"),
-    save=Lazy("gcc_jax.experiments.poly:save_poly"),
+    module="gcc_jax.experiments.poly",
     defaults=DEFAULTS,
     rules=(
         count("num_trials", "--trials"),

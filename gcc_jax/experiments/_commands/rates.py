@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, lam, nested, real, sizes
-from .._command import Command, Lazy, explicit, float_list, int_list, merge_config, str_list
+from .._command import Command, explicit, float_list, int_list, merge_config, str_list
 from ._search import add_search_arguments, search_config
 
 __all__ = ["COMMAND", "DEFAULTS", "FUNCTION_NAMES", "TOY"]
@@ -88,9 +88,7 @@ COMMAND = Command(
     "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png.",
     add_arguments=_add_arguments,
     config=_config,
-    run=Lazy("gcc_jax.experiments.rates:run_rates"),
-    report=Lazy("gcc_jax.experiments.rates:format_rates_table"),
-    save=Lazy("gcc_jax.experiments.rates:save_rates"),
+    module="gcc_jax.experiments.rates",
     defaults=DEFAULTS | dict(p=0.1, bootstrap=1000, lam_dec_grid=None),
     rules=(
         sizes(

@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, nested, real
-from .._command import Command, Lazy, explicit, float_list, merge_config, str_list
+from .._command import Command, explicit, float_list, merge_config, str_list
 from ._search import add_search_arguments, search_config
 
 __all__ = ["CODES", "COMMAND", "DEFAULTS", "DEFAULT_SEARCH", "FULL", "MODES", "TOY", "WORKLOADS"]
@@ -111,9 +111,7 @@ COMMAND = Command(
     "lists the flags of a larger one.",
     add_arguments=_add_arguments,
     config=_config,
-    run=Lazy("gcc_jax.experiments.regimes:run_regimes"),
-    report=Lazy("gcc_jax.experiments.regimes:format_regimes"),
-    save=Lazy("gcc_jax.experiments.regimes:save_regimes"),
+    module="gcc_jax.experiments.regimes",
     defaults=DEFAULTS | dict(codes=CODES, modes=MODES, search=DEFAULT_SEARCH),
     rules=(
         count("num_inputs", "--num-inputs/-K", 2),

@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import choice, count, lam, real, sizes
-from .._command import Command, Lazy, explicit, float_list, merge_config, str_list
+from .._command import Command, explicit, float_list, merge_config, str_list
 
 __all__ = ["COMMAND", "DEFAULTS", "SCHEMES", "TOY", "add_serve_bench_arguments"]
 
@@ -131,9 +131,7 @@ COMMAND = Command(
     "work running beside it makes GCC and BACC miss their deadline for many more queries.",
     add_arguments=add_serve_bench_arguments,
     config=serve_bench_config,
-    run=Lazy("gcc_jax.experiments.serve:run_serve_bench"),
-    report=Lazy("gcc_jax.experiments.serve:format_serve_table"),
-    save=Lazy("gcc_jax.experiments.serve:save_serve"),
+    module="gcc_jax.experiments.serve",
     defaults=DEFAULTS,
     rules=(
         count("num_inputs", "--num-inputs"),

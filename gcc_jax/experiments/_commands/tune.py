@@ -3,7 +3,7 @@
 import argparse
 
 from .._checks import choice, count
-from .._command import Command, Lazy, str_list
+from .._command import Command, str_list
 
 __all__ = ["COMMAND", "REGIMES", "TOY_WORKLOADS", "WORKLOADS"]
 
@@ -39,9 +39,7 @@ COMMAND = Command(
     "(--workloads adds others, each compiling every method anew).",
     add_arguments=_add_arguments,
     config=_config,
-    run=Lazy("gcc_jax.experiments.tune:run_tune"),
-    report=Lazy("gcc_jax.experiments.tune:format_tune_table"),
-    save=Lazy("gcc_jax.experiments.tune:save_tune"),
+    module="gcc_jax.experiments.tune",
     defaults=dict(workloads=WORKLOADS, regimes=REGIMES, steps=None),
     rules=(
         choice("workloads", "--workloads", WORKLOADS),
