@@ -28,7 +28,7 @@ import datetime
 import json
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -196,12 +196,21 @@ def save_result(
     return paths
 
 
-def save_report(result: ExperimentResult, out: str | Path, summary: str, figure) -> dict[str, Path]:
-    """:func:`save_result` of an experiment with one figure: ``<experiment>.json``, ``.txt``
-    (``summary``) and ``.png`` (``figure``), the figure's path under ``"plot"``."""
-    paths = save_result(result, out, summary=summary, figures={result.experiment: figure})
-    paths["plot"] = paths.pop(result.experiment)
-    return paths
+def save_report(
+    report: Callable[[ExperimentResult], str], plot: Callable[[ExperimentResult], Any]
+) -> Callable[[ExperimentResult, str | Path], dict[str, Path]]:
+    """The ``save`` of an experiment with one figure: ``save(result, out)`` writes, with
+    :func:`save_result`, ``<experiment>.json``, ``.txt`` (``report(result)``) and ``.png``
+    (``plot(result)``) into the folder ``out``, the figure's path under ``"plot"``."""
+
+    def save(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
+        """Write ``<experiment>.json``, ``.txt`` and ``.png`` into the folder ``out``."""
+        figures = {result.experiment: plot(result)}
+        paths = save_result(result, out, summary=report(result), figures=figures)
+        paths["plot"] = paths.pop(result.experiment)
+        return paths
+
+    return save
 
 
 def warn_float32(message: str, category: type[Warning] = UserWarning) -> None:

@@ -36,7 +36,6 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -556,6 +555,9 @@ def run_adversarial(
     )
 
 
+run = run_adversarial
+
+
 # ------------------------------------------------------------------------------------------------
 # report
 
@@ -624,6 +626,9 @@ def format_adversarial_table(result: ExperimentResult) -> str:
             + f" {r['worst']:>9.2e}"
         )
     return "\n".join(lines)
+
+
+report = format_adversarial_table
 
 
 def plot_adversarial(result: ExperimentResult):
@@ -702,12 +707,5 @@ def plot_adversarial(result: ExperimentResult):
     return fig
 
 
-def save_adversarial(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
-    """Write ``adversarial.json``, ``adversarial.txt`` and ``adversarial.png`` into ``out``."""
-    return save_report(result, out, format_adversarial_table(result), plot_adversarial(result))
-
-
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_adversarial
-report = format_adversarial_table
-save = save_adversarial
+save = save_adversarial = save_report(format_adversarial_table, plot_adversarial)
+"""Write ``adversarial.json``, ``adversarial.txt`` and ``adversarial.png`` into ``out``."""

@@ -72,7 +72,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -825,6 +824,9 @@ def run_compare_learned(
     )
 
 
+run = run_compare_learned
+
+
 def _all_outputs_parm(row: dict, vals, st, yg: np.ndarray, logits: np.ndarray) -> dict:
     """All-``k`` accuracy over the ``k + 1`` single-erasure patterns of a systematic code.
 
@@ -948,6 +950,9 @@ def format_compare_table(result: ExperimentResult) -> str:
     return "\n".join(lines)
 
 
+report = format_compare_table
+
+
 _COLORS = CODE_COLORS | {
     "ParM-sum": "C1",
     "ParM-concat": "C5",
@@ -1010,12 +1015,5 @@ def plot_compare(result: ExperimentResult):
     return fig
 
 
-def save_compare(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
-    """Write ``compare_learned.json``, ``compare_learned.txt`` and ``compare_learned.png``."""
-    return save_report(result, out, format_compare_table(result), plot_compare(result))
-
-
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_compare_learned
-report = format_compare_table
-save = save_compare
+save = save_compare = save_report(format_compare_table, plot_compare)
+"""Write ``compare_learned.json``, ``compare_learned.txt`` and ``compare_learned.png``."""

@@ -17,7 +17,6 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -178,6 +177,9 @@ def run_poly(
     return stop.finish(result)
 
 
+run = run_poly
+
+
 def _rows(result: ExperimentResult, setting: dict, code: str) -> list[dict]:
     rows = [
         r
@@ -210,6 +212,9 @@ def format_poly_table(result: ExperimentResult) -> str:
                 cells.append(f"{rr['mean']:>10.3e}{mark}")
             lines.append(f"{r['S']:>4} " + " ".join(cells))
     return "\n".join(lines)
+
+
+report = format_poly_table
 
 
 def plot_poly(result: ExperimentResult):
@@ -249,12 +254,5 @@ def plot_poly(result: ExperimentResult):
     return fig
 
 
-def save_poly(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
-    """Write ``poly.json``, ``poly.txt`` and ``poly.png`` into the folder ``out``."""
-    return save_report(result, out, format_poly_table(result), plot_poly(result))
-
-
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_poly
-report = format_poly_table
-save = save_poly
+save = save_poly = save_report(format_poly_table, plot_poly)
+"""Write ``poly.json``, ``poly.txt`` and ``poly.png`` into the folder ``out``."""

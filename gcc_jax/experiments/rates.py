@@ -51,7 +51,6 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -649,6 +648,9 @@ def run_rates(
     return stop.finish(result)
 
 
+run = run_rates
+
+
 def _series(rows: list[dict], fname: str, sigma: float, regime: str, code: str, stat: str):
     sel = [
         r
@@ -821,6 +823,9 @@ def format_rates_table(result: ExperimentResult) -> str:
     return "\n".join(lines)
 
 
+report = format_rates_table
+
+
 def plot_rates(result: ExperimentResult):
     """Log-log loss versus ``N``: medians (solid, with bootstrap CI bands), means (dotted), and
     the theory lines (dashed, anchored at GCC-cv's/BACC's median at the smallest ``N``: only
@@ -886,12 +891,5 @@ def plot_rates(result: ExperimentResult):
     return fig
 
 
-def save_rates(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
-    """Write ``rates.json``, ``rates.txt`` and ``rates.png`` into the folder ``out``."""
-    return save_report(result, out, format_rates_table(result), plot_rates(result))
-
-
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_rates
-report = format_rates_table
-save = save_rates
+save = save_rates = save_report(format_rates_table, plot_rates)
+"""Write ``rates.json``, ``rates.txt`` and ``rates.png`` into the folder ``out``."""

@@ -41,7 +41,6 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -637,6 +636,9 @@ def run_serve_bench(
     return stop.finish(result)
 
 
+run = run_serve_bench
+
+
 def _ray_version() -> str:
     import ray
 
@@ -700,6 +702,9 @@ def format_serve_table(result: ExperimentResult) -> str:
     lines.append(_plain_summary(result))
     lines.extend(f"note: {note}" for note in result["notes"])
     return "\n".join(lines)
+
+
+report = format_serve_table
 
 
 def _plain_summary(result: dict) -> str:
@@ -773,12 +778,5 @@ def plot_serve(result: ExperimentResult):
     return fig
 
 
-def save_serve(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
-    """Write ``serve_bench.json``, ``serve_bench.txt`` and ``serve_bench.png`` into ``out``."""
-    return save_report(result, out, format_serve_table(result), plot_serve(result))
-
-
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_serve_bench
-report = format_serve_table
-save = save_serve
+save = save_serve = save_report(format_serve_table, plot_serve)
+"""Write ``serve_bench.json``, ``serve_bench.txt`` and ``serve_bench.png`` into ``out``."""

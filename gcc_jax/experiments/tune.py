@@ -38,7 +38,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -530,6 +529,9 @@ def run_tune(
     )
 
 
+run = run_tune
+
+
 def _view(result: ExperimentResult) -> dict:
     """Configuration and results in one dict (what the report functions read)."""
     return {**result.config, **result.results}
@@ -606,6 +608,9 @@ def format_tune_table(result: ExperimentResult) -> str:
     return "\n".join(lines)
 
 
+report = format_tune_table
+
+
 def plot_tune(result: ExperimentResult):
     """Held-out loss per method (log scale), one panel per workload and regime.
 
@@ -668,12 +673,5 @@ def plot_tune(result: ExperimentResult):
     return fig
 
 
-def save_tune(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
-    """Write ``tune.json``, ``tune.txt`` and ``tune.png`` into the folder ``out``."""
-    return save_report(result, out, format_tune_table(result), plot_tune(result))
-
-
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_tune
-report = format_tune_table
-save = save_tune
+save = save_tune = save_report(format_tune_table, plot_tune)
+"""Write ``tune.json``, ``tune.txt`` and ``tune.png`` into the folder ``out``."""
