@@ -630,6 +630,16 @@ def _train_parm(g: _Grid, wls: list, training: TrainSettings) -> tuple[dict, lis
     return parm_codes, parm_info
 
 
+def _cell_bar(g: _Grid, wls: Sequence, desc: str, progress: bool):
+    """A progress bar over every cell of the map: workload × ``N/K`` × straggler fraction."""
+    return tqdm(
+        total=len(wls) * len(g.ratios) * len(g.fractions),
+        desc=desc,
+        disable=not progress,
+        leave=False,
+    )
+
+
 def _cross_validate(
     g: _Grid, wls: list, key: Array, lam_enc_grid, lam_dec_grid, stop, progress: bool
 ) -> tuple[dict, list[dict], dict]:
@@ -640,12 +650,7 @@ def _cross_validate(
     grids: dict[str, list] = {"lam_enc_grid": [], "lam_dec_grid": []}
     if "GCC" not in g.codes:
         return lams, cv_curves, grids
-    bar = tqdm(
-        total=len(wls) * len(g.ratios) * len(g.fractions),
-        desc="GCC λ cross-validation",
-        disable=not progress,
-        leave=False,
-    )
+    bar = _cell_bar(g, wls, "GCC λ cross-validation", progress)
     with stop, bar:
         for wl in wls:
             xs_cv = jnp.stack([b[0] for b in wl.cv])  # (n_cv, K, ...): held-out jobs
@@ -886,12 +891,7 @@ def run_regimes(
     t0 = time.perf_counter()
     t_worst = 0.0
     cells = []
-    bar = tqdm(
-        total=len(wls) * len(g.ratios) * len(g.fractions),
-        desc="regime cells",
-        disable=not progress,
-        leave=False,
-    )
+    bar = _cell_bar(g, wls, "regime cells", progress)
     with stop, bar:
         for wl in wls if not stop.interrupted else ():
             for ri, r in enumerate(g.ratios):
@@ -948,6 +948,9 @@ def run_regimes(
             "regimes", json_clean(config), {"seed": int(seed)}, METRICS, results, timing
         )
     )
+
+
+run = run_regimes
 
 
 # -- reporting -----------------------------------------------------------------------------------
@@ -1150,6 +1153,9 @@ def format_regimes(result: ExperimentResult) -> str:
     return "\n".join(lines)
 
 
+report = format_regimes
+
+
 _CODE_COLORS = CODE_COLORS | {"LCC": "C4"}
 
 
@@ -1285,7 +1291,4 @@ def save_regimes(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     return save_result(result, out, summary=format_regimes(result), figures=plot_regimes(result))
 
 
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_regimes
-report = format_regimes
 save = save_regimes
