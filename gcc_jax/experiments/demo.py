@@ -122,6 +122,9 @@ def run_demo(
     return stop.finish(result)
 
 
+run = run_demo
+
+
 def format_demo_table(result: ExperimentResult) -> str:
     """A plain-text summary of a :func:`run_demo` result: what was measured, then the table."""
     cfg = result.config
@@ -145,6 +148,9 @@ def format_demo_table(result: ExperimentResult) -> str:
         )
     lines.append("(the first row's time includes compiling the decoder)")
     return "\n".join(lines)
+
+
+report = format_demo_table
 
 
 def plot_demo(result: ExperimentResult):
@@ -180,7 +186,4 @@ def save_demo(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     )
 
 
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_demo
-report = format_demo_table
 save = save_demo

@@ -869,6 +869,9 @@ def run_dnn(
     )
 
 
+run = run_dnn
+
+
 # -- reporting ---------------------------------------------------------------------------------
 
 _TITLES = {
@@ -1071,6 +1074,9 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
     return "\n".join(lines)
 
 
+report = format_dnn_table
+
+
 _COLORS = CODE_COLORS | {"GCC-interp": "C9", "GCC-tuned": "C4"}
 
 
@@ -1194,7 +1200,4 @@ def save_dnn(result: ExperimentResult, out: str | Path) -> dict[str, Path]:
     return paths
 
 
-# The experiment's entry points by convention (see :class:`gcc_jax.experiments._command.Command`).
-run = run_dnn
-report = format_dnn_table
 save = save_dnn
