@@ -212,22 +212,11 @@ def as_ints(values, name: str, lo: int | None = None, hi: int | None = None) -> 
     return tuple(as_int(v, f"{name}[{i}]", lo, hi) for i, v in enumerate(values))
 
 
-def as_floats(
-    values,
-    name: str,
-    lo: float | None = None,
-    hi: float | None = None,
-    *,
-    lo_open: bool = False,
-    hi_open: bool = False,
-) -> tuple[float, ...]:
-    """A non-empty list of finite real numbers, each checked by :func:`as_real`; one number is
-    a list of one."""
+def as_floats(values, name: str, *interval, **open_ends) -> tuple[float, ...]:
+    """A non-empty list of finite real numbers, each checked by :func:`as_real` against the same
+    interval (``lo``, ``hi``, ``lo_open``, ``hi_open`` as there); one number is a list of one."""
     values = _sequence(values, name, "a list of real numbers")
-    return tuple(
-        as_real(v, f"{name}[{i}]", lo, hi, lo_open=lo_open, hi_open=hi_open)
-        for i, v in enumerate(values)
-    )
+    return tuple(as_real(v, f"{name}[{i}]", *interval, **open_ends) for i, v in enumerate(values))
 
 
 def as_lam_grid(values, name: str) -> np.ndarray:

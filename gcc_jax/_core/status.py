@@ -15,6 +15,10 @@ Policy, shared by every public function:
 """
 
 import enum
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -120,3 +124,61 @@ def combine(*flags) -> jax.Array:
     for cond, flag in flags:
         out = out | jnp.where(cond, jnp.int32(int(flag)), jnp.int32(0))
     return out
+
+
+def raising_form(
+    what: str,
+    split: Callable[[Any], tuple[Any, Any]],
+    check: Callable[..., None] | None = None,
+    returns: Any = None,
+) -> Callable[[Callable], Callable]:
+    """Decorator: the raising form of a function that reports value problems as a status.
+
+    The decorated function (its signature and docstring are the public ones) never raises on
+    value problems. The decorator returns a function with the same signature and docstring
+    that, in an eager call, first runs ``check`` on the same arguments (precise messages for
+    the values it can judge), then calls the decorated function, splits its result into
+    ``(value, status)`` with ``split``, raises :class:`GCCValueError` naming ``what`` on a bad
+    status, and returns the value. Under ``jit``/``vmap`` nothing raises (the value is NaN, as
+    the status says). The decorated function stays available as the raising form's
+    ``with_status`` attribute, named ``what + "_with_status"``, for callers that need the
+    status as data. The decorated function's return annotation is what it returns (the value
+    with its status); ``returns``, when given, is the raising form's (the value alone).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> @raising_form("safe_log", lambda out: out)
+        ... def safe_log(x):
+        ...     x = jnp.asarray(x)
+        ...     bad = jnp.any(x <= 0)
+        ...     return jnp.where(bad, jnp.nan, jnp.log(x)), combine((bad, Status.NONFINITE_DATA))
+        >>> float(safe_log(1.0)), int(safe_log.with_status(-1.0)[1])
+        (0.0, 2)
+    """
+
+    def wrap(status_form: Callable) -> Callable:
+        @functools.wraps(status_form)
+        def raising(*args, **kwargs):
+            if check is not None and is_concrete(args, kwargs):
+                check(*args, **kwargs)
+            value, status = split(status_form(*args, **kwargs))
+            raise_if_bad(status, what)
+            return value
+
+        @functools.wraps(status_form)
+        def with_status(*args, **kwargs):
+            return status_form(*args, **kwargs)
+
+        with_status.__name__ = with_status.__qualname__ = f"{what}_with_status"
+        if returns is not None:
+            signature = inspect.signature(status_form)
+            raising.__signature__ = signature.replace(return_annotation=returns)
+        with_status.__doc__ = (
+            f"Like :func:`{what}` but never raises on value problems: they are reported in the "
+            "returned status (and the value is NaN). Use this form under ``jit``/``vmap`` when "
+            "each straggler pattern must carry its own status."
+        )
+        raising.with_status = with_status
+        return raising
+
+    return wrap

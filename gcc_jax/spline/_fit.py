@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from .._core.checks import as_float_array, as_lam, as_mask, as_nodes, as_weights, float_dtype
 from .._core.sanitise import sanitise
-from .._core.status import Status, combine, is_concrete, raise_if_bad
+from .._core.status import Status, combine, raising_form
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 from ._kalman import evaluate, solve_kalman
 from ._kernel import solve_kernel
@@ -148,68 +148,17 @@ class Spline:
         return out[0] if scalar else out
 
 
-def fit_smoothing_spline_with_status(
-    t: Float[ArrayLike, " n"],
-    y: Shaped[ArrayLike, "n ..."],
-    lam: Float[ArrayLike, ""],
-    mask: Bool[ArrayLike, " n"] | None = None,
-    *,
-    weights: Float[ArrayLike, " n"] | None = None,
-    solver: str = "kalman",
-) -> Spline:
-    """Like :func:`fit_smoothing_spline` but never raises on value problems.
-
-    Value problems are reported in ``Spline.status`` (values and slopes are then NaN). Use this
-    form under ``jit``/``vmap`` when each straggler pattern must carry its own status.
-    """
-    solver = as_solver(solver)
-    y = as_float_array(y, "y")
-    dtype = float_dtype(t, y)
-    t = as_float_array(t, "t")
-    if t.ndim != 1:
-        raise ValueError(f"`t` must be a 1-D array of nodes; got shape {t.shape}")
-    t = t.astype(dtype)
-    n = t.shape[0]
-    if n < 2:
-        raise ValueError(f"`t` must hold at least 2 nodes; got {n}")
-    if y.ndim < 1 or y.shape[0] != n:
-        raise ValueError(f"`y` must have one row per node (n={n}); got shape {y.shape}")
-    lam = as_lam(lam, "lam", dtype, check_value=False)
-    mask = as_mask(mask, n)
-    weights = as_weights(weights, n, dtype, check_value=False)
-    tail = y.shape[1:]
-    y_flat = y.reshape(n, -1).astype(dtype)
-
-    values, slopes, status, w = _fit_core(t, mask, weights, lam, y_flat, solver=solver)
-    return Spline(
-        knots=t,
-        mask=mask,
-        weights=w,
-        values=values.reshape((n, *tail)),
-        slopes=slopes.reshape((n, *tail)),
-        status=status,
-    )
+def _check_values(t, data, lam, mask=None, *, weights=None, solver=None) -> None:
+    """The eager value checks of :func:`fit_smoothing_spline` and :func:`smoother_matrix`
+    (``data`` is ``y`` or ``tq``): a message naming the argument before the status is read."""
+    del mask, solver
+    dtype = float_dtype(t, data)
+    as_nodes(t, "t", dtype)
+    as_lam(lam, "lam", dtype)
+    as_weights(weights, jnp.shape(t)[0], dtype)
 
 
-@functools.partial(jax.jit, static_argnames="solver")
-def _fit_core(t, mask, weights, lam, y_flat, *, solver):
-    """Status, then a guarded solve: values and slopes ``(n, r)`` (NaN when status != 0), the
-    status and the effective weights ``weights · mask``."""
-    solver = resolve_solver(solver, *y_flat.shape)
-    w = jnp.where(mask, weights, 0.0)  # a straggler's weight (even NaN) is 0
-    # a straggler's output (even NaN/Inf) never reaches the solve or the gradient; a live
-    # zero-weight output is kept when finite (it enters the gradient w.r.t. its weight only)
-    s = sanitise(t, lam, y_flat, mask, weights=w)
-    status = s.status
-    values, slopes = SOLVERS[solver](s.t, s.weights, s.lam, s.y)
-    finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(slopes))
-    # the kernel solver returns NaN when its error estimate exceeds its tolerance
-    flag = Status.ILL_CONDITIONED if solver == "kernel" else Status.NONFINITE_RESULT
-    status = status | combine((~finite & (status == 0), flag))
-    ok = status == 0
-    return jnp.where(ok, values, jnp.nan), jnp.where(ok, slopes, jnp.nan), status, w
-
-
+@raising_form("fit_smoothing_spline", lambda spline: (spline, spline.status), _check_values)
 def fit_smoothing_spline(
     t: Float[ArrayLike, " n"],
     y: Shaped[ArrayLike, "n ..."],
@@ -283,40 +232,66 @@ def fit_smoothing_spline(
         >>> bool(abs(s(t[2]) - jnp.sin(3.0 * t[2])) < 0.1)
         True
     """
-    if is_concrete(t, y, lam, mask, weights):
-        dtype = float_dtype(t, y)
-        as_nodes(t, "t", dtype)
-        as_lam(lam, "lam", dtype)
-        as_weights(weights, jnp.shape(t)[0], dtype)
-    spline = fit_smoothing_spline_with_status(t, y, lam, mask, weights=weights, solver=solver)
-    raise_if_bad(spline.status, "fit_smoothing_spline")
-    return spline
-
-
-def smoother_matrix_with_status(
-    t: Float[ArrayLike, " n"],
-    tq: Float[ArrayLike, " q"],
-    lam: Float[ArrayLike, ""],
-    mask: Bool[ArrayLike, " n"] | None = None,
-    *,
-    weights: Float[ArrayLike, " n"] | None = None,
-    solver: str = "kalman",
-) -> tuple[Float[Array, "q n"], Int[Array, ""]]:
-    """:func:`smoother_matrix` plus its status, never raising on value problems."""
+    solver = as_solver(solver)
+    y = as_float_array(y, "y")
+    dtype = float_dtype(t, y)
     t = as_float_array(t, "t")
-    tq = as_float_array(tq, "tq")
-    if t.ndim != 1 or t.shape[0] < 2:
-        raise ValueError(f"`t` must be a 1-D array of at least 2 nodes; got shape {t.shape}")
-    if tq.ndim != 1:
-        raise ValueError(f"`tq` must be a 1-D array of query points; got shape {tq.shape}")
+    if t.ndim != 1:
+        raise ValueError(f"`t` must be a 1-D array of nodes; got shape {t.shape}")
+    t = t.astype(dtype)
     n = t.shape[0]
-    dtype = float_dtype(t, tq)
-    spline = fit_smoothing_spline_with_status(
-        t.astype(dtype), jnp.eye(n, dtype=dtype), lam, mask, weights=weights, solver=solver
+    if n < 2:
+        raise ValueError(f"`t` must hold at least 2 nodes; got {n}")
+    if y.ndim < 1 or y.shape[0] != n:
+        raise ValueError(f"`y` must have one row per node (n={n}); got shape {y.shape}")
+    lam = as_lam(lam, "lam", dtype, check_value=False)
+    mask = as_mask(mask, n)
+    weights = as_weights(weights, n, dtype, check_value=False)
+    tail = y.shape[1:]
+    y_flat = y.reshape(n, -1).astype(dtype)
+
+    values, slopes, status, w = _fit_core(t, mask, weights, lam, y_flat, solver=solver)
+    return Spline(
+        knots=t,
+        mask=mask,
+        weights=w,
+        values=values.reshape((n, *tail)),
+        slopes=slopes.reshape((n, *tail)),
+        status=status,
     )
-    return spline(tq.astype(dtype)), spline.status
 
 
+fit_smoothing_spline_with_status = fit_smoothing_spline.with_status
+"""Like :func:`fit_smoothing_spline` but never raises on value problems: they are reported in
+``Spline.status`` (values and slopes are then NaN). Use this form under ``jit``/``vmap`` when
+each straggler pattern must carry its own status."""
+
+
+@functools.partial(jax.jit, static_argnames="solver")
+def _fit_core(t, mask, weights, lam, y_flat, *, solver):
+    """Status, then a guarded solve: values and slopes ``(n, r)`` (NaN when status != 0), the
+    status and the effective weights ``weights · mask``."""
+    solver = resolve_solver(solver, *y_flat.shape)
+    w = jnp.where(mask, weights, 0.0)  # a straggler's weight (even NaN) is 0
+    # a straggler's output (even NaN/Inf) never reaches the solve or the gradient; a live
+    # zero-weight output is kept when finite (it enters the gradient w.r.t. its weight only)
+    s = sanitise(t, lam, y_flat, mask, weights=w)
+    status = s.status
+    values, slopes = SOLVERS[solver](s.t, s.weights, s.lam, s.y)
+    finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(slopes))
+    # the kernel solver returns NaN when its error estimate exceeds its tolerance
+    flag = Status.ILL_CONDITIONED if solver == "kernel" else Status.NONFINITE_RESULT
+    status = status | combine((~finite & (status == 0), flag))
+    ok = status == 0
+    return jnp.where(ok, values, jnp.nan), jnp.where(ok, slopes, jnp.nan), status, w
+
+
+@raising_form(
+    "smoother_matrix",
+    lambda out: out,
+    _check_values,
+    returns=Float[Array, "q n"],
+)
 def smoother_matrix(
     t: Float[ArrayLike, " n"],
     tq: Float[ArrayLike, " q"],
@@ -325,7 +300,7 @@ def smoother_matrix(
     *,
     weights: Float[ArrayLike, " n"] | None = None,
     solver: str = "kalman",
-) -> Float[Array, "q n"]:
+) -> tuple[Float[Array, "q n"], Int[Array, ""]]:
     """The linear map ``H`` from data ``y`` to the fitted spline's values at ``tq``.
 
     ``fit_smoothing_spline(t, y, lam, mask, weights=w)(tq) == H @ y`` for every ``y``; columns
@@ -343,11 +318,19 @@ def smoother_matrix(
         >>> bool(jnp.allclose(h.sum(axis=1), 1.0))  # constants are reproduced
         True
     """
-    if is_concrete(t, tq, lam, mask, weights):
-        dtype = float_dtype(t, tq)
-        as_nodes(t, "t", dtype)
-        as_lam(lam, "lam", dtype)
-        as_weights(weights, jnp.shape(t)[0], dtype)
-    h, status = smoother_matrix_with_status(t, tq, lam, mask, weights=weights, solver=solver)
-    raise_if_bad(status, "smoother_matrix")
-    return h
+    t = as_float_array(t, "t")
+    tq = as_float_array(tq, "tq")
+    if t.ndim != 1 or t.shape[0] < 2:
+        raise ValueError(f"`t` must be a 1-D array of at least 2 nodes; got shape {t.shape}")
+    if tq.ndim != 1:
+        raise ValueError(f"`tq` must be a 1-D array of query points; got shape {tq.shape}")
+    n = t.shape[0]
+    dtype = float_dtype(t, tq)
+    spline = fit_smoothing_spline_with_status(
+        t.astype(dtype), jnp.eye(n, dtype=dtype), lam, mask, weights=weights, solver=solver
+    )
+    return spline(tq.astype(dtype)), spline.status
+
+
+smoother_matrix_with_status = smoother_matrix.with_status
+""":func:`smoother_matrix` plus its status, never raising on value problems."""
