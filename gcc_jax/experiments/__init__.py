@@ -49,13 +49,28 @@ _LAZY = {
     "save_regimes": "regimes",
 }
 
-__all__ = ["COMMANDS", "Command", "Interrupted", "StopOnInterrupt", *_LAZY]
+_EXPERIMENTS = (
+    "adversarial",
+    "demo",
+    "dnn",
+    "learned",
+    "poly",
+    "rates",
+    "regimes",
+    "serve",
+    "tune",
+)
+
+__all__ = ["COMMANDS", "Command", "Interrupted", "StopOnInterrupt", *_LAZY, *_EXPERIMENTS]
 
 
 def __getattr__(name: str):
-    if name not in _LAZY:
+    if name in _EXPERIMENTS:  # `gcc_jax.experiments.rates` without importing it first
+        value = importlib.import_module(f"{__name__}.{name}")
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     globals()[name] = value
     return value
 
