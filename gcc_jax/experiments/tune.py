@@ -261,6 +261,15 @@ def _stage(job: _Job, k_w: Array, ri: int, regime: str) -> _Stage:
     return _Stage(regime, model, *jax.random.split(k_r, 3))
 
 
+def _timed(fn: Callable, code, job: _Job, x: Array, key: Array, st: _Stage, /, **options):
+    """``fn(code, job.f, x, key=key, straggler_model=st.model, **options)`` and its wall time
+    in seconds; the stage's compilations free their temporaries after it."""
+    t0 = time.perf_counter()
+    out = fn(code, job.f, x, key=key, straggler_model=st.model, **options)
+    release_memory()
+    return out, time.perf_counter() - t0
+
+
 def _tuned(plan: _Plan, job: _Job, st: _Stage, start, trainable: tuple, progress: bool):
     """:func:`gcc_jax.tuning.tune` from ``start`` on the training jobs: the code and its
     record (seconds, steps, validation curve, nodes)."""
@@ -270,13 +279,13 @@ def _tuned(plan: _Plan, job: _Job, st: _Stage, start, trainable: tuple, progress
     n_masks = plan.tune["num_masks"]
     if st.regime == "iid":
         n_masks += w.num_workers - w.stragglers + 1 + plan.adversarial
-    t0 = time.perf_counter()
-    res = tune(
+    res, seconds = _timed(
+        tune,
         start,
-        job.f,
+        job,
         job.x_train,
-        key=st.k_tune,
-        straggler_model=st.model,
+        st.k_tune,
+        st,
         trainable=trainable,
         steps=plan.tune["steps"],
         eval_every=plan.tune["eval_every"],
@@ -287,9 +296,8 @@ def _tuned(plan: _Plan, job: _Job, st: _Stage, start, trainable: tuple, progress
         adversarial=plan.adversarial,
         progress=progress,
     )
-    release_memory()
     return res.code, dict(
-        seconds=time.perf_counter() - t0,
+        seconds=seconds,
         best_step=res.best_step,
         steps_run=int(res.history.train_loss.size),
         initial_val_loss=res.initial_val_loss,
@@ -306,20 +314,19 @@ def _train_codes(plan: _Plan, job: _Job, st: _Stage, progress: bool) -> tuple[di
     """The default, grid-CV and tuned codes of one regime, tuned on the training jobs only, and
     each one's record."""
     codes, meta = {"default": job.code0}, {"default": dict(seconds=0.0)}
-    t0 = time.perf_counter()
-    grid = grid_search(
+    grid, seconds = _timed(
+        grid_search,
         job.code0,
-        job.f,
+        job,
         job.x_train,
-        key=st.k_grid,
-        straggler_model=st.model,
+        st.k_grid,
+        st,
         progress=progress,
         num_masks=plan.tune["val_masks"],
         **plan.grid,
     )
     codes["grid-CV"] = grid.code
-    release_memory()  # each stage's compilations free their temporaries: return them
-    meta["grid-CV"] = dict(seconds=time.perf_counter() - t0, train_loss=grid.loss)
+    meta["grid-CV"] = dict(seconds=seconds, train_loss=grid.loss)
     for method, trainable in (
         ("tuned λ", ("lam_enc", "lam_dec")),
         ("tuned λ+nodes", ("lam_enc", "lam_dec", "alpha", "beta")),
@@ -333,17 +340,10 @@ def _evaluate_codes(plan: _Plan, job: _Job, st: _Stage, codes: dict) -> tuple[di
     the worst patterns found (worst case)."""
     results, found = {}, []
     for method, code in codes.items():
-        t0 = time.perf_counter()
-        ev = evaluate(
-            code,
-            job.f,
-            job.x_test,
-            key=st.k_test,
-            straggler_model=st.model,
-            num_masks=plan.evaluation["num_masks"],
+        ev, seconds = _timed(
+            evaluate, code, job, job.x_test, st.k_test, st, num_masks=plan.evaluation["num_masks"]
         )
-        results[method] = (ev, time.perf_counter() - t0)
-        release_memory()
+        results[method] = (ev, seconds)
         if ev.worst_mask is not None:
             found.append(ev.worst_mask)
     if found:  # worst case: every code also meets the worst patterns found for the others
@@ -356,19 +356,19 @@ def _evaluate_codes(plan: _Plan, job: _Job, st: _Stage, codes: dict) -> tuple[di
 def _cross_check(job: _Job, st: _Stage, code, result: tuple, candidates: np.ndarray) -> tuple:
     """A code's worst-case evaluation raised to its loss on the other codes' worst patterns."""
     ev, seconds = result
-    t0 = time.perf_counter()
-    cross = evaluate(
+    cross, more = _timed(
+        evaluate,
         code,
-        job.f,
+        job,
         job.x_test,
-        key=st.k_test,
-        straggler_model=st.model,
+        st.k_test,
+        st,
         search=dict(max_iters=0, restarts=1),
         candidates=candidates,
     )
     if cross.loss > ev.loss:
         ev = ev._replace(loss=cross.loss, worst_mask=cross.worst_mask)
-    return ev, seconds + time.perf_counter() - t0
+    return ev, seconds + more
 
 
 def _evaluate_rules(
@@ -377,20 +377,19 @@ def _evaluate_rules(
     """The per-pattern λ rules (GCV, CV) on the default code, held out; ``codes``, ``meta``
     and ``results`` gain one entry per rule."""
     for method, select in plan.rules.items():
-        t0 = time.perf_counter()
-        ev = evaluate(
+        ev, seconds = _timed(
+            evaluate,
             job.code0,
-            job.f,
+            job,
             job.x_test,
-            key=st.k_test,
-            straggler_model=st.model,
+            st.k_test,
+            st,
             num_masks=plan.evaluation["num_masks"],
             select_lam_dec=select,
             search=plan.evaluation["rule_search"],
             candidates=np.unique(np.stack(found), axis=0) if found else None,
         )
-        results[method] = (ev, time.perf_counter() - t0)
-        release_memory()
+        results[method] = (ev, seconds)
         codes[method] = job.code0
         meta[method] = dict(seconds=0.0, lam_dec_rule=method)
 
