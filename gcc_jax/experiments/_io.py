@@ -27,6 +27,7 @@ import dataclasses
 import datetime
 import json
 import math
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -86,6 +87,24 @@ class ExperimentResult:
         for name, text in self.metrics.items():
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"metric {name!r} needs a plain-language definition")
+
+    @classmethod
+    def of_run(
+        cls,
+        experiment: str,
+        config: dict[str, Any],
+        seed: int,
+        metrics: dict[str, str],
+        results: dict[str, Any],
+        *,
+        t_start: float,
+        phases: Mapping[str, float] | None = None,
+    ) -> "ExperimentResult":
+        """The record of a run with one seed that started at ``t_start``
+        (``time.perf_counter()``): ``timing_s`` is ``phases`` and the total seconds until now."""
+        total = time.perf_counter() - t_start
+        timing = {**(phases or {}), "total": total}
+        return cls(experiment, config, {"seed": int(seed)}, metrics, results, timing)
 
 
 def json_clean(obj: Any) -> Any:

@@ -542,15 +542,15 @@ def run_adversarial(
     )  # fmt: skip
     if "lenet5" in jobs:
         config["lenet5_test_accuracy"] = jobs["lenet5"].test_accuracy
-    timing["total"] = time.perf_counter() - t_start
     return stop.finish(
-        ExperimentResult(
-            experiment="adversarial",
-            config=config,
-            seeds={"seed": seed},
-            metrics=METRICS,
-            results=dict(calibration=calibration, rows=rows, fits=fits, table=table),
-            timing_s=timing,
+        ExperimentResult.of_run(
+            "adversarial",
+            config,
+            seed,
+            METRICS,
+            dict(calibration=calibration, rows=rows, fits=fits, table=table),
+            t_start=t_start,
+            phases=timing,
         )
     )
 

@@ -855,16 +855,16 @@ def run_dnn(
         "cross_validation": t_cv,
         "evaluation": t_eval,
         "worst_case": t_worst,
-        "total": time.perf_counter() - t_start,
     }
     return stop.finish(
-        ExperimentResult(
+        ExperimentResult.of_run(
             "dnn",
             json_clean(config),
-            {"seed": int(seed)},
+            seed,
             METRIC_DEFINITIONS,
             json_clean(payload),
-            timing,
+            t_start=t_start,
+            phases=timing,
         )
     )
 

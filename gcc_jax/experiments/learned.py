@@ -803,7 +803,6 @@ def run_compare_learned(
                 if progress:
                     tqdm.write(f"{model} k={k}: done", file=sys.stderr)
     comparison = _comparison(rows, model_info)
-    times = {**timer.s, "total": time.perf_counter() - t_start}
     payload = {
         "dataset": _dataset_record(sp),
         "models": model_info,
@@ -813,13 +812,14 @@ def run_compare_learned(
     }
     config = _config_record(s, sp, stop.interrupted)
     return stop.finish(
-        ExperimentResult(
+        ExperimentResult.of_run(
             "compare_learned",
             json_clean(config),
-            {"seed": int(seed)},
+            seed,
             METRIC_DEFINITIONS,
             json_clean(payload),
-            times,
+            t_start=t_start,
+            phases=timer.s,
         )
     )
 

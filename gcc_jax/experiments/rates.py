@@ -637,13 +637,14 @@ def run_rates(
             t_cv += _measure_function(s, _draws(s, fi, fname, seed), rows, reps)
     config = _config_record(s, stop.interrupted)
     fits, lams, ratios = _summarise(rows, reps, config)
-    result = ExperimentResult(
+    result = ExperimentResult.of_run(
         "rates",
         config,
-        {"seed": int(seed)},
+        seed,
         METRICS,
         dict(rows=rows, fits=fits, lams=lams, ratios=ratios, search_check=_search_check(rows)),
-        {"cross_validation": t_cv, "total": time.perf_counter() - t_start},
+        t_start=t_start,
+        phases={"cross_validation": t_cv},
     )
     return stop.finish(result)
 

@@ -941,11 +941,10 @@ def run_regimes(
         "cross_validation": t_cv,
         "evaluation": t_eval,
         "worst_case": t_worst,
-        "total": time.perf_counter() - t_start,
     }
     return stop.finish(
-        ExperimentResult(
-            "regimes", json_clean(config), {"seed": int(seed)}, METRICS, results, timing
+        ExperimentResult.of_run(
+            "regimes", json_clean(config), seed, METRICS, results, t_start=t_start, phases=timing
         )
     )
 

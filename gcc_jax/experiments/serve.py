@@ -625,13 +625,13 @@ def run_serve_bench(
         for pool in pools.values():
             pool.close()
     config["interrupted"] = stop.interrupted
-    result = ExperimentResult(
+    result = ExperimentResult.of_run(
         "serve_bench",
         config,
-        {"seed": int(seed)},
+        seed,
         METRICS,
         _payload(stream, ray_info, pools_info, restarts, results, sweep, notes),
-        {"total": time.perf_counter() - t_start},
+        t_start=t_start,
     )
     return stop.finish(result)
 

@@ -517,14 +517,7 @@ def run_tune(
     payload = dict(rows=rows)
     payload["summary"] = _summary(config | payload)
     return stop.finish(
-        ExperimentResult(
-            "tune",
-            config,
-            {"seed": int(seed)},
-            METRICS,
-            payload,
-            {"total": time.perf_counter() - t_start},
-        )
+        ExperimentResult.of_run("tune", config, seed, METRICS, payload, t_start=t_start)
     )
 
 
