@@ -77,7 +77,24 @@ class MLP(nnx.Module):
         return self.layers[-1](x)
 
 
-class LeNet5(nnx.Module):
+class _TwoStageCNN(nnx.Module):
+    """Two convolution-relu-pool stages (``conv1``, ``conv2``) on images of at least 4x4,
+    flattened; subclasses build the layers and the head."""
+
+    def _check_size(self, input_shape: Sequence[int]) -> tuple[int, int, int]:
+        h, w, c = self.input_shape = check_input_shape(input_shape)
+        if min(h, w) < 4:
+            name = type(self).__name__
+            raise ValueError(f"{name} needs images of at least 4x4; got `input_shape`={(h, w, c)}")
+        return h, w, c
+
+    def features(self, x: jax.Array) -> jax.Array:
+        x = _pool(jax.nn.relu(self.conv1(x)))
+        x = _pool(jax.nn.relu(self.conv2(x)))
+        return x.reshape(x.shape[0], -1)
+
+
+class LeNet5(_TwoStageCNN):
     """LeNet-5 (about 6.2e4 parameters on 28x28 inputs), with ReLU and max pooling.
 
     ``conv5x5(6, 'SAME') - relu - pool2 - conv5x5(16) - relu - pool2 - fc120 - relu - fc84 - relu
@@ -98,9 +115,7 @@ class LeNet5(nnx.Module):
     """
 
     def __init__(self, input_shape: Sequence[int], num_classes: int, *, rngs: nnx.Rngs):
-        h, w, c = self.input_shape = check_input_shape(input_shape)
-        if min(h, w) < 4:
-            raise ValueError(f"LeNet5 needs images of at least 4x4; got `input_shape`={(h, w, c)}")
+        h, w, c = self._check_size(input_shape)
         h, w = h // 2, w // 2
         self.conv2_padding = "VALID" if min(h, w) >= 10 else "SAME"
         if self.conv2_padding == "VALID":
@@ -113,15 +128,12 @@ class LeNet5(nnx.Module):
         self.fc3 = linear(84, int(num_classes), rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = _pool(jax.nn.relu(self.conv1(x)))
-        x = _pool(jax.nn.relu(self.conv2(x)))
-        x = x.reshape(x.shape[0], -1)
-        x = jax.nn.relu(self.fc1(x))
+        x = jax.nn.relu(self.fc1(self.features(x)))
         x = jax.nn.relu(self.fc2(x))
         return self.fc3(x)
 
 
-class SmallCNN(nnx.Module):
+class SmallCNN(_TwoStageCNN):
     """A small VGG-style CNN: two 3x3 'SAME' conv-relu-pool stages and a two-layer head.
 
     ``conv3x3(c1) - relu - pool2 - conv3x3(c2) - relu - pool2 - fc(hidden) - relu -
@@ -149,11 +161,7 @@ class SmallCNN(nnx.Module):
         hidden: int = 64,
         rngs: nnx.Rngs,
     ):
-        h, w, c = self.input_shape = check_input_shape(input_shape)
-        if min(h, w) < 4:
-            raise ValueError(
-                f"SmallCNN needs images of at least 4x4; got `input_shape`={(h, w, c)}"
-            )
+        h, w, c = self._check_size(input_shape)
         c1, c2 = (int(k) for k in channels)
         self.conv1 = conv(c, c1, (3, 3), padding="SAME", rngs=rngs)
         self.conv2 = conv(c1, c2, (3, 3), padding="SAME", rngs=rngs)
@@ -161,10 +169,7 @@ class SmallCNN(nnx.Module):
         self.fc2 = linear(int(hidden), int(num_classes), rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = _pool(jax.nn.relu(self.conv1(x)))
-        x = _pool(jax.nn.relu(self.conv2(x)))
-        x = x.reshape(x.shape[0], -1)
-        return self.fc2(jax.nn.relu(self.fc1(x)))
+        return self.fc2(jax.nn.relu(self.fc1(self.features(x))))
 
 
 class _Block(nnx.Module):
