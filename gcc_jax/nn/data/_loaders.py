@@ -183,6 +183,13 @@ def _load_idx_dataset(
     return Dataset(**arrays, name=name, num_classes=10, class_names=class_names)
 
 
+def _directory(path: str | os.PathLike | None, pretty: str, help_text: str) -> Path:
+    """``path`` expanded, or ``DatasetNotFoundError`` naming the data set when it is ``None``."""
+    if path is None:
+        raise DatasetNotFoundError(f"{pretty} needs a directory: pass `path`. {help_text}")
+    return Path(path).expanduser()
+
+
 def _idx_search_dirs(path: str | os.PathLike, torchvision_name: str) -> list[Path]:
     root = Path(path).expanduser()
     return [root, root / torchvision_name / "raw"]
@@ -244,10 +251,8 @@ def load_mnist(path: str | os.PathLike | None) -> Dataset:
         >>> ds.x_test.shape  # doctest: +SKIP
         (10000, 28, 28, 1)
     """
-    if path is None:
-        raise DatasetNotFoundError(f"MNIST needs a directory: pass `path`. {_MNIST_HELP}")
     return _load_idx_dataset(
-        _idx_search_dirs(path, "MNIST"),
+        _idx_search_dirs(_directory(path, "MNIST", _MNIST_HELP), "MNIST"),
         name="mnist",
         pretty="MNIST",
         help_text=_MNIST_HELP,
@@ -325,9 +330,7 @@ def load_cifar10(path: str | os.PathLike | None) -> Dataset:
         >>> ds.x_train.shape  # doctest: +SKIP
         (50000, 32, 32, 3)
     """
-    if path is None:
-        raise DatasetNotFoundError(f"CIFAR-10 needs a directory: pass `path`. {_CIFAR_HELP}")
-    root = Path(path).expanduser()
+    root = _directory(path, "CIFAR-10", _CIFAR_HELP)
     names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
     candidates = [root / "cifar-10-batches-py", root]
     for directory in candidates:
