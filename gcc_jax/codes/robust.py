@@ -14,7 +14,6 @@ for the derivations.
 
 import dataclasses
 import functools
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -24,9 +23,7 @@ from jax import lax
 from .._core.checks import (
     as_float_array,
     as_int,
-    as_lam,
     as_mask,
-    check_node_leaves,
     check_outputs,
     float_dtype,
 )
@@ -35,7 +32,7 @@ from .._core.status import Status, combine, is_concrete
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
 from ..spline import fit_smoothing_spline_with_status
 from ._base import AbstractCode, Decoded, Encoded, NodeSizes, jit_method, pytree_dataclass
-from .spline import SplineCode
+from .spline import SplineCode, SplineLeaves
 
 __all__ = ["RobustSplineCode", "adversarial_lam_dec"]
 
@@ -210,7 +207,7 @@ def robust_fit(
 
 
 @pytree_dataclass
-class RobustSplineCode(NodeSizes, AbstractCode):
+class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
     """GCC with a robust (M-estimator) smoothing-spline decoder against Byzantine workers.
 
     Encoder: GCC's (``X~ = E X``, the smoothing spline through ``(alpha_k, x_k)`` with
@@ -274,12 +271,6 @@ class RobustSplineCode(NodeSizes, AbstractCode):
         True
     """
 
-    min_live: ClassVar[int] = 2  # a smoothing spline needs 2 live points
-
-    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
-    beta: Float[ArrayLike, " n"]
-    lam_enc: Real[ArrayLike, ""]  # any real scalar; stored as an array leaf (__post_init__)
-    lam_dec: Real[ArrayLike, ""]
     loss: str | Int[ArrayLike, ""] = "huber"  # stored as its index, an int32 array leaf
     iterations: int = dataclasses.field(default=10, metadata=dict(static=True))
     tuning: Real[ArrayLike, ""] | None = None  # stored as an array leaf
@@ -290,7 +281,7 @@ class RobustSplineCode(NodeSizes, AbstractCode):
     )
 
     def __post_init__(self):
-        dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
+        dtype = self._check_leaves()
         loss, name = self.loss, None
         if isinstance(loss, str):
             if loss not in _LOSSES:
@@ -329,11 +320,6 @@ class RobustSplineCode(NodeSizes, AbstractCode):
         if not (np.isfinite(min_scale) and min_scale >= 0):
             raise ValueError(f"`min_scale` must be finite and >= 0; got {self.min_scale!r}")
         object.__setattr__(self, "min_scale", min_scale)
-        for name in ("lam_enc", "lam_dec"):
-            value = getattr(self, name)
-            if isinstance(value, int | float | np.number):
-                object.__setattr__(self, name, as_lam(value, name, dtype))
-        check_node_leaves(self, ("alpha", "beta"))
         if hasattr(self.beta, "shape") and self.trim > self.beta.shape[0] - 2:
             raise ValueError(
                 f"`trim` must leave at least 2 workers (N={self.beta.shape[0]}); got {self.trim}"

@@ -10,7 +10,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.cache import IdentityCache
-from .._core.checks import as_lam, as_mask, as_mask_rows, check_outputs, float_dtype
+from .._core.checks import (
+    as_lam,
+    as_mask,
+    as_mask_rows,
+    check_node_leaves,
+    check_outputs,
+    float_dtype,
+)
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
 from ..spline import (
     DecodePath,
@@ -28,8 +35,39 @@ from ._base import AbstractNodeCode, Decoded, jit_method, pytree_dataclass
 _PLANS = IdentityCache(size=8)
 
 
+@dataclasses.dataclass(frozen=True)
+class SplineLeaves:
+    """The leaves of the smoothing-spline codes (:class:`SplineCode` and
+    :class:`gcc_jax.RobustSplineCode`): input nodes ``alpha``, worker nodes ``beta`` and the
+    encoder and decoder smoothing parameters, with their checks."""
+
+    min_live: ClassVar[int] = 2  # a smoothing spline needs 2 live points
+
+    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
+    beta: Float[ArrayLike, " n"]
+    lam_enc: Real[ArrayLike, ""]  # any real scalar; stored as an array leaf (__post_init__)
+    lam_dec: Real[ArrayLike, ""]
+
+    def _check_leaves(self):
+        """Checks the nodes (1-D, at least 2, strictly increasing and finite when concrete) and
+        each λ (a real scalar, finite and ``>= 0`` when concrete); returns the nodes' dtype.
+
+        Runs when a user builds the code, never when JAX rebuilds it (``pytree_dataclass``). A
+        λ given as a Python number becomes an array leaf (``dataclasses.replace(code,
+        lam_dec=1e-4)`` included): a Python float leaf would retrace jit on every new value.
+        """
+        check_node_leaves(self, ("alpha", "beta"))
+        dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
+        for name in ("lam_enc", "lam_dec"):
+            value = getattr(self, name)
+            lam = as_lam(value, name, dtype)
+            if not isinstance(value, jax.Array | np.ndarray):
+                object.__setattr__(self, name, lam)
+        return dtype
+
+
 @pytree_dataclass
-class SplineCode(AbstractNodeCode):
+class SplineCode(SplineLeaves, AbstractNodeCode):
     """General coded computing with smoothing-spline encoder and decoder (GCC / LeTCC).
 
     Encoder: ``u_enc`` = cubic smoothing spline through ``(alpha_k, x_k)`` with ``lam_enc``;
@@ -63,27 +101,11 @@ class SplineCode(AbstractNodeCode):
         True
     """
 
-    min_live: ClassVar[int] = 2  # a smoothing spline needs 2 live points
-
-    alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
-    beta: Float[ArrayLike, " n"]
-    lam_enc: Real[ArrayLike, ""]  # any real scalar; stored as an array leaf (__post_init__)
-    lam_dec: Real[ArrayLike, ""]
     solver: str = dataclasses.field(default="kalman", metadata=dict(static=True))
 
     def __post_init__(self):
-        # Runs when a user builds the code, never when JAX rebuilds it (pytree_dataclass).
         object.__setattr__(self, "solver", as_solver(self.solver))  # "banded" -> "kalman"
-        self.check_nodes()
-        dtype = float_dtype(*(a for a in (self.alpha, self.beta) if hasattr(a, "dtype")))
-        for name in ("lam_enc", "lam_dec"):
-            # a real scalar, finite and >= 0 when concrete; a Python number becomes an array
-            # leaf (dataclasses.replace(code, lam_dec=1e-4) included): a Python float leaf
-            # would retrace jit on every new value
-            value = getattr(self, name)
-            lam = as_lam(value, name, dtype)
-            if not isinstance(value, jax.Array | np.ndarray):
-                object.__setattr__(self, name, lam)
+        self._check_leaves()
 
     # -- constructors -----------------------------------------------------------------------
 
