@@ -238,8 +238,9 @@ class AbstractCode(abc.ABC):
             >>> y = code.worker_outputs(jnp.sin, jnp.linspace(-1.0, 1.0, 3)[:, None])
             >>> masks = gcc.sample_masks(jax.random.key(0), 8, num=5, stragglers=2)
             >>> out = code.decode_batch_with_status(y, masks)
-            >>> out.value.shape, out.status.shape
-            ((5, 3, 1), (5,))
+            >>> loop = jnp.stack([code.decode_with_status(y, m).value for m in masks])
+            >>> out.value.shape, out.status.shape, bool(jnp.allclose(out.value, loop))
+            ((5, 3, 1), (5,), True)
         """
         masks = as_mask_rows(masks, self.num_workers)
         return jax.vmap(lambda mask: self.decode_with_status(y, mask))(masks)

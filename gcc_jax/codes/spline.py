@@ -202,17 +202,8 @@ class SplineCode(SplineLeaves, AbstractNodeCode):
         ``alpha``. Values ``(p, k, *m)`` and statuses ``(p,)`` equal the per-mask decode's
         (same flags; NaN where not OK); ``solver="auto"`` takes this path too. The kernel and
         parallel solvers, more columns than workers and a single mask with ``solver="auto"``
-        take ``vmap(decode_with_status)``.
-
-        Example:
-            >>> import jax, jax.numpy as jnp, gcc_jax as gcc
-            >>> code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=16)
-            >>> y = code.worker_outputs(jnp.sin, jnp.linspace(-1.0, 1.0, 4)[:, None])
-            >>> masks = gcc.sample_masks(jax.random.key(0), 16, num=8, stragglers=3)
-            >>> out = code.decode_batch_with_status(y, masks)
-            >>> loop = jnp.stack([code.decode_with_status(y, m).value for m in masks])
-            >>> out.value.shape, bool(jnp.allclose(out.value, loop, atol=1e-6))
-            ((8, 4, 1), True)
+        take ``vmap(decode_with_status)``. The example of
+        :meth:`gcc_jax.AbstractCode.decode_batch_with_status` holds for this code too.
         """
         n = self.num_workers
         y = check_outputs(y, jnp.ones((n,), bool), n)[0]
