@@ -347,13 +347,14 @@ def cv_lam_dec(
 
     Example:
         >>> import jax, jax.numpy as jnp, gcc_jax as gcc
-        >>> from gcc_jax.tuning import cv_lam_dec
-        >>> jax.config.update("jax_enable_x64", True)  # see the precision note above
+        >>> from gcc_jax.tuning import cv_lam_dec, gcv_lam_dec
+        >>> jax.config.update("jax_enable_x64", True)  # see gcv_lam_dec's precision note
         >>> code = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=30)
         >>> noisy = jnp.sin(3 * code.beta) + 0.3 * jax.random.normal(jax.random.key(0), (30,))
-        >>> choice = cv_lam_dec(code, noisy, jnp.ones(30, bool))
-        >>> bool(choice.lam > 1e-6), int(choice.status)
-        (True, 0)
+        >>> live = jnp.arange(30) % 10 != 3  # three stragglers
+        >>> cv, gcv = cv_lam_dec(code, noisy, live, folds=3), gcv_lam_dec(code, noisy, live)
+        >>> int(cv.status), bool(0.5 < cv.lam / gcv.lam < 2.0)  # the two criteria agree here
+        (0, True)
     """
     code, y_flat, mask, grid, refine = _prepare_search(code, y, mask, grid, refine)
     folds = as_int(folds, "folds", 2)
