@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from gcc_jax.experiments.cli import main
 from gcc_jax.experiments import adversarial
+from gcc_jax.experiments.cli import main
 
 
 def test_run_toy_and_report(tmp_path):

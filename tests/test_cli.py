@@ -79,7 +79,9 @@ def test_demo_bad_arguments_give_clear_errors(tmp_path):
     assert proc.returncode == 2
     assert "valid range 0 <= S <= N - 2 = 8" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "gcc_jax.experiments.cli", "demo", "-S", "a,b"], capture_output=True, text=True
+        [sys.executable, "-m", "gcc_jax.experiments.cli", "demo", "-S", "a,b"],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2 and "comma-separated integers" in proc.stderr
 

@@ -14,8 +14,7 @@ import sys
 import pytest
 
 import gcc_jax
-from gcc_jax.experiments import cli
-from gcc_jax.experiments import COMMANDS
+from gcc_jax.experiments import COMMANDS, cli
 
 NAMES = [c.name for c in COMMANDS]
 
@@ -180,7 +179,16 @@ def test_console_script_exit_code_and_stderr(tmp_path):
     """Through a real process: exit status 2, the message on stderr, nothing on stdout."""
     env = dict(os.environ, GCC_JAX_TOY="0")
     proc = subprocess.run(
-        [sys.executable, "-m", "gcc_jax.experiments.cli", "rates", "-K", "30", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "gcc_jax.experiments.cli",
+            "rates",
+            "-K",
+            "30",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         env=env,

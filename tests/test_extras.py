@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from gcc_jax.experiments import cli
 from gcc_jax._core import progress
+from gcc_jax.experiments import cli
 
 
 def test_a_disabled_bar_needs_no_tqdm(monkeypatch, capsys):

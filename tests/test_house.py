@@ -143,7 +143,8 @@ HEAVY = ("flax", "optax", "matplotlib", "sklearn", "tqdm", "ray")
     "statement",
     [
         "import gcc_jax",
-        "import gcc_jax as g; g.SplineCode; g.BerrutCode; g.monte_carlo_loss; g.worst_case_mask; g.attack; g.codes",
+        "import gcc_jax as g; g.SplineCode; g.BerrutCode; g.monte_carlo_loss; g.codes",
+        "import gcc_jax as g; g.worst_case_mask; g.attack; g.RobustSplineCode",
         "import gcc_jax as g; g.fit_smoothing_spline; g.sample_masks; g.evaluation; g.spline",
     ],
 )

@@ -13,10 +13,10 @@ import optax
 import pytest
 
 import gcc_jax
-from gcc_jax.experiments.cli import build_parser
 from gcc_jax.experiments import COMMANDS, ExperimentResult, load_result, save_result
 from gcc_jax.experiments._command import merge_config
 from gcc_jax.experiments._io import git_commit, json_clean
+from gcc_jax.experiments.cli import build_parser
 from gcc_jax.experiments.rates import TOY
 
 

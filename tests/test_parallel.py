@@ -1,4 +1,5 @@
-"""The parallel-in-time solver (gcc_jax.spline._parallel) against the sequential one, SciPy and loops."""
+"""The parallel-in-time solver (gcc_jax.spline._parallel) against the sequential one, SciPy and
+loops."""
 
 import chex
 import jax

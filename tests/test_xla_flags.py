@@ -30,24 +30,21 @@ def test_untested_jaxlib_leaves_xla_flags_alone(monkeypatch, version):
 def test_toy_runs_compile_with_most_optimizations_off(monkeypatch, tmp_path, capsys):
     """`--toy` (compilation-bound) compiles with jax_disable_most_optimizations for the run only,
     except serve-bench (its toy run measures latencies); JAX_DISABLE_MOST_OPTIMIZATIONS wins."""
-    import dataclasses
-
     import jax
 
-    from gcc_jax.experiments import cli
-    from gcc_jax.experiments import COMMANDS
+    from gcc_jax.experiments import COMMANDS, cli
 
     monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS", raising=False)
     monkeypatch.delenv("GCC_JAX_TOY", raising=False)
     seen = []
     demo = next(c for c in COMMANDS if c.name == "demo")
 
-    def fake_run(**kwargs):
+    def fake_run(command, config, args):
+        assert command is demo
         seen.append(jax.config.read("jax_disable_most_optimizations"))
         raise KeyboardInterrupt  # stop before any compute; exit status 130
 
-    fake = dataclasses.replace(demo, run=fake_run)
-    monkeypatch.setattr(cli, "COMMANDS", [fake if c is demo else c for c in COMMANDS])
+    monkeypatch.setattr(cli, "_run_command", fake_run)
     before = jax.config.read("jax_disable_most_optimizations")
     try:
         jax.config.update("jax_disable_most_optimizations", False)
