@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-gpu notebooks bench lint format docs clean
+.PHONY: run test test-integration test-gpu notebooks bench lint format docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,25 +15,35 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/gcc-jax run
 
-# Every test and every `>>>` example. Two parts run at once:
+# Every unit test and every `>>>` example, on $(WORKERS) pytest-xdist workers (work stealing keeps
+# each module's tests together). The slow integration suites are `make test-integration` (CI runs
+# both):
 #  - the Ray tests (-m ray, all in $(RAY_TESTS): tests/conftest.py refuses a ray test elsewhere, so
-#    this process collects one file): one process, one local Ray cluster, mostly waiting on actors;
+#    that process collects one file): one process, one local Ray cluster, mostly waiting on actors;
 #    without the jaxtyping checks of pyproject's addopts (instrumented closures cannot be pickled);
-#  - the rest on $(WORKERS) pytest-xdist workers (work stealing keeps each module's tests together).
+#  - the experiments' toy runs end to end ($(INTEGRATION)), beside the Ray process.
 # jaxlib 0.10.2 on CPU sometimes segfaults inside libgcc's unwinder during an XLA compile, in a
 # process that has already compiled and freed a few hundred programs (not ours to fix; see
 # docs/testing.md). A test whose worker crashes is rerun, at most twice, on a fresh worker; a failing
 # test is never rerun. Any test running over $(TEST_TIMEOUT) s fails (a hang cannot stall CI).
 WORKERS      ?= 2
 RAY_TESTS    := tests/test_distributed_ray.py
+INTEGRATION  := tests/test_dnn.py tests/test_regimes.py tests/test_rates.py \
+                tests/test_tune_experiment.py tests/test_adversarial_experiment.py \
+                tests/test_compare_learned.py
 TEST_TIMEOUT ?= 600
 PYTEST       := $(BIN)/python -m pytest -q -p no:cacheprovider --timeout=$(TEST_TIMEOUT)
 XDIST        := -n $(WORKERS) --dist worksteal --reruns 2 --only-rerun 'never rerun a failing test'
 test: $(STAMP)
+	$(PYTEST) -m "not ray" $(XDIST) --durations=15 \
+	    $(addprefix --ignore=,$(INTEGRATION) $(RAY_TESTS)) $(TEST_ARGS)
+
+test-integration: $(STAMP)
 	@rm -f .ray-tests.log; \
 	$(PYTEST) -o addopts=-ra -m ray $(RAY_TESTS) $(TEST_ARGS) > .ray-tests.log 2>&1 & ray=$$!; \
-	$(PYTEST) -m "not ray" $(XDIST) --durations=15 $(TEST_ARGS); main=$$?; \
-	wait $$ray; rayrc=$$?; echo "--- Ray tests (pytest -m ray, exit $$rayrc) ---"; cat .ray-tests.log; \
+	$(PYTEST) -m "not ray" $(XDIST) --durations=10 $(INTEGRATION) $(RAY_TESTS) $(TEST_ARGS); \
+	main=$$?; wait $$ray; rayrc=$$?; \
+	echo "--- Ray tests (pytest -m ray, exit $$rayrc) ---"; cat .ray-tests.log; \
 	test $$main -eq 0 && { test $$rayrc -eq 0 || test $$rayrc -eq 5; }
 
 # The suite on one GPU (JAX_PLATFORMS=cuda), with the tests' CPU-only parts skipped with their
