@@ -54,8 +54,8 @@ test-integration: $(STAMP)
 # $(GPU_TEST_TIMEOUT) s fails, and the whole run is interrupted after $(GPU_BUDGET) s (pytest then
 # reports what ran). A module that cannot be imported on the machine (a missing optional
 # package) is an error, not the end of the run. Log and junit XML in $$OUT when set, else in
-# .test-gpu/. XLA's deterministic GPU operations are on: the tests that train twice with one seed
-# expect the same weights, which a GPU's atomic reductions do not give otherwise.
+# .test-gpu/. XLA's deterministic GPU operations stay off: with jax 0.11.2 they leave XLA without a
+# float64 GEMM fusion config for the downdate's gradients (INTERNAL: no supported config).
 GPU_PYTHON       ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 GPU_PLATFORM     ?= cuda
 GPU_WORKERS      ?= 8
@@ -72,7 +72,6 @@ GPU_IGNORE       ?= gcc_jax/experiments tests/test_adversarial_experiment.py tes
 test-gpu:
 	@out=$${OUT:-.test-gpu}; mkdir -p "$$out"; \
 	{ JAX_PLATFORMS=$(GPU_PLATFORM) XLA_PYTHON_CLIENT_PREALLOCATE=false \
-	  XLA_FLAGS="--xla_gpu_deterministic_ops=true $${XLA_FLAGS:-}" \
 	  XLA_PYTHON_CLIENT_MEM_FRACTION=$(GPU_MEM_FRACTION) PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} \
 	  timeout -s INT -k 30 $(GPU_BUDGET) $(GPU_PYTHON) -m pytest -q -p no:cacheprovider \
 	    -o addopts= -ra --doctest-modules --doctest-ignore-import-errors \

@@ -102,7 +102,13 @@ def test_fit_is_deterministic_by_seed(digits):
     a = fit(apply, params, x, y, seed=1, **kw)
     b = fit(apply, params, x, y, seed=1, **kw)
     c = fit(apply, params, x, y, seed=2, **kw)
-    assert tree_equal(a.params, b.params) and a.train_losses == b.train_losses
+    if jax.default_backend() == "cpu":
+        assert tree_equal(a.params, b.params) and a.train_losses == b.train_losses
+    else:  # a GPU's atomic reductions reorder float32 sums from run to run: equal to round-off
+        jax.tree.map(
+            lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-6), a.params, b.params
+        )
+        np.testing.assert_allclose(a.train_losses, b.train_losses, rtol=1e-5)
     assert not tree_equal(a.params, c.params)
     assert a.num_steps == 256 // 64 and a.val_accuracies == ()
 
