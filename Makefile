@@ -21,7 +21,8 @@ run: $(STAMP)
 #  - the Ray tests (-m ray, all in $(RAY_TESTS): tests/conftest.py refuses a ray test elsewhere, so
 #    that process collects one file): one process, one local Ray cluster, mostly waiting on actors;
 #    without the jaxtyping checks of pyproject's addopts (instrumented closures cannot be pickled);
-#  - the experiments' toy runs end to end ($(INTEGRATION)), beside the Ray process.
+#  - the experiments' toy runs end to end, the sharding tests (a subprocess with four CPU devices)
+#    and the harness tests (pytest in subprocesses): $(INTEGRATION), beside the Ray process.
 # jaxlib 0.10.2 on CPU sometimes segfaults inside libgcc's unwinder during an XLA compile, in a
 # process that has already compiled and freed a few hundred programs (not ours to fix; see
 # docs/testing.md). A test whose worker crashes is rerun, at most twice, on a fresh worker; a failing
@@ -30,7 +31,7 @@ WORKERS      ?= 2
 RAY_TESTS    := tests/test_distributed_ray.py
 INTEGRATION  := tests/test_dnn.py tests/test_regimes.py tests/test_rates.py \
                 tests/test_tune_experiment.py tests/test_adversarial_experiment.py \
-                tests/test_compare_learned.py
+                tests/test_compare_learned.py tests/test_sharding.py tests/test_harness.py
 TEST_TIMEOUT ?= 600
 PYTEST       := $(BIN)/python -m pytest -q -p no:cacheprovider --timeout=$(TEST_TIMEOUT)
 XDIST        := -n $(WORKERS) --dist worksteal --reruns 2 --only-rerun 'never rerun a failing test'
