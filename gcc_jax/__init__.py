@@ -9,8 +9,9 @@ JAX nor Flax, Optax, matplotlib, scikit-learn, tqdm or Ray; ``gcc.SplineCode`` i
 the spline codes, ``gcc.train_parity_model`` Flax and Optax.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ._core.lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -87,20 +88,7 @@ _SUBPACKAGES = ("codes", "distributed", "evaluation", "experiments", "nn", "spli
 __all__ = sorted(_EXPORTS) + list(_SUBPACKAGES) + ["__version__"]
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    elif name in _SUBPACKAGES:
-        value = importlib.import_module(f".{name}", __name__)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _EXPORTS, _SUBPACKAGES, __all__)
 
 if TYPE_CHECKING:  # the same names, for type checkers and documentation tools
     from . import codes as codes

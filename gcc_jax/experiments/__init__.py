@@ -10,9 +10,9 @@ rules) registered in :data:`COMMANDS`, what ``gcc-jax`` lists.
 Importing this package loads no JAX: the names below load their modules on first use.
 """
 
-import importlib
 from typing import TYPE_CHECKING
 
+from .._core.lazy import lazy_attributes
 from ._command import Command as Command
 from ._command import Interrupted as Interrupted
 from ._command import StopOnInterrupt as StopOnInterrupt
@@ -64,20 +64,8 @@ _EXPERIMENTS = (
 __all__ = ["COMMANDS", "Command", "Interrupted", "StopOnInterrupt", *_LAZY, *_EXPERIMENTS]
 
 
-def __getattr__(name: str):
-    if name in _EXPERIMENTS:  # `gcc_jax.experiments.rates` without importing it first
-        value = importlib.import_module(f"{__name__}.{name}")
-    elif name in _LAZY:
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+# `gcc_jax.experiments.rates` without importing it first
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY, _EXPERIMENTS, __all__)
 
 if TYPE_CHECKING:  # the same names, for type checkers and documentation tools
     from ._images import ImageSplit as ImageSplit

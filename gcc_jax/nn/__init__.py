@@ -3,17 +3,14 @@
 offline data sets (`gcc_jax.nn.data`). Nothing in `spline`, `codes` or `evaluation` imports it;
 `import gcc_jax` loads it only when a name that needs it is used."""
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._core.lazy import lazy_attributes
 
 __all__ = ["data", "models", "training"]
 
 
-def __getattr__(name: str):
-    if name in __all__:
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), modules=__all__)
 
 if TYPE_CHECKING:
     from . import data as data
