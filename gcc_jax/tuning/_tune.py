@@ -250,18 +250,21 @@ class _Validator:
 
 
 class _TrainingPatterns:
-    """The patterns of each training step: ``num_masks`` fresh random ones; for ``worst``, also
-    all contiguous blocks and a pool of ``adversarial`` patterns that a worst-case search for
-    the current code refreshes (one entry at a time) every ``refresh_every`` steps."""
+    """The patterns and jobs of each training step, drawn on the device by one compiled call
+    (:func:`_draw`): ``num_masks`` fresh random patterns; for ``worst``, also all contiguous
+    blocks and a pool of ``adversarial`` patterns that a worst-case search for the current code
+    refreshes (one entry at a time) every ``refresh_every`` steps."""
 
     def __init__(self, f, jobs: _Jobs, model: StragglerModel, n: int, settings: TuneSettings):
         self.f, self.jobs, self.model, self.n, self.settings = f, jobs, model, n, settings
-        self.pool = None
+        self.pool = jnp.zeros((0, n), bool)
+        self.num = settings.num_masks
         if model.kind == "worst":
-            blocks = np.asarray(contiguous_masks(n, model.stragglers))
-            self.pool = np.repeat(blocks[:1], settings.adversarial, axis=0)
+            blocks = contiguous_masks(n, model.stragglers)
+            self.pool = jnp.repeat(blocks[:1], settings.adversarial, axis=0)
             self.chunk = search_chunk(n, model, settings.search, 256, 1)
             self.refreshed = 0
+            self.num = n - model.stragglers + 1 + settings.num_masks
 
     def _refresh(self, params: SplineParams, key) -> None:
         code = params.to_code()
@@ -270,27 +273,28 @@ class _TrainingPatterns:
         wc = search_worst_case(
             ev, self.n, self.model.stragglers, key=key, search=self.settings.search
         )
-        self.pool[self.refreshed % self.settings.adversarial] = wc.mask
+        self.pool = self.pool.at[self.refreshed % self.settings.adversarial].set(wc.mask)
         self.refreshed += 1
 
-    def __call__(self, step: int, params: SplineParams, k_masks, k_search) -> np.ndarray:
-        num = self.settings.num_masks
-        if self.pool is None:
-            return np.asarray(self.model.sample(k_masks, self.n, num=num))
-        if step % self.settings.refresh_every == 0:
+    def __call__(self, step: int, params: SplineParams, key, per_step: int):
+        """``(masks, jobs, targets)`` of step ``step``, device arrays."""
+        k_masks, k_jobs, k_search = jr.split(jr.fold_in(key, step), 3)
+        if self.model.kind == "worst" and step % self.settings.refresh_every == 0:
             self._refresh(params, k_search)
-        s = self.model.stragglers
-        sampled = np.asarray(self.model.sample(k_masks, self.n, num=self.n - s + 1 + num))
-        return np.concatenate([sampled, self.pool])
+        return _draw(k_masks, k_jobs, self.jobs.train, self.jobs.fx_train, self.pool,
+                     model=self.model, n=self.n, num=self.num, per_step=per_step)  # fmt: skip
 
 
-def _minibatch(jobs: _Jobs, per_step: int, key) -> tuple[Array, Array]:
-    """``per_step`` random training jobs and their targets (all of them when ``per_step ≥ b``)."""
-    b = jobs.train.shape[0]
+@functools.partial(jax.jit, static_argnames=("model", "n", "num", "per_step"))
+def _draw(k_masks, k_jobs, train, fx_train, pool, *, model, n, num, per_step):
+    """``num`` patterns of ``model`` followed by the ``pool``, and ``per_step`` random training
+    jobs with their targets (all of them, in order, when ``per_step ≥ b``)."""
+    masks = jnp.concatenate([model.sample(k_masks, n, num=num), pool])
+    b = train.shape[0]
     if per_step >= b:
-        return jobs.train, jobs.fx_train
-    pick = np.sort(np.asarray(jr.permutation(key, b))[:per_step])
-    return jobs.train[pick], jobs.fx_train[:, pick]
+        return masks, train, fx_train
+    pick = jnp.sort(jr.permutation(k_jobs, b)[:per_step])
+    return masks, train[pick], fx_train[:, pick]
 
 
 class _Record:
@@ -304,7 +308,7 @@ class _Record:
         self.initial_val = val
         self.val_steps, self.val_losses = [0], [val]
         self.lams = [(float(params.lam_enc), float(params.lam_dec))]
-        self.train_losses: list[float] = []
+        self.train_losses: list[Array] = []  # device scalars, read once at the end
         self.stale = 0
 
     def validated(self, step: int, params: SplineParams, val: float) -> None:
@@ -319,7 +323,7 @@ class _Record:
     def result(self, code: SplineCode, stopped: bool) -> "TuneResult":
         lam = np.asarray(self.lams)
         history = TuneHistory(
-            train_loss=np.asarray(self.train_losses),
+            train_loss=np.asarray(jnp.stack(self.train_losses) if self.train_losses else []),
             val_step=np.asarray(self.val_steps),
             val_loss=np.asarray(self.val_losses),
             lam_enc=lam[:, 0],
@@ -505,16 +509,16 @@ def _optimise(
 
         bar = tqdm(total=steps, desc=label, unit="step")
         bar.set_postfix(val=f"{record.initial_val:.3e}")
+    # Each step's patterns, jobs, update and loss stay on the device: the loop only dispatches
+    # (no transfer or synchronisation per step) until a validation reads the parameters.
     for i in range(steps):
-        k_masks, k_jobs, k_search = jr.split(jr.fold_in(key, i), 3)
-        masks = problem.patterns(i, params, k_masks, k_search)
+        masks, xb, fb = problem.patterns(i, params, key, problem.per_step)
         if i == 0:  # the step's compilation needs the most temporary memory: hand back first
             release_memory()  # what the validation's and search's compilations freed
-        xb, fb = _minibatch(problem.jobs, problem.per_step, k_jobs)
         params, opt_state, loss = problem.step(
-            params, opt_state, problem.group_mask, problem.use_max, xb, fb, jnp.asarray(masks)
+            params, opt_state, problem.group_mask, problem.use_max, xb, fb, masks
         )
-        record.train_losses.append(float(loss))
+        record.train_losses.append(loss)
         done = i + 1
         if done % settings.eval_every == 0 or done == steps:
             record.validated(done, params, problem.validate(params))
