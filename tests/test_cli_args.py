@@ -67,7 +67,8 @@ BAD = [
         "--sweep-stragglers",
         "N - 2 = 4",
     ),
-    (["demo", "-N", "1"], "--num-workers/-N", ">= 2"),
+    (["demo", "-N", "1"], "--workers/-N", ">= 2"),
+    (["demo", "--num-workers", "1"], "--workers/-N", ">= 2"),  # the old name, an alias
     (["demo", "-K", "1"], "--num-inputs/-K", ">= 2"),
     (["poly", "--n-low", "3"], "--n-low", ">= K = 5"),
     (["poly", "--n-high", "8"], "--n-high", ">= K = 10"),
@@ -82,7 +83,9 @@ BAD = [
     (["regimes", "--fractions", "0.1,1"], "--fractions", "[0, 1)"),
     (["regimes", "--workloads", "resnet"], "--workloads", "unknown name"),
     (["regimes", "-K", "1"], "--num-inputs/-K", ">= 2"),
-    (["poly", "--trials", "0"], "--trials", ">= 1"),
+    (["poly", "--trials", "0"], "--masks/-M", ">= 1"),
+    (["poly", "-M", "0"], "--masks/-M", ">= 1"),
+    (["adversarial", "--jobs", "0"], "--jobs", ">= 1"),
     (["run", "--trials", "0"], "--trials", ">= 1"),
     (["run", "--batches", "0"], "--batches", ">= 1"),
     (["run", "--cv-batches", "0"], "--cv-batches", ">= 1"),
@@ -114,6 +117,18 @@ BAD = [
     (["tune", "--regimes", "nope"], "--regimes", "'nope'"),
     # common flags
     (["demo", "--seed", "-1"], "--seed", ">= 0"),
+    # empty items in a list
+    (["demo", "-S", "1,,2"], "--stragglers/-S", "no empty item"),
+    (["rates", "-N", "12,24,"], "--workers/-N", "no empty item"),
+    (["rates", "--functions", "xsinx,,vector_map"], "--functions", "no empty item"),
+    # a data set asked for by name is found before any compute (never replaced by another)
+    (["compare-learned", "--dataset", "nope"], "--dataset", "'nope'"),
+    (
+        ["compare-learned", "--dataset", "fashion_mnist", "--data-path", "/nonexistent-gcc"],
+        "--dataset",
+        "--data-path",
+    ),
+    (["compare-learned", "--dataset", "mnist"], "--dataset", "pass --data-path"),
 ]
 
 
@@ -168,6 +183,87 @@ def test_explicit_flags_win_over_toy(argv, key, value, no_compute, tmp_path):
     assert no_compute["config"][key] == value
 
 
+@pytest.mark.parametrize(
+    ("argv", "old"),
+    [
+        (["demo", "--toy", "-N", "12"], ["demo", "--toy", "--num-workers", "12"]),
+        (["demo", "--toy", "-M", "7"], ["demo", "--toy", "--trials", "7"]),
+        (["poly", "--toy", "-M", "5"], ["poly", "--toy", "--trials", "5"]),
+        (["adversarial", "--toy", "--jobs", "3"], ["adversarial", "--toy", "--trials", "3"]),
+        (
+            ["compare-learned", "--toy", "--gcc-masks", "3"],
+            ["compare-learned", "--toy", "--gcc-trials", "3"],
+        ),
+    ],
+)
+def test_old_flag_names_are_aliases(argv, old, no_compute, tmp_path):
+    """A renamed flag's old name (kept for a release) sets the same run keyword."""
+    configs = []
+    for a in (argv, old):
+        with pytest.raises(AssertionError, match="started computing"):
+            cli.main([*a, "--out", str(tmp_path)])
+        configs.append(no_compute["config"])
+    assert configs[0] == configs[1]
+
+
+# Commands whose flag tables do not use the shared settings yet (their own names: `run`'s
+# --num-workers and --trials, `regimes`' --trials and --worst-batches).
+NOT_SHARED_YET = {"run", "regimes"}
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - NOT_SHARED_YET))
+def test_shared_settings_have_one_flag_everywhere(name):
+    """A setting shared by several commands (N, K, S, random straggler sets, data set, ...)
+    is spelled as its shared flag first wherever a command takes it, by run keyword or by
+    any of its names."""
+    from gcc_jax.experiments._commands import _flags
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices[name]._actions:
+        for s in _flags.SETTINGS:
+            names = {s.flag, *s.aliases} - {"--trials"}  # adversarial's --trials: its jobs
+            if action.dest in s.keys or names & set(action.option_strings):
+                assert action.option_strings[0] == s.flag, (name, action.option_strings)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo", "-S", "1,,2"],
+        ["demo", "-K", "30", "-N", "12"],
+        ["rates", "--bogus"],
+        ["compare-learned", "--dataset", "mnist"],
+    ],
+)
+def test_a_rejected_command_leaves_no_out_folder(argv, no_compute, capsys, tmp_path):
+    out = tmp_path / "new" / "results"
+    with pytest.raises(SystemExit) as info:
+        cli.main([*argv, "--out", str(out)])
+    assert info.value.code == 2
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_missing_extra_stops_before_compute_naming_it(no_compute, monkeypatch, capsys, tmp_path):
+    """A command declaring an extra (here: demo, given a made-up one) whose modules are not
+    installed exits 2 before any compute, naming the extra to install."""
+    import dataclasses
+
+    from gcc_jax.experiments._commands import demo
+
+    monkeypatch.setitem(cli.EXTRAS, "made-up", {"gcc_jax_no_such_module": "no-such-dist"})
+    command = dataclasses.replace(demo.COMMAND, extras=("experiments", "made-up"))
+    monkeypatch.setattr(cli, "COMMANDS", (command,))
+    line = _fails(["demo", "--toy"], "no-such-dist", capsys, tmp_path)
+    assert "pip install 'gcc_jax[made-up]'" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_declared_extra_is_known():
+    for command in COMMANDS:
+        assert set(command.extras) <= set(cli.EXTRAS), command.name
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["--version"])
@@ -205,7 +301,11 @@ def test_every_flag_a_rule_names_exists_with_that_spelling():
     assert {c.name for c in COMMANDS} == set(sub.choices)
     for command in COMMANDS:
         subparser = sub.choices[command.name]
-        labels = {"/".join(a.option_strings) for a in subparser._actions if a.option_strings}
+        labels = {  # a flag as errors name it: its name and short form, without old aliases
+            "/".join(a.option_strings[:k])
+            for a in subparser._actions
+            for k in range(1, len(a.option_strings) + 1)
+        }
         flags = [f for rule in command.rules for f in rule.flags]
         assert flags, command.name
         for flag in flags:

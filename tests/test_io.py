@@ -28,6 +28,7 @@ def _result():
         metrics={"loss": "mean squared error over patterns"},
         results={"loss": [np.float32(0.25), float("nan"), float("inf")], "n": np.int64(3)},
         timing_s={"total": 1.5},
+        toy=False,
     )
 
 
@@ -68,6 +69,64 @@ def test_git_commit_is_head_of_the_checkout():
     proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True)
     expected = proc.stdout.strip() if proc.returncode == 0 else None
     assert git_commit() == expected
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True)
+
+
+def test_git_commit_is_none_outside_the_packages_own_repository(tmp_path, monkeypatch):
+    """A copy of the package inside another project's repository (a venv there, or an
+    untracked copy at a repository's root) records no commit: not that project's HEAD."""
+    from gcc_jax._core import env
+
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("")
+    _git(project, "init", "-q")
+    _git(project, "-c", "user.name=t", "-c", "user.email=t@t", "add", "src")
+    _git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "project")
+    for root in (project / ".venv" / "lib" / "site-packages", project):
+        module = root / "gcc_jax" / "_core" / "env.py"
+        module.parent.mkdir(parents=True, exist_ok=True)
+        (root / "gcc_jax" / "__init__.py").write_text("")
+        monkeypatch.setattr(env, "__file__", str(module))
+        assert env.git_commit() is None, root
+    # the same copy, tracked by the repository at its parent: that repository's HEAD
+    _git(project, "-c", "user.name=t", "-c", "user.email=t@t", "add", "gcc_jax/__init__.py")
+    _git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "gcc_jax")
+    head = subprocess.run(
+        ["git", "-C", str(project), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    assert env.git_commit() == head
+
+
+def test_a_toy_result_is_marked_in_record_summary_and_figures(tmp_path, monkeypatch):
+    """One mechanism: GCC_JAX_TOY=1 when the result is built (or toy=True) gives
+    `"toy": true` in the JSON, the toy note first in the .txt and in every figure's title
+    (drawn and in the PNG's Title metadata); a full run has none of them."""
+    from PIL import Image
+
+    from gcc_jax.experiments._io import TOY_NOTE, new_figure
+
+    for env, toy in (("1", True), ("0", False)):
+        monkeypatch.setenv("GCC_JAX_TOY", env)
+        result = ExperimentResult("x", {}, {"seed": 0}, {}, {})
+        assert result.toy is toy
+        fig, ax = new_figure()
+        fig2, _ = new_figure()
+        fig2.suptitle("a title")
+        paths = save_result(
+            result, tmp_path / env, summary="a table", figures={"a": fig, "b": fig2}
+        )
+        assert json.loads(paths["json"].read_text())["toy"] is toy
+        assert (TOY_NOTE in paths["table"].read_text().splitlines()[0]) is toy
+        for name in ("a", "b"):
+            title = Image.open(paths[name]).text.get("Title", "")
+            assert (TOY_NOTE in title) is toy
+        assert (TOY_NOTE in (fig._suptitle.get_text() if fig._suptitle else "")) is toy
+        assert fig2._suptitle.get_text().endswith("a title")
+        assert load_result(paths["json"]).toy is toy
 
 
 def test_figures_are_written_as_png(tmp_path):

@@ -33,13 +33,11 @@ def versions() -> dict[str, str]:
     }
 
 
-def git_commit() -> str | None:
-    """``git rev-parse HEAD`` of the checkout holding the package, or ``None`` (not a checkout)."""
-    here = Path(__file__).resolve().parent
+def _git(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``'s output, or ``None`` when it fails."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=here,
+            ["git", "-C", str(root), *args],
             capture_output=True,
             text=True,
             timeout=10,
@@ -47,8 +45,23 @@ def git_commit() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and len(sha) == 40 else None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_commit() -> str | None:
+    """``git rev-parse HEAD`` of gcc_jax's own checkout, or ``None``.
+
+    Only a repository at the package folder's parent (holding ``.git``) that tracks the
+    package's ``__init__.py`` counts: an installed wheel inside some other repository (a venv
+    in a project's folder) records ``None``, not that project's commit.
+    """
+    package = Path(__file__).resolve().parents[1]
+    root = package.parent
+    if not (root / ".git").exists():
+        return None
+    tracked = _git(root, "ls-files", "--error-unmatch", f"{package.name}/__init__.py")
+    sha = _git(root, "rev-parse", "HEAD") if tracked is not None else None
+    return sha if sha is not None and len(sha) == 40 else None
 
 
 def environment() -> dict[str, Any]:

@@ -11,6 +11,7 @@ explicitly. A violation raises :class:`ConfigError`, which the command line repo
 ``gcc-jax NAME: error: argument FLAG: ...`` with exit code 2 and the subcommand's usage.
 """
 
+import contextlib
 import os
 import re
 import tempfile
@@ -27,6 +28,7 @@ __all__ = [
     "check_out",
     "choice",
     "count",
+    "dataset",
     "effective_config",
     "lam",
     "nested",
@@ -193,6 +195,37 @@ def nested(key: str, rules: Sequence[Rule]) -> Rule:
     return Rule(rule, (f for r in rules for f in r.flags), (key,))
 
 
+def dataset(
+    key: str = "dataset",
+    flag: str = "--dataset",
+    path_key: str = "data_path",
+    path_flag: str = "--data-path",
+) -> Rule:
+    """The data set ``cfg[key]`` is a known name and its files are found (under
+    ``cfg[path_key]``): the check loads it (:func:`gcc_jax.nn.data.load_dataset`, no JAX), so
+    a missing or corrupt data set that was asked for stops the command before any compute,
+    naming the flags. scikit-learn's digits (shipped with the package) is not loaded."""
+
+    def rule(cfg):
+        name = cfg.get(key)
+        if not isinstance(name, str):
+            return  # None: the run's own default (e.g. a fallback it states)
+        from ..nn.data import DatasetError, load_dataset
+
+        if name.lower() == "digits":
+            return
+        try:
+            load_dataset(name, cfg.get(path_key))
+        except ValueError as err:  # an unknown name
+            if isinstance(err, DatasetError):
+                raise ConfigError(flag, str(err).replace("`path`", path_flag)) from None
+            raise _flag_error(flag, err) from None
+        except DatasetError as err:  # files missing
+            raise ConfigError(flag, str(err).replace("`path`", path_flag)) from None
+
+    return Rule(rule, (flag, path_flag), (key, path_key))
+
+
 SEARCH = (
     count("restarts", "--restarts"),
     count("proposals", "--proposals"),
@@ -218,12 +251,15 @@ def check_config(command, config: Mapping[str, Any], seed: int = 0) -> None:
 
 
 def check_out(out: str | os.PathLike) -> Path:
-    """Create the output folder ``out`` if needed and prove it is writable (a probe file).
+    """Prove that the output folder ``out`` can be created and written (a probe file), and
+    leave nothing behind: folders made for the probe are removed again (the run's ``save``
+    creates them), so a run stopped by a later error leaves no empty ``--out``.
 
     Raises:
         ConfigError: naming ``--out`` and why (not a folder, permission, read-only, ...).
     """
     path = Path(out)
+    made = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".gcc-jax-probe-"):
@@ -231,4 +267,8 @@ def check_out(out: str | os.PathLike) -> Path:
     except OSError as err:
         reason = err.strerror or str(err)
         raise ConfigError("--out", f"cannot write results to {str(out)!r}: {reason}") from None
+    finally:
+        for folder in made:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
     return path

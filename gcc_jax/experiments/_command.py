@@ -81,6 +81,9 @@ class Command:
             ``float32_flag`` the command also gets ``--float32`` which turns it off.
         float32_flag: add a ``--float32`` flag.
         errors: exception types reported as ``error: <message>`` with exit code 2.
+        extras: the optional dependencies (``pyproject.toml`` extras) the run needs, checked
+            before any compute (:data:`gcc_jax.experiments.cli.EXTRAS`): a missing one exits
+            with status 2 naming the extra to install.
         fast_toy_compile: with ``--toy``, compile with XLA's optimisations mostly off
             (``jax_disable_most_optimizations``): toy runs are compilation-bound, and this
             changes code generation only (results equal to round-off). ``False`` for a command
@@ -99,6 +102,7 @@ class Command:
     float32_flag: bool = False
     errors: tuple[type[BaseException], ...] = (ValueError, TypeError)
     fast_toy_compile: bool = True
+    extras: tuple[str, ...] = ("experiments",)
 
     @property
     def run(self) -> Callable[..., Any]:
@@ -204,36 +208,50 @@ def explicit(args: argparse.Namespace, *names: str, **renamed: str) -> dict[str,
     }
 
 
+def _items(text: str, what: str) -> list[str]:
+    """The comma-separated items of ``text``; an empty item (``"1,,2"``, ``"1,"``) or none
+    at all is an error."""
+    items = [v.strip() for v in text.split(",")]
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected at least one {what}")
+    if "" in items:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated {what}s with no empty item; got {text!r}"
+        )
+    return items
+
+
 def int_list(text: str) -> tuple[int, ...]:
-    """Parse ``"0,2,4"`` (argparse type)."""
+    """Parse ``"0,2,4"`` (argparse type).
+
+    Example:
+        >>> int_list("0, 2,4")
+        (0, 2, 4)
+        >>> int_list("1,,2")
+        Traceback (most recent call last):
+        argparse.ArgumentTypeError: expected comma-separated integers with no empty item; got '1,,2'
+    """
+    items = _items(text, "integer")
     try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
+        return tuple(int(v) for v in items)
     except ValueError as err:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated integers; got {text!r}"
         ) from err
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return values
 
 
 def str_list(text: str) -> tuple[str, ...]:
     """Parse ``"gcc,bacc"`` (argparse type)."""
-    values = tuple(v.strip() for v in text.split(",") if v.strip())
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one name")
-    return values
+    return tuple(_items(text, "name"))
 
 
 def float_list(text: str) -> tuple[float, ...]:
     """Parse ``"0,1e-6"`` (argparse type)."""
+    items = _items(text, "number")
     try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
+        return tuple(float(v) for v in items)
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers; got {text!r}") from err
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
 
 
 def json_dict(text: str) -> dict:

@@ -10,7 +10,8 @@ Every ``run_*`` function of :mod:`gcc_jax.experiments` returns an :class:`Experi
       "command": ["gcc-jax", "rates", ...],  # sys.argv of the process that wrote it
       "versions": {"gcc_jax", "jax", "jaxlib", "flax", "optax", "numpy"},
       "backend": "cpu", "devices": ["TFRT_CPU_0", ...], "x64": true,
-      "git_commit": "<sha of HEAD of the package's checkout>" | null,
+      "git_commit": "<sha of HEAD of gcc_jax's own checkout>" | null,
+      "toy": false,                          # true for a toy run (--toy, GCC_JAX_TOY=1)
       "seeds": {"seed": 0, ...},             # every seed the run used
       "config": {...},                       # every setting the run used (sizes, grids, ...)
       "metrics": {"loss": "plain-language definition", ...},
@@ -21,12 +22,18 @@ Every ``run_*`` function of :mod:`gcc_jax.experiments` returns an :class:`Experi
 NaN and ±Inf are written as ``null`` (strict JSON); tuples become lists, NumPy values Python
 ones. Next to it: ``<name>.txt`` (the plain-text summary the command prints) and one PNG per
 figure (:func:`save_figure`).
+
+A toy run is marked in all three by one mechanism: :attr:`ExperimentResult.toy` (set from
+``GCC_JAX_TOY=1`` when the result is built, or by ``gcc-jax ... --toy``) writes ``"toy": true``
+into the record, puts :data:`TOY_NOTE` on the first line of the summary (:func:`summary_text`)
+and into the title of every figure (:func:`save_figure`, also the PNG's ``Title`` metadata).
 """
 
 import dataclasses
 import datetime
 import json
 import math
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -40,6 +47,7 @@ from .._core.env import environment, git_commit, versions
 
 __all__ = [
     "SCHEMA_VERSION",
+    "TOY_NOTE",
     "ExperimentResult",
     "environment",
     "git_commit",
@@ -50,12 +58,22 @@ __all__ = [
     "save_figure",
     "save_report",
     "save_result",
+    "summary_text",
+    "toy_environment",
     "versions",
     "warn_float32",
 ]
 
 SCHEMA_VERSION = 1
 """Version of the JSON schema written by :func:`save_result`."""
+
+TOY_NOTE = "TOY RUN (tiny sizes): checks the pipeline, not a measurement"
+"""The line that marks a toy run's summary and figures."""
+
+
+def toy_environment() -> bool:
+    """Whether ``GCC_JAX_TOY`` asks for toy sizes (set, and not ``0``)."""
+    return os.environ.get("GCC_JAX_TOY", "") not in ("", "0")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +87,8 @@ class ExperimentResult:
         metrics: each reported metric's name → its definition in plain language.
         results: the experiment's numbers (JSON-ready; layout documented by its module).
         timing_s: wall-clock seconds per phase.
+        toy: a toy run (tiny sizes): marked as such in the record, summary and figures. Its
+            default is :func:`toy_environment` when the result is built.
     """
 
     experiment: str
@@ -77,6 +97,7 @@ class ExperimentResult:
     metrics: dict[str, str]
     results: dict[str, Any]
     timing_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    toy: bool = dataclasses.field(default_factory=toy_environment)
 
     def __post_init__(self):
         if not isinstance(self.experiment, str) or not self.experiment:
@@ -142,6 +163,7 @@ def record(result: ExperimentResult) -> dict[str, Any]:
             "experiment": result.experiment,
             "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             **environment(),
+            "toy": bool(result.toy),
             "seeds": result.seeds,
             "config": result.config,
             "metrics": result.metrics,
@@ -161,13 +183,39 @@ def new_figure(*args, **kwargs):
     return plt.subplots(*args, **kwargs)
 
 
-def save_figure(fig, path: str | Path, *, dpi: int = 120) -> Path:
-    """Write a Matplotlib figure to ``path`` (folders created) and close it."""
+def summary_text(result: ExperimentResult, text: str) -> str:
+    """The summary ``text`` of ``result`` as printed and saved: :data:`TOY_NOTE` first for a
+    toy run.
+
+    Example:
+        >>> r = ExperimentResult("demo", {}, {"seed": 0}, {}, {}, toy=True)
+        >>> print(summary_text(r, "loss 0.1"))
+        TOY RUN (tiny sizes): checks the pipeline, not a measurement
+        loss 0.1
+    """
+    return f"{TOY_NOTE}\n{text}" if result.toy else text
+
+
+def _mark_toy(fig) -> str:
+    """Put :data:`TOY_NOTE` into ``fig``'s title (its suptitle, or a new one); the title."""
+    title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    if title:
+        fig._suptitle.set_text(f"{TOY_NOTE}\n{title}")
+    else:
+        fig.suptitle(TOY_NOTE, y=1.0, va="bottom", color="C3")
+    return fig._suptitle.get_text()
+
+
+def save_figure(fig, path: str | Path, *, dpi: int = 120, toy: bool = False) -> Path:
+    """Write a Matplotlib figure to ``path`` (folders created) and close it; ``toy`` puts
+    :data:`TOY_NOTE` into its title and the PNG's ``Title`` metadata."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")  # legends outside the axes stay in
+    metadata = {"Title": _mark_toy(fig)} if toy else None
+    # bbox "tight": legends outside the axes stay in
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata=metadata)
     plt.close(fig)
     return path
 
@@ -186,8 +234,10 @@ def save_result(
         result: an :class:`ExperimentResult`.
         out: output folder (created).
         name: file stem (default ``result.experiment``).
-        summary: the plain-text summary written to ``<name>.txt`` (skipped when ``None``).
-        figures: file stem → Matplotlib figure, each written as ``<stem>.png`` and closed.
+        summary: the plain-text summary written to ``<name>.txt`` (skipped when ``None``;
+            :func:`summary_text` marks a toy run's).
+        figures: file stem → Matplotlib figure, each written as ``<stem>.png`` and closed
+            (a toy run's titled as such).
 
     Returns:
         ``{"json": path, "table": path, <stem>: path, ...}`` for what was written.
@@ -209,9 +259,9 @@ def save_result(
     paths["json"].write_text(json.dumps(rec, indent=2, allow_nan=False) + "\n")
     if summary is not None:
         paths["table"] = out / f"{stem}.txt"
-        paths["table"].write_text(summary.rstrip("\n") + "\n")
+        paths["table"].write_text(summary_text(result, summary.rstrip("\n")) + "\n")
     for fig_name, fig in (figures or {}).items():
-        paths[fig_name] = save_figure(fig, out / f"{fig_name}.png")
+        paths[fig_name] = save_figure(fig, out / f"{fig_name}.png", toy=result.toy)
     return paths
 
 
@@ -253,4 +303,5 @@ def load_result(path: str | Path) -> ExperimentResult:
         rec["metrics"],
         rec["results"],
         rec.get("timing_s", {}),
+        toy=bool(rec.get("toy", False)),
     )

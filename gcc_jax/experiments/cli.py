@@ -7,6 +7,7 @@ checked before JAX is imported: ``gcc-jax --version`` and every argument error r
 """
 
 import argparse
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -19,9 +20,23 @@ from ._command import Interrupted
 #: what the experiments import beyond the core dependencies (module -> distribution)
 EXTRA_MODULES = {"matplotlib": "matplotlib", "sklearn": "scikit-learn", "tqdm": "tqdm"}
 
+EXTRAS = {"experiments": EXTRA_MODULES, "ray": {"ray": "ray"}}
+"""Each optional extra of ``pyproject.toml`` that a command can declare
+(:attr:`gcc_jax.experiments.Command.extras`): the modules it installs -> their distributions."""
+
 
 def _toy(args: argparse.Namespace) -> bool:
     return bool(args.toy) or os.environ.get("GCC_JAX_TOY", "") not in ("", "0")
+
+
+def missing_extras(command: Command) -> dict[str, list[str]]:
+    """``command``'s extras that are not installed -> their missing distributions."""
+    out = {}
+    for extra in command.extras:
+        missing = [d for m, d in EXTRAS[extra].items() if importlib.util.find_spec(m) is None]
+        if missing:
+            out[extra] = missing
+    return out
 
 
 def _add(subparsers, command: Command) -> None:
@@ -37,11 +52,19 @@ def _add(subparsers, command: Command) -> None:
 
 
 def _checked_config(command: Command, args: argparse.Namespace) -> dict:
-    """The run's settings, after every check that needs no compute (``--out`` first)."""
+    """The run's settings, after every check that needs no compute: the optional dependencies
+    the command declares, its rules (data sets asked for included), then ``--out`` (last, and
+    left as it was: a rejected command leaves no folder behind)."""
+    missing = missing_extras(command)
+    if missing:
+        needs = "; ".join(
+            f"{', '.join(d)}: pip install 'gcc_jax[{extra}]'" for extra, d in missing.items()
+        )
+        args.parser.error(f"gcc-jax {command.name} needs {needs}")
     try:
-        check_out(args.out)
         config = command.config(args, _toy(args))
         check_config(command, effective_config(command, config), args.seed)
+        check_out(args.out)
     except ConfigError as err:
         args.parser.error(str(err))  # the subcommand's usage, "error: ...", exit code 2
     return config
@@ -65,6 +88,8 @@ def _fast_toy_compile(command: Command, args: argparse.Namespace) -> bool:
 def _execute(command: Command, config: dict, args: argparse.Namespace) -> int:
     import jax
 
+    from ._io import summary_text
+
     if command.x64 is not None:
         x64 = command.x64 and not (command.float32_flag and args.float32)
         jax.config.update("jax_enable_x64", x64)
@@ -75,7 +100,7 @@ def _execute(command: Command, config: dict, args: argparse.Namespace) -> int:
     try:
         result = _run_command(command, config, args)
     except Interrupted as stop:  # Ctrl-C: save what finished, say so, exit 130
-        paths = _save_partial(command, stop.partial, args.out)
+        paths = _save_partial(command, _marked(stop.partial, args), args.out)
         print(
             f"gcc-jax {command.name}: interrupted; partial results written to "
             + ", ".join(str(v) for v in paths.values()),
@@ -91,10 +116,20 @@ def _execute(command: Command, config: dict, args: argparse.Namespace) -> int:
     finally:
         if fast:
             jax.config.update("jax_disable_most_optimizations", before)
-    print(command.report(result))
+    result = _marked(result, args)
+    print(summary_text(result, command.report(result)))
     paths = command.save(result, args.out)
     print("wrote " + ", ".join(str(v) for v in paths.values()))
     return 0
+
+
+def _marked(result, args: argparse.Namespace):
+    """``result``, marked as a toy run's (:attr:`ExperimentResult.toy`) when ``--toy``."""
+    from ._io import ExperimentResult
+
+    if _toy(args) and isinstance(result, ExperimentResult) and not result.toy:
+        return dataclasses.replace(result, toy=True)
+    return result
 
 
 def _save_partial(command: Command, partial, out) -> dict:
@@ -107,11 +142,6 @@ def _save_partial(command: Command, partial, out) -> dict:
     except Exception as err:  # noqa: BLE001 - the JSON record must still be written
         print(f"gcc-jax {command.name}: could not write the summary ({err})", file=sys.stderr)
         return dict(save_result(partial, out))
-
-
-def _missing_extras() -> list[str]:
-    """The distributions of the ``experiments`` extra that are not installed."""
-    return [d for m, d in EXTRA_MODULES.items() if importlib.util.find_spec(m) is None]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,11 +163,6 @@ def main(argv: list[str] | None = None) -> int:
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
     command = args.command
     config = _checked_config(command, args)  # before JAX is imported: errors return at once
-    missing = _missing_extras()
-    if missing:
-        args.parser.error(
-            f"the experiments need {', '.join(missing)}: pip install 'gcc_jax[experiments]'"
-        )
     from .._core.xla_flags import use_classic_cpu_emitters
     from ..nn.data import DatasetError
 

@@ -5,8 +5,9 @@ unavailable base-model output from ``k`` queries and ``r = 1`` extra worker. Thi
 measures it head to head with the training-free codes:
 
 * **Base models.** MLP (784-200-100-10) and LeNet-5 trained by
-  :func:`gcc_jax.nn.training.train_classifier` (cached) on Fashion-MNIST, or on scikit-learn's
-  digits when the Fashion-MNIST files are absent (a note says so).
+  :func:`gcc_jax.nn.training.train_classifier` (cached) on Fashion-MNIST, or, when no data set
+  is named and the Fashion-MNIST files are absent, on scikit-learn's digits (a note says so). A
+  data set asked for by name is never replaced by another.
 * **ParM** (:class:`gcc_jax.ParityModelCode`): ``k + 1`` workers, the parity model trained by
   :func:`gcc_jax.train_parity_model` on the base model's logits; the summation encoder for every
   ``k``, the concatenation encoder for ``k ∈ {2, 4}``.
@@ -141,17 +142,18 @@ DEFAULT_BASE_EPOCHS = {"mlp": 10, "lenet5": 3}
 """Base-model epochs per model when ``base_epochs`` is not given."""
 
 
-def _load(dataset: str | Dataset, data_path) -> tuple[Dataset, str, str]:
-    """The data set, the requested name and a note (digits when Fashion-MNIST is absent)."""
+def _load(dataset: str | Dataset | None, data_path) -> tuple[Dataset, str, str]:
+    """The data set, the requested name and a note. ``None``: Fashion-MNIST, or digits when
+    its files are absent (the note says so); a name: that data set or its error."""
     if isinstance(dataset, Dataset):
         return dataset, dataset.name, ""
-    try:
+    if dataset is not None:
         return load_dataset(dataset, data_path), dataset, ""
+    try:
+        return load_dataset("fashion_mnist", data_path), "fashion_mnist", ""
     except DatasetNotFoundError as err:
-        if dataset.lower().replace("-", "_") not in ("fashion_mnist", "fashionmnist"):
-            raise
         note = f"Fashion-MNIST not found, ran on scikit-learn's digits instead ({err})"
-        return load_dataset("digits"), dataset, note
+        return load_dataset("digits"), "fashion_mnist", note
 
 
 def code_train_indices(num_train: int, size: int | None, seed: int) -> np.ndarray:
@@ -386,7 +388,7 @@ def _check(raw: _Settings) -> _Settings:
     )
 
 
-def _load_splits(s: _Settings, dataset: str | Dataset, data_path) -> _Splits:
+def _load_splits(s: _Settings, dataset: str | Dataset | None, data_path) -> _Splits:
     """The data set (:func:`_load`) and its code-training, evaluation and λ-CV images."""
     ds, requested, note = _load(dataset, data_path)
     if note and s.progress:
@@ -710,7 +712,7 @@ def _dataset_record(sp: _Splits) -> dict:
 
 def run_compare_learned(
     *,
-    dataset: str | Dataset = "fashion_mnist",
+    dataset: str | Dataset | None = None,
     data_path: str | os.PathLike | None = None,
     models: Sequence[str] = ("mlp", "lenet5"),
     ks: Sequence[int] = (2, 3, 4),
@@ -734,8 +736,8 @@ def run_compare_learned(
     """Run the comparison (module docstring); returns its :class:`ExperimentResult`.
 
     Args:
-        dataset: data-set name (default Fashion-MNIST; digits when its files are absent) or a
-            ``Dataset``.
+        dataset: a data-set name (that data set, or its error) or a ``Dataset``; ``None``:
+            Fashion-MNIST, or scikit-learn's digits when its files are absent (a note says so).
         data_path: directory of the data files.
         models: base models (:func:`gcc_jax.nn.models.make_model` names).
         ks: numbers of inputs per group ``k`` (each ``≥ 2``).
@@ -763,7 +765,7 @@ def run_compare_learned(
 
     Raises:
         ValueError: bad sizes or names.
-        DatasetNotFoundError: a data set other than Fashion-MNIST is missing.
+        DatasetNotFoundError: the data set named by ``dataset`` is missing.
     """
     t_start = time.perf_counter()
     s = _check(

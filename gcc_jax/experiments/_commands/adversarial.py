@@ -3,7 +3,8 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, nested, real, sizes
-from .._command import Command, explicit, float_list, int_list, merge_config, str_list
+from .._command import Command, float_list, str_list
+from ._flags import add_settings, flag, settings_config
 from ._search import add_search_arguments, search_config
 
 __all__ = [
@@ -50,7 +51,7 @@ FULL = dict(
     search=dict(restarts=2, proposals=32, max_iters=4, patience=2),
 )
 """The full-size settings (over :data:`DEFAULTS`; flags ``--workers 20,28,...,1280 --functions
-xsinx,lenet5 --table-workers 80 --trials 10 --restarts 2 --proposals 32 --max-iters 4
+xsinx,lenet5 --table-workers 80 --jobs 10 --restarts 2 --proposals 32 --max-iters 4
 --patience 2``)."""
 
 TOY = dict(
@@ -71,19 +72,21 @@ TOY = dict(
 """Toy sizes (``--toy``)."""
 
 
+_OWN = (
+    *("exponents", "table_functions", "table_workers", "table_adversaries", "trials"),
+    *("pgd_steps", "lenet_epochs", "rate_positions"),
+)
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", "-N", type=int_list, help="N values (default 20,40,80,160,320)")
+    add_settings(p, DEFAULTS, TOY, help=dict(functions="rate jobs: xsinx, cubic, zero, lenet5"))
     p.add_argument("--exponents", type=float_list, help="a values, γ = ⌈N^a⌉ (0,0.25,0.5)")
-    p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
-    p.add_argument(
-        "--functions", type=str_list, help="rate jobs: xsinx, cubic, zero, lenet5 (xsinx)"
-    )
     p.add_argument("--table-functions", type=str_list, help="table jobs (xsinx,cubic)")
     p.add_argument("--table-workers", type=int, help="N of the table (40)")
     p.add_argument("--table-adversaries", type=int, help="γ of the table (3)")
     p.add_argument("--decoders", type=str_list, default=DECODERS, help="table rows")
     p.add_argument("--strategies", type=str_list, default=STRATEGIES, help="adversaries")
-    p.add_argument("--trials", type=int, help="jobs per cell (5)")
+    p.add_argument("--jobs", "--trials", dest="trials", type=int, help="jobs per cell (5)")
     p.add_argument("--pgd-steps", type=int, help="gradient-attack steps (40)")
     p.add_argument("--lenet-epochs", type=int, help="LeNet-5 training epochs (5, cached)")
     p.add_argument(
@@ -93,13 +96,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = explicit(
-        args,
-        *("workers", "exponents", "num_inputs", "functions", "table_functions"),
-        *("table_workers", "table_adversaries", "trials", "pgd_steps", "lenet_epochs"),
-        "rate_positions",
-    )
-    config = merge_config(DEFAULTS, TOY if toy else None, flags)
+    config = settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
     config["search"] = search_config(args, config["search"])
     return config | dict(decoders=args.decoders, strategies=args.strategies)
 
@@ -121,13 +118,13 @@ COMMAND = Command(
     module="gcc_jax.experiments.adversarial",
     defaults=DEFAULTS | dict(decoders=DECODERS, strategies=STRATEGIES),
     rules=(
-        sizes(("num_inputs", "--num-inputs/-K"), ("workers", "--workers/-N")),
-        sizes(("num_inputs", "--num-inputs/-K"), ("table_workers", "--table-workers")),
+        sizes(("num_inputs", flag("num_inputs")), ("workers", flag("workers"))),
+        sizes(("num_inputs", flag("num_inputs")), ("table_workers", "--table-workers")),
         real("exponents", "--exponents", 0.0, 1.0, hi_open=True),
-        choice("functions", "--functions", FUNCTION_NAMES),
+        choice("functions", flag("functions"), FUNCTION_NAMES),
         choice("table_functions", "--table-functions", FUNCTION_NAMES),
         count("table_adversaries", "--table-adversaries", 0),
-        count("trials", "--trials"),
+        count("trials", "--jobs"),
         count("pgd_steps", "--pgd-steps"),
         count("lenet_epochs", "--lenet-epochs"),
         choice("decoders", "--decoders", DECODERS),

@@ -3,12 +3,19 @@
 import argparse
 
 from .._checks import count, lam, sizes
-from .._command import Command, explicit, int_list, merge_config
+from .._command import Command
+from ._flags import add_settings, flag, settings_config
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY"]
 
 DEFAULTS = dict(
-    num_inputs=20, num_workers=100, stragglers=(0, 5, 10, 20, 30, 40), num_masks=1000, dim=4
+    num_inputs=20,
+    num_workers=100,
+    stragglers=(0, 5, 10, 20, 30, 40),
+    num_masks=1000,
+    dim=4,
+    lam_enc=0.0,
+    lam_dec=0.0,
 )
 """Full-size keyword arguments of :func:`~gcc_jax.experiments.demo.run_demo`."""
 TOY = dict(num_inputs=4, num_workers=16, stragglers=(0, 3), num_masks=20, dim=2)
@@ -16,22 +23,12 @@ TOY = dict(num_inputs=4, num_workers=16, stragglers=(0, 3), num_masks=20, dim=2)
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--num-inputs", "-K", type=int, help="K (default 20)")
-    p.add_argument("--num-workers", "-N", type=int, help="N (default 100)")
-    p.add_argument(
-        "--stragglers", "-S", type=int_list, help="comma-separated S values (default 0,5,...,40)"
-    )
-    p.add_argument("--masks", "-M", type=int, help="straggler sets per S (default 1000)")
+    add_settings(p, DEFAULTS, TOY, help=dict(num_masks="random straggler sets per S"))
     p.add_argument("--dim", type=int, help="input dimension d (default 4)")
-    p.add_argument("--lam-enc", type=float, default=0.0, help="encoder smoothing (default 0)")
-    p.add_argument("--lam-dec", type=float, default=0.0, help="decoder smoothing (default 0)")
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = explicit(args, "num_inputs", "num_workers", "stragglers", "dim", num_masks="masks")
-    return merge_config(DEFAULTS, TOY if toy else None, flags) | explicit(
-        args, "lam_enc", "lam_dec"
-    )
+    return settings_config(args, DEFAULTS, TOY if toy else None, "dim")
 
 
 COMMAND = Command(
@@ -43,17 +40,17 @@ COMMAND = Command(
     add_arguments=_add_arguments,
     config=_config,
     module="gcc_jax.experiments.demo",
-    defaults=DEFAULTS | dict(lam_enc=0.0, lam_dec=0.0),
+    defaults=DEFAULTS,
     rules=(
         sizes(
-            ("num_inputs", "--num-inputs/-K"),
-            ("num_workers", "--num-workers/-N"),
-            ("stragglers", "--stragglers/-S"),
+            ("num_inputs", flag("num_inputs")),
+            ("num_workers", flag("num_workers")),
+            ("stragglers", flag("stragglers")),
         ),
-        count("num_masks", "--masks/-M"),
+        count("num_masks", flag("num_masks")),
         count("dim", "--dim"),
-        lam("lam_enc", "--lam-enc"),
-        lam("lam_dec", "--lam-dec"),
+        lam("lam_enc", flag("lam_enc")),
+        lam("lam_dec", flag("lam_dec")),
     ),
     float32_flag=True,
 )

@@ -2,8 +2,9 @@
 
 import argparse
 
-from .._checks import count, lam
-from .._command import Command, explicit, float_list, int_list, merge_config, str_list
+from .._checks import count, dataset, lam
+from .._command import Command, int_list, str_list
+from ._flags import add_settings, settings_config
 
 __all__ = ["COMMAND", "DEFAULTS", "DEFAULT_LAM_DEC_GRID", "toy_config"]
 
@@ -11,6 +12,9 @@ DEFAULT_LAM_DEC_GRID = (0.0, 1e-8, 1e-6, 1e-4, 1e-2)
 """GCC decoder λ candidates (λ_enc = 0)."""
 
 DEFAULTS = dict(
+    dataset=None,
+    data_path=None,
+    models=("mlp", "lenet5"),
     ks=(2, 3, 4),
     base_epochs=None,
     code_epochs=4,
@@ -21,6 +25,7 @@ DEFAULTS = dict(
     gcc_trials=10,
     cv_images=1000,
     lam_dec_grid=DEFAULT_LAM_DEC_GRID,
+    learned_encoder="mlp",
 )
 """Keyword defaults of :func:`~gcc_jax.experiments.learned.run_compare_learned` that the rules
 read."""
@@ -46,9 +51,22 @@ def toy_config() -> dict:
     return dict(_TOY)
 
 
+_OWN = (
+    *("models", "ks", "base_epochs", "code_epochs", "code_train_size", "eval_images"),
+    *("learned_encoder", "learned_hidden", "gcc_groups", "gcc_trials", "cv_images"),
+)
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default=None, help="fashion_mnist (default), digits")
-    p.add_argument("--data-path", default=None, help="directory of the data files")
+    add_settings(
+        p,
+        DEFAULTS,
+        _TOY,
+        help=dict(
+            dataset="data set (default: fashion_mnist, or digits when its files are absent; a "
+            "data set named here must be found)",
+        ),
+    )
     p.add_argument("--models", type=str_list, default=None, help="base models (mlp,lenet5)")
     p.add_argument("--ks", "-k", type=int_list, default=None, help="values of k (2,3,4)")
     p.add_argument("--base-epochs", type=int, default=None, help="base epochs (mlp 10, lenet5 3)")
@@ -64,32 +82,30 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "--learned-hidden", type=int, default=None, help="MLP encoder width / conv channels (256)"
     )
     p.add_argument("--gcc-groups", type=int, default=None, help="g of GCC's natural point (10)")
-    p.add_argument("--gcc-trials", type=int, default=None, help="patterns per batch there (10)")
+    p.add_argument(
+        "--gcc-masks",
+        "--gcc-trials",
+        dest="gcc_trials",
+        type=int,
+        help="random straggler sets per batch there (10)",
+    )
     p.add_argument("--cv-images", type=int, default=None, help="images for GCC's λ CV (1000)")
-    p.add_argument("--lam-dec-grid", type=float_list, default=None, help="GCC λ_dec candidates")
     p.add_argument("--no-cache", action="store_true", help="always train; write no checkpoint")
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = explicit(
-        args,
-        *("dataset", "models", "ks", "base_epochs", "code_epochs", "code_train_size"),
-        *("eval_images", "learned_encoder", "learned_hidden", "gcc_groups", "gcc_trials"),
-        *("cv_images", "lam_dec_grid"),
-    )
-    config = merge_config({}, toy_config() if toy else None, flags)
+    config = settings_config(args, DEFAULTS, toy_config() if toy else None, *_OWN)
     if args.all_train:
         config["code_train_size"] = None
-    return config | dict(
-        data_path=args.data_path, concat=not args.no_concat, use_cache=not args.no_cache
-    )
+    return config | dict(concat=not args.no_concat, use_cache=not args.no_cache)
 
 
 COMMAND = Command(
     name="compare-learned",
     help="ParM and a learned code vs GCC and BACC in degraded mode (one unavailable output)",
     description="Trains (or loads from the cache) MLP and LeNet-5 base models on "
-    "Fashion-MNIST (scikit-learn's digits when its files are absent), then for k = 2, 3, 4: "
+    "Fashion-MNIST (scikit-learn's digits when its files are absent and no --dataset is "
+    "given), then for k = 2, 3, 4: "
     "ParM parity models (sum encoder; concatenation for k = 2, 4) and a learned "
     "encoder/decoder (r = 1), and GCC and BACC both at N = k+1, S = 1 and at their natural "
     "operating point K = g·k, N = g·(k+1), S = g (the same extra workers per input). "
@@ -109,8 +125,9 @@ COMMAND = Command(
         count("eval_images", "--eval-images", 2, optional=True),
         count("learned_hidden", "--learned-hidden", optional=True),
         count("gcc_groups", "--gcc-groups", optional=True),
-        count("gcc_trials", "--gcc-trials", optional=True),
+        count("gcc_trials", "--gcc-masks", optional=True),
         count("cv_images", "--cv-images", 2, optional=True),
         lam("lam_dec_grid", "--lam-dec-grid", optional=True),
+        dataset(),
     ),
 )

@@ -3,7 +3,8 @@
 import argparse
 
 from .._checks import ConfigError, Rule, count
-from .._command import Command, merge_config
+from .._command import Command
+from ._flags import add_settings, flag, settings_config
 
 __all__ = ["CODES", "COMMAND", "DEFAULTS", "SETTINGS", "TOY"]
 
@@ -29,13 +30,18 @@ def _check_settings(cfg):
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trials", type=int, help="straggler sets per S (20)")
+    add_settings(
+        p,
+        DEFAULTS,
+        TOY,
+        help=dict(stragglers="S values (up to N/2)", num_trials="random straggler sets per S"),
+    )
     p.add_argument("--n-low", type=int, help="N for deg 3, K=5 (default 20)")
     p.add_argument("--n-high", type=int, help="N for deg 15, K=10 (default 40)")
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = merge_config(DEFAULTS, TOY if toy else None, dict(num_trials=args.trials))
+    config = settings_config(args, DEFAULTS, TOY if toy else None)
     if args.n_low is not None or args.n_high is not None:
         n_low = 20 if args.n_low is None else args.n_low
         n_high = 40 if args.n_high is None else args.n_high
@@ -54,7 +60,7 @@ COMMAND = Command(
     module="gcc_jax.experiments.poly",
     defaults=DEFAULTS,
     rules=(
-        count("num_trials", "--trials"),
+        count("num_trials", flag("num_trials")),
         Rule(_check_settings, ("--n-low", "--n-high"), ("settings", "stragglers")),
     ),
 )

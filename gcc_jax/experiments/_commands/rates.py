@@ -3,7 +3,8 @@
 import argparse
 
 from .._checks import SEARCH, choice, count, lam, nested, real, sizes
-from .._command import Command, explicit, float_list, int_list, merge_config, str_list
+from .._command import Command, float_list
+from ._flags import add_settings, flag, settings_config
 from ._search import add_search_arguments, search_config
 
 __all__ = ["COMMAND", "DEFAULTS", "FUNCTION_NAMES", "TOY"]
@@ -15,12 +16,16 @@ DEFAULTS = dict(
     workers=(20, 40, 80, 160, 320, 640),
     num_inputs=10,
     stragglers=3,
+    p=0.1,
     num_masks=200,
+    functions=FUNCTION_NAMES,
     draws=5,
     cv_draws=5,
     cv_masks=64,
     noise=(0.0, 1e-3),
-    functions=("xsinx", "vector_map"),
+    lam_dec_grid=None,
+    bootstrap=1000,
+    solver="auto",
     search=dict(restarts=8, proposals=128, max_iters=25),
 )
 """Full-size keyword arguments of :func:`~gcc_jax.experiments.rates.run_rates`."""
@@ -40,42 +45,30 @@ TOY = dict(
 )
 """Toy sizes (``--toy``)."""
 
+_OWN = ("p", "draws", "cv_draws", "cv_masks", "noise", "bootstrap", "solver")
+
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workers", "-N", type=int_list, help="comma-separated N values (default 20,40,...,640)"
+    add_settings(
+        p,
+        DEFAULTS,
+        TOY,
+        help=dict(stragglers="worst-case S", num_masks="iid patterns per draw and N"),
     )
-    p.add_argument("--num-inputs", "-K", type=int, help="K (default 10)")
-    p.add_argument("--stragglers", "-S", type=int, help="worst-case S (default 3)")
-    p.add_argument("--p", type=float, default=0.1, help="iid straggling probability (0.1)")
-    p.add_argument("--masks", "-M", type=int, help="iid patterns per draw and N (200)")
-    p.add_argument(
-        "--functions",
-        type=str_list,
-        help="comma-separated worker functions (default xsinx,vector_map; --toy: xsinx)",
-    )
+    p.add_argument("--p", type=float, help="iid straggling probability (0.1)")
     p.add_argument("--draws", type=int, help="evaluation input draws (5)")
     p.add_argument("--cv-draws", type=int, help="held-out input draws for GCC-cv's λ (5)")
     p.add_argument("--cv-masks", type=int, help="patterns per held-out draw in the CV (64)")
     p.add_argument("--noise", type=float_list, help="worker-noise levels σ (default 0,0.001)")
-    p.add_argument("--lam-dec-grid", type=float_list, help="GCC-cv λ_dec candidates")
     p.add_argument("--bootstrap", type=int, help="bootstrap replicates (1000)")
-    p.add_argument(
-        "--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"), default="auto"
-    )
+    p.add_argument("--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"))
     add_search_arguments(p, DEFAULTS["search"])
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    flags = explicit(
-        args,
-        *("workers", "num_inputs", "stragglers", "draws", "cv_draws", "cv_masks", "noise"),
-        *("lam_dec_grid", "bootstrap", "functions"),
-        num_masks="masks",
-    )
-    config = merge_config(DEFAULTS, TOY if toy else None, flags)
+    config = settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
     config["search"] = search_config(args, config["search"])
-    return config | dict(p=args.p, solver=args.solver)
+    return config
 
 
 COMMAND = Command(
@@ -89,22 +82,22 @@ COMMAND = Command(
     add_arguments=_add_arguments,
     config=_config,
     module="gcc_jax.experiments.rates",
-    defaults=DEFAULTS | dict(p=0.1, bootstrap=1000, lam_dec_grid=None),
+    defaults=DEFAULTS,
     rules=(
         sizes(
-            ("num_inputs", "--num-inputs/-K"),
-            ("workers", "--workers/-N"),
-            ("stragglers", "--stragglers/-S"),
+            ("num_inputs", flag("num_inputs")),
+            ("workers", flag("workers")),
+            ("stragglers", flag("stragglers")),
         ),
-        count("num_masks", "--masks/-M"),
+        count("num_masks", flag("num_masks")),
         real("p", "--p", 0.0, 1.0, lo_open=True, hi_open=True),
         count("draws", "--draws", 2),
         count("cv_draws", "--cv-draws"),
         count("cv_masks", "--cv-masks"),
         count("bootstrap", "--bootstrap", 10),
         real("noise", "--noise", 0.0),
-        lam("lam_dec_grid", "--lam-dec-grid", optional=True),
-        choice("functions", "--functions", FUNCTION_NAMES),
+        lam("lam_dec_grid", flag("lam_dec_grid"), optional=True),
+        choice("functions", flag("functions"), FUNCTION_NAMES),
         nested("search", SEARCH),
     ),
     float32_flag=True,

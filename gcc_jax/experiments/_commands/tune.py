@@ -4,8 +4,9 @@ import argparse
 
 from .._checks import choice, count
 from .._command import Command, str_list
+from ._flags import add_settings, flag, settings_config
 
-__all__ = ["COMMAND", "REGIMES", "TOY_WORKLOADS", "WORKLOADS"]
+__all__ = ["COMMAND", "DEFAULTS", "REGIMES", "TOY_WORKLOADS", "WORKLOADS"]
 
 REGIMES = ("worst", "iid")
 WORKLOADS = ("xsinx", "vector_map", "lenet5")
@@ -13,19 +14,19 @@ TOY_WORKLOADS = ("xsinx",)
 """The workloads of ``gcc-jax tune --toy`` (each workload compiles every method anew)."""
 
 
+DEFAULTS = dict(workloads=WORKLOADS, regimes=REGIMES, steps=None)
+"""Keyword defaults of :func:`~gcc_jax.experiments.tune.run_tune` that the rules read."""
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workloads",
-        type=str_list,
-        help="comma-separated workloads (default xsinx,vector_map,lenet5; --toy: xsinx)",
-    )
+    add_settings(p, DEFAULTS, dict(workloads=TOY_WORKLOADS))
     p.add_argument("--regimes", type=str_list, default=REGIMES, help="worst,iid (default both)")
     p.add_argument("--steps", type=int, default=None, help="maximum tuning steps (500)")
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    workloads = args.workloads or (TOY_WORKLOADS if toy else WORKLOADS)  # explicit flags win
-    return dict(workloads=workloads, regimes=args.regimes, toy=toy, steps=args.steps)
+    config = settings_config(args, DEFAULTS, dict(workloads=TOY_WORKLOADS) if toy else None)
+    return config | dict(regimes=args.regimes, toy=toy, steps=args.steps)
 
 
 COMMAND = Command(
@@ -40,9 +41,9 @@ COMMAND = Command(
     add_arguments=_add_arguments,
     config=_config,
     module="gcc_jax.experiments.tune",
-    defaults=dict(workloads=WORKLOADS, regimes=REGIMES, steps=None),
+    defaults=DEFAULTS,
     rules=(
-        choice("workloads", "--workloads", WORKLOADS),
+        choice("workloads", flag("workloads"), WORKLOADS),
         choice("regimes", "--regimes", REGIMES),
         count("steps", "--steps", 0, optional=True),
     ),
