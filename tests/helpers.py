@@ -127,7 +127,7 @@ ALL_CODES: list[CodeCase] = [
     ),
     CodeCase(
         name="uncoded",
-        build=lambda: gcc.UncodedCode(num_inputs=4),
+        build=lambda: gcc.UncodedCode(num_inputs=4, fill="zero"),
         f=_smooth,
         x=_X,
         max_stragglers=0,
@@ -137,7 +137,7 @@ ALL_CODES: list[CodeCase] = [
     ),
     CodeCase(
         name="replication",
-        build=lambda: gcc.ReplicationCode(num_inputs=3, num_workers=6),
+        build=lambda: gcc.ReplicationCode(num_inputs=3, num_workers=6, fill="zero"),
         f=_smooth,
         x=_X[:3],
         max_stragglers=1,
@@ -158,7 +158,7 @@ ALL_CODES: list[CodeCase] = [
     CodeCase(
         name="grouped-parity",  # two ParM groups of k = 2 (the regime map's ParM at N = K + K/k)
         build=lambda: GroupedParityCode(
-            gcc.ParityModelCode(jnp.asarray(_W), _matvec, num_inputs=2), groups=2
+            gcc.ParityModelCode(jnp.asarray(_W), _matvec, num_inputs=2), groups=2, fill="zero"
         ),
         f=_linear,
         x=_X,

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from refs import fill_reference
 
 import gcc_jax as gcc
 from gcc_jax.codes import GroupedParityCode
@@ -13,9 +14,10 @@ def _lin_parity(params, x):
     return params @ x
 
 
-def _grouped_reference(y, mask, k, groups):
-    """Subtraction decoding per group; ≥ 2 missing → live base outputs, 0 for the missing."""
-    out = []
+def _grouped_reference(y, mask, k, groups, fill="zero"):
+    """Subtraction decoding per group; ≥ 2 missing → live base outputs, the fill rule for the
+    missing ones over all inputs."""
+    out, have = [], []
     for g in range(groups):
         yg, mg = y[g * (k + 1) : (g + 1) * (k + 1)], mask[g * (k + 1) : (g + 1) * (k + 1)]
         missing = np.flatnonzero(~mg)
@@ -25,18 +27,24 @@ def _grouped_reference(y, mask, k, groups):
                     out.append(yg[j])
                 else:
                     out.append(yg[k] - sum(yg[i] for i in range(k) if i != j))
+            have += [True] * k
         else:
             out += [yg[j] if mg[j] else np.zeros_like(yg[j]) for j in range(k)]
-    return np.stack(out)
+            have += [bool(mg[j]) for j in range(k)]
+    out = np.stack(out)
+    return fill_reference(out, np.array(have), fill).reshape(out.shape)
 
 
+@pytest.mark.parametrize("fill", ["zero", "mean", "interpolate"])
 @pytest.mark.parametrize("k,groups", [(2, 3), (4, 2)])
-def test_grouped_parity_matches_loop(k, groups):
+def test_grouped_parity_matches_loop(k, groups, fill):
     rng = np.random.default_rng(k)
     w = rng.normal(size=(3, 2))
     parity_w = w + 0.1 * rng.normal(size=(3, 2))  # an imperfect parity model
     code = GroupedParityCode(
-        gcc.ParityModelCode(jnp.asarray(parity_w), _lin_parity, num_inputs=k), groups=groups
+        gcc.ParityModelCode(jnp.asarray(parity_w), _lin_parity, num_inputs=k),
+        groups=groups,
+        fill=fill,
     )
     kk, n = k * groups, (k + 1) * groups
     assert (code.num_inputs, code.num_workers) == (kk, n)
@@ -52,7 +60,7 @@ def test_grouped_parity_matches_loop(k, groups):
         dec = code.decode_with_status(jnp.asarray(y), jnp.asarray(mask))
         assert int(dec.status) == 0
         np.testing.assert_allclose(
-            dec.value, _grouped_reference(y, mask, k, groups), rtol=1e-12, atol=1e-12
+            dec.value, _grouped_reference(y, mask, k, groups, fill), rtol=1e-12, atol=1e-12
         )
         avail = np.asarray(code.available(jnp.asarray(mask)))
         for g in range(groups):

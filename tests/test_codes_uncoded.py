@@ -6,12 +6,42 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from refs import fill_reference
 
 import gcc_jax as gcc
 
 
+@pytest.mark.parametrize("fill", ["zero", "mean", "interpolate"])
+@pytest.mark.parametrize("seed", range(4))
+def test_fill_rules_match_a_loop(fill, seed):
+    rng = np.random.default_rng(seed)
+    k, n = 7, 10
+    code = gcc.ReplicationCode(num_inputs=k, num_workers=n, fill=fill, fill_value=-0.5)
+    y = rng.normal(size=(n, 2, 3))
+    for _ in range(6):
+        mask = rng.random(n) < rng.uniform(0.1, 0.9)
+        have = np.asarray(code.available(jnp.asarray(mask)))
+        copies = [
+            [y[w] for w in range(n) if w % k == i and mask[w]] or [np.zeros((2, 3))]
+            for i in range(k)
+        ]
+        mean = np.stack([np.mean(c, axis=0) for c in copies])
+        expect = fill_reference(mean, have, fill, -0.5).reshape(k, 2, 3)
+        np.testing.assert_allclose(code.decode(jnp.asarray(y), mask), expect, rtol=1e-13)
+        unc = gcc.UncodedCode(num_inputs=k, fill=fill, fill_value=-0.5)
+        expect = fill_reference(y[:k], mask[:k], fill, -0.5).reshape(k, 2, 3)
+        np.testing.assert_allclose(unc.decode(jnp.asarray(y[:k]), mask[:k]), expect, rtol=1e-13)
+
+
+def test_fill_gradient_flows_through_interpolation():
+    code = gcc.UncodedCode(num_inputs=4, fill="interpolate")
+    mask = jnp.array([True, False, False, True])
+    g = jax.grad(lambda y: code.decode(y, mask)[1, 0])(jnp.ones((4, 1)))
+    np.testing.assert_allclose(np.asarray(g)[:, 0], [2 / 3, 0.0, 0.0, 1 / 3], rtol=1e-14)
+
+
 def test_uncoded_missing_result_is_fill_value_and_counted_in_loss():
-    code = gcc.UncodedCode(num_inputs=4)
+    code = gcc.UncodedCode(num_inputs=4, fill="zero")
     assert code.num_workers == 4
     x = jnp.array([[1.0], [2.0], [3.0], [4.0]])
     f = lambda v: jnp.concatenate([v, v**2])  # noqa: E731
@@ -24,7 +54,7 @@ def test_uncoded_missing_result_is_fill_value_and_counted_in_loss():
     loss = gcc.monte_carlo_loss(code, f, x, mask[None, :])
     expect = (np.sum(np.asarray(fx[1]) ** 2) + np.sum(np.asarray(fx[3]) ** 2)) / 4
     np.testing.assert_allclose(loss, [expect], rtol=1e-14)
-    filled = gcc.UncodedCode(num_inputs=4, fill_value=0.5)
+    filled = gcc.UncodedCode(num_inputs=4, fill="zero", fill_value=0.5)
     np.testing.assert_array_equal(filled.decode(fx, mask)[1], [0.5, 0.5])
 
 
@@ -36,7 +66,7 @@ def test_replication_round_robin_and_mean_of_live_copies():
     np.testing.assert_array_equal(code.encode(x)[:, 0], [1, 2, 3, 1, 2, 3])
     y = jnp.array([[1.0], [2.0], [3.0], [5.0], [7.0], [9.0]])  # copies disagree: mean is used
     mask = jnp.array([True, False, False, True, True, False])
-    np.testing.assert_allclose(code.decode(y, mask)[:, 0], [3.0, 7.0, 0.0])
+    np.testing.assert_allclose(code.decode(y, mask)[:, 0], [3.0, 7.0, 5.0])  # mean fill
     np.testing.assert_array_equal(code.available(mask), [True, True, False])
 
 
@@ -63,7 +93,7 @@ def test_uneven_replication_and_status():
     mask = jnp.ones(5, bool).at[2].set(False)
     out = code.decode_with_status(y.at[2].set(jnp.nan), mask)  # a dead NaN is ignored
     assert int(out.status) == 0
-    np.testing.assert_allclose(out.value[:, 0], [1.5, 2.5, 0.0])
+    np.testing.assert_allclose(out.value[:, 0], [1.5, 2.5, 2.0])  # mean fill
     out = code.decode_with_status(y.at[0].set(jnp.nan), mask)  # a live NaN is flagged
     assert int(out.status) == gcc.Status.NONFINITE_DATA and bool(jnp.all(jnp.isnan(out.value)))
     with pytest.raises(gcc.GCCValueError):
@@ -73,5 +103,7 @@ def test_uneven_replication_and_status():
 def test_validation():
     with pytest.raises(ValueError, match="num_workers"):
         gcc.ReplicationCode(num_inputs=4, num_workers=3)
+    with pytest.raises(ValueError, match="`fill`"):
+        gcc.ReplicationCode(num_inputs=2, num_workers=3, fill="median")
     with pytest.raises(ValueError, match="fill_value"):
         gcc.UncodedCode(num_inputs=2, fill_value=float("nan"))

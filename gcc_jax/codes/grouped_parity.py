@@ -11,12 +11,12 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .._core.checks import as_int, check_inputs, check_outputs
 from .._core.status import Status
 from .._core.types import Array, ArrayLike, Bool, Float
 from ._base import AbstractCode, Decoded, Encoded, jit_method, pytree_dataclass
+from ._fill import check_fill, check_fill_value, fill_missing
 from .parity import ParityModelCode
 
 __all__ = ["GroupedParityCode"]
@@ -33,13 +33,18 @@ class GroupedParityCode(AbstractCode):
     Inputs ``x_{jk} … x_{jk+k−1}`` form group ``j``; its workers are ``j(k+1) … j(k+1)+k``, the
     last one running the parity model. Each group decodes by subtraction
     (:class:`gcc_jax.ParityModelCode`). A group with more than one missing worker returns its
-    live base outputs exactly and ``fill_value`` for each missing one — the same accounting as
-    uncoded computation — instead of failing the whole pattern; :meth:`available` says which.
+    live base outputs exactly and, for each missing one, the estimate of the fill rule ``fill``
+    over all ``K`` inputs in their order (the rules of :class:`gcc_jax.UncodedCode`: ``"mean"``
+    of the existing results, ``"interpolate"`` between the nearest existing ones, ``"zero"``)
+    — the same accounting as uncoded computation — instead of failing the whole pattern;
+    :meth:`available` says which.
 
     Attributes:
         parity: the group's :class:`gcc_jax.ParityModelCode` (``k`` inputs, ``k + 1`` workers).
         groups: ``g ≥ 1`` (static).
-        fill_value: the estimate of a missing result (static, default 0).
+        fill: ``"mean"`` (default), ``"interpolate"`` or ``"zero"`` (static).
+        fill_value: the constant of ``"zero"`` and the estimate when no input has a result
+            (static, default 0).
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
@@ -50,6 +55,8 @@ class GroupedParityCode(AbstractCode):
         >>> y = code.worker_outputs(lambda v: 2.0 * v, x)
         >>> mask = jnp.array([False, True, True, False, False, True])
         >>> code.decode(y, mask).ravel().tolist()             # group 1 lost 2 of its 3 workers
+        [2.0, 4.0, 3.0, 3.0]
+        >>> GroupedParityCode(code.parity, groups=2, fill="zero").decode(y, mask).ravel().tolist()
         [2.0, 4.0, 0.0, 0.0]
     """
 
@@ -58,15 +65,15 @@ class GroupedParityCode(AbstractCode):
 
     parity: ParityModelCode
     groups: int = dataclasses.field(metadata=dict(static=True))
+    fill: str = dataclasses.field(default="mean", metadata=dict(static=True))
     fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
 
     def __post_init__(self):
         if not isinstance(self.parity, ParityModelCode):
             raise TypeError(f"`parity` must be a ParityModelCode; got {type(self.parity).__name__}")
         object.__setattr__(self, "groups", as_int(self.groups, "groups", 1))
-        if not np.isfinite(self.fill_value):
-            raise ValueError(f"`fill_value` must be finite; got {self.fill_value}")
-        object.__setattr__(self, "fill_value", float(self.fill_value))
+        object.__setattr__(self, "fill", check_fill(self.fill))
+        object.__setattr__(self, "fill_value", check_fill_value(self.fill_value))
 
     @property
     def num_inputs(self) -> int:
@@ -110,7 +117,7 @@ class GroupedParityCode(AbstractCode):
     def decode_with_status(
         self, y: Float[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
-        """Subtraction decoding per group; live base outputs and ``fill_value`` for a group
+        """Subtraction decoding per group; live base outputs and the rule ``fill`` for a group
         with two or more missing workers (status OK)."""
         y, mask = check_outputs(y, mask, self.num_workers)
         k = self.parity.num_inputs
@@ -119,8 +126,11 @@ class GroupedParityCode(AbstractCode):
         dec = jax.vmap(self.parity.decode_with_status)(yg, mg)
         erasures = dec.status == int(Status.TOO_MANY_ERASURES)
         live = mg[:, :k].reshape(self.groups, k, *([1] * (y.ndim - 1)))
-        fallback = jnp.where(live, yg[:, :k], jnp.asarray(self.fill_value, yg.dtype))
+        fallback = jnp.where(live, yg[:, :k], 0.0)
         value = jnp.where(erasures.reshape(-1, *([1] * y.ndim)), fallback, dec.value)
+        have = (~erasures[:, None] | mg[:, :k]).reshape(self.num_inputs)
+        flat = value.reshape(self.num_inputs, -1).astype(yg.dtype)
+        value = fill_missing(flat, have, self.fill, self.fill_value)
         status = _or_reduce(jnp.where(erasures, 0, dec.status))
         value = jnp.where(status == 0, value, jnp.nan)
-        return Decoded(value.reshape(self.num_inputs, *y.shape[1:]).astype(yg.dtype), status)
+        return Decoded(value.reshape(self.num_inputs, *y.shape[1:]), status)
