@@ -53,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "coded_apply": "evaluation",
     "contiguous_masks": "evaluation",
     "evaluate_masks": "evaluation",
+    "input_order": "evaluation",
+    "inverse_order": "evaluation",
     "mask_losses": "evaluation",
     "mean_ci": "evaluation",
     "monte_carlo_loss": "evaluation",
@@ -134,6 +136,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and documentation tools
     from .evaluation import coded_apply as coded_apply
     from .evaluation import contiguous_masks as contiguous_masks
     from .evaluation import evaluate_masks as evaluate_masks
+    from .evaluation import input_order as input_order
+    from .evaluation import inverse_order as inverse_order
     from .evaluation import mask_losses as mask_losses
     from .evaluation import mean_ci as mean_ci
     from .evaluation import monte_carlo_loss as monte_carlo_loss

@@ -18,6 +18,9 @@ from ._metrics import mse as mse
 from ._metrics import ratio_ci as ratio_ci
 from ._metrics import rel_acc as rel_acc
 from ._metrics import rmse as rmse
+from ._order import ORDERS as ORDERS
+from ._order import input_order as input_order
+from ._order import inverse_order as inverse_order
 from ._pipeline import MonteCarloResult as MonteCarloResult
 from ._pipeline import apply_workers as apply_workers
 from ._pipeline import coded_apply as coded_apply

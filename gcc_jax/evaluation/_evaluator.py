@@ -22,6 +22,7 @@ from .._core.cache import IdentityCache
 from .._core.checks import as_int, as_masks
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode
+from ._order import check_order
 from ._policy import BackendPolicy, device_policy
 
 __all__ = [
@@ -225,6 +226,10 @@ class MaskEvaluator:
         one_shape: every call runs blocks of exactly ``chunk_size`` masks (one chunk per
             block, the last padded), so the evaluator compiles once whatever the batch sizes:
             for costly ``per_mask`` functions whose compilation outweighs the padding.
+        order: the permutation the inputs were encoded in (``yt`` from
+            ``code.worker_outputs(f, x[order])``) when ``fx`` is in the caller's order: every
+            leaf of ``fx`` is then taken as ``leaf[order]`` (along its leading axis ``k``), so
+            estimates and targets line up.
 
     Attributes:
         count: patterns evaluated so far.
@@ -241,8 +246,12 @@ class MaskEvaluator:
         devices: Sequence[jax.Device] | None = None,
         progress: bool = False,
         one_shape: bool = False,
+        order: Int[ArrayLike, " k"] | None = None,
     ):
         self.num_workers = as_int(code.num_workers, "code.num_workers", 1)
+        order = check_order(order, code.num_inputs)
+        if order is not None:
+            fx = jax.tree.map(lambda a: jnp.take(jnp.asarray(a), order, axis=0), fx)
         yt = jnp.asarray(yt)
         if yt.ndim < 1 or yt.shape[0] != self.num_workers:
             raise ValueError(
@@ -375,6 +384,7 @@ def evaluate_masks(
     chunk_size: int | None = None,
     devices: Sequence[jax.Device] | None = None,
     progress: bool = False,
+    order: Int[ArrayLike, " k"] | None = None,
 ):
     """``MaskEvaluator(code, yt, fx, ...)(masks)``: one batch of masks, bounded memory.
 
@@ -389,6 +399,13 @@ def evaluate_masks(
         ((100,), (100,), 0)
     """
     evaluator = MaskEvaluator(
-        code, yt, fx, per_mask=per_mask, chunk_size=chunk_size, devices=devices, progress=progress
+        code,
+        yt,
+        fx,
+        per_mask=per_mask,
+        chunk_size=chunk_size,
+        devices=devices,
+        progress=progress,
+        order=order,
     )
     return evaluator(masks)

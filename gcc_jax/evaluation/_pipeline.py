@@ -14,6 +14,7 @@ from .._core.status import GCCValueError, describe_status
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode, check_code
 from ._evaluator import evaluate_masks
+from ._order import check_order, inverse_order
 
 __all__ = ["apply_workers", "coded_apply", "monte_carlo_loss", "MonteCarloResult"]
 
@@ -41,12 +42,22 @@ def outputs_and_targets(code: AbstractCode, f: Callable, x: Array) -> tuple[Arra
 
 
 def coded_apply(
-    code: AbstractCode, f: Callable, x: ArrayLike, mask: Bool[ArrayLike, " n"]
+    code: AbstractCode,
+    f: Callable,
+    x: ArrayLike,
+    mask: Bool[ArrayLike, " n"],
+    *,
+    order: Int[ArrayLike, " k"] | None = None,
 ) -> Array:
     """``f^(x_k)``: encode ``x``, run the ``N`` workers, decode with ``mask``.
 
     The workers' outputs come from ``code.worker_outputs(f, x)`` (so ParM's parity worker runs
     its parity model, not ``f``).
+
+    With ``order`` (a permutation, e.g. :func:`gcc_jax.input_order`) the code encodes
+    ``x[order]`` — input ``order[j]`` at the encoder's ``j``-th position — and the estimates
+    come back in the caller's order: ``result[k]`` estimates ``f(x[k])``. The order is an
+    array: a new one does not recompile, and ``jax.grad`` flows through the permutation.
 
     The workers flagged dead in ``mask`` are computed too (this is a simulation) but their
     results are discarded by the decoder.
@@ -59,10 +70,18 @@ def coded_apply(
         >>> yh = gcc.coded_apply(code, jnp.sin, x, mask)
         >>> bool(jnp.max(jnp.abs(yh - jnp.sin(x))) < 1e-3)
         True
+        >>> order = jnp.array([4, 2, 0, 1, 3])
+        >>> yo = gcc.coded_apply(code, jnp.sin, x, mask, order=order)   # caller's order back
+        >>> bool(jnp.max(jnp.abs(yo - jnp.sin(x))) < 1e-3)
+        True
     """
     code = check_code(code)
-    _, yt = _apply_workers(code, f, check_inputs(x, code.num_inputs))
-    return code.decode(yt, mask)
+    x = check_inputs(x, code.num_inputs)
+    order = check_order(order, code.num_inputs)
+    if order is None:
+        return code.decode(_apply_workers(code, f, x)[1], mask)
+    _, yt = _apply_workers(code, f, jnp.take(x, order, axis=0))
+    return jnp.take(code.decode(yt, mask), inverse_order(order), axis=0)
 
 
 class MonteCarloResult(NamedTuple):
@@ -87,6 +106,7 @@ def monte_carlo_loss(
     return_status: bool = False,
     progress: bool = False,
     devices: Sequence[jax.Device] | None = None,
+    order: Int[ArrayLike, " k"] | None = None,
 ) -> Float[np.ndarray, " p"] | MonteCarloResult:
     """Per-pattern loss ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` over a batch of straggler masks.
 
@@ -111,6 +131,8 @@ def monte_carlo_loss(
         devices: devices to shard the mask batch over (data parallel: each device decodes
             ``chunk_size`` masks of every block; the code and worker outputs are replicated).
             Default: all devices of JAX's default backend. Results do not depend on it.
+        order: encode ``x[order]`` (a permutation, e.g. :func:`gcc_jax.input_order`); the loss
+            is a mean over the inputs, so it needs no reordering back.
 
     Returns:
         NumPy array ``(M,)`` of losses, or a :class:`MonteCarloResult` ``(loss, status)`` when
@@ -141,6 +163,9 @@ def monte_carlo_loss(
             "(jittable), or gcc_jax.tuning.expected_loss (differentiable)"
         )
     x = check_inputs(x, code.num_inputs)
+    order = check_order(order, code.num_inputs)
+    if order is not None:
+        x = jnp.take(x, order, axis=0)
     masks = as_masks(masks, code.num_workers)
     yt, fx = outputs_and_targets(code, f, x)
     if yt.shape[1:] != fx.shape[1:]:
