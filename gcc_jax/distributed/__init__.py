@@ -17,6 +17,10 @@
   released as soon as its own estimate is ready (or at the round's cut-off, by option), with
   deadline decoding; every query gets an `Answer` or an explicit error.
 - `poisson_arrivals`, `init_local_ray`, `default_wait_for`, `probability_check`: helpers.
+- `simulate`: a discrete-event model of a serving cluster in model time (one queue per pool of
+  instances, Poisson arrivals, `ServiceTime` work, persistent `Background` load episodes, no
+  cancellation) serving uncoded, equal resources, replication, ParM or approximate codes
+  (`SIM_SCHEMES`); a `SimResult` per query. `cluster_sizes`: each scheme's instances.
 
 These names live in ``gcc_jax.distributed`` only (not re-exported by ``gcc_jax``), so that
 ``import gcc_jax`` stays light; Ray is imported only when a `RayExecutor` is built.
@@ -41,11 +45,19 @@ from ._service import Answer as Answer
 from ._service import CodedInferenceService as CodedInferenceService
 from ._service import Overloaded as Overloaded
 from ._service import poisson_arrivals as poisson_arrivals
+from ._sim import SIM_SCHEMES as SIM_SCHEMES
+from ._sim import Background as Background
+from ._sim import ServiceTime as ServiceTime
+from ._sim import SimResult as SimResult
+from ._sim import cluster_sizes as cluster_sizes
+from ._sim import simulate as simulate
 
 __all__ = [
     "FAULT_KINDS",
     "RELEASES",
+    "SIM_SCHEMES",
     "Answer",
+    "Background",
     "CodedInferenceService",
     "DelayModel",
     "Executor",
@@ -57,9 +69,13 @@ __all__ = [
     "RayExecutor",
     "RoundResult",
     "RoundRobinExecutor",
+    "ServiceTime",
+    "SimResult",
     "WaitFor",
+    "cluster_sizes",
     "default_wait_for",
     "init_local_ray",
     "poisson_arrivals",
     "probability_check",
+    "simulate",
 ]
