@@ -29,7 +29,7 @@ def test_parm_group_size_and_stragglers():
 def test_regime_metrics_match_numpy_loop():
     rng = np.random.default_rng(0)
     k, n, m = 5, 12, 4
-    code = gcc.ReplicationCode(num_inputs=k, num_workers=n)
+    code = gcc.ReplicationCode(num_inputs=k, num_workers=n, fill="zero")
     x = rng.normal(size=(k, m))
     labels = rng.integers(0, m, size=k)
     yt, fx = code.worker_outputs(jnp.tanh, jnp.asarray(x)), jnp.tanh(jnp.asarray(x))
@@ -86,6 +86,8 @@ def toy(tmp_path_factory):
         fractions=(0.0, 0.5),  # S = 0 and S = 3
         workloads=("xsinx",),
         codes=("GCC", "LCC", "uncoded", "replication", "ParM"),
+        orders=("given", "sort"),
+        fills=("zero", "mean", "interpolate"),
         num_trials=4,
         num_batches=2,
         num_cv_batches=2,
@@ -115,10 +117,18 @@ def test_toy_worst_case_matches_exhaustive_loop(toy):
     x = _xsinx_batch(0, 0)
     f = (x * np.sin(x))[:, 0]
     cell = _cell(result, "worst", 3)
-    # uncoded: the adversary kills the three largest |f(x_k)| among its K = 4 workers
+    # uncoded, zero fill: the adversary kills the three largest |f(x_k)| among its K = 4
     np.testing.assert_allclose(
-        cell["codes"]["uncoded"]["rmse"]["mean"], np.sort(np.abs(f))[-3:].sum() / 4, rtol=1e-10
+        cell["codes"]["uncoded·zero"]["mean_l2"]["mean"],
+        np.sort(np.abs(f))[-3:].sum() / 4,
+        rtol=1e-10,
     )
+    # uncoded, mean fill: the three lost inputs get the fourth's value; the worst choice of
+    # the survivor over all four (exhaustive: C(4, 3) patterns)
+    mse = [np.mean((f - f[j]) ** 2) for j in range(4)]
+    np.testing.assert_allclose(cell["codes"]["uncoded·mean"]["mse"]["mean"], max(mse), rtol=1e-10)
+    row = cell["codes"]["uncoded·mean"]
+    np.testing.assert_allclose(row["rmse"]["mean"], np.sqrt(row["mse"]["mean"]), rtol=1e-12)
     # replication on N = 6 (inputs 0, 1 twice, 2, 3 once): max MSE over all C(6, 3) patterns
     worst = max(
         itertools.combinations(range(6), 3),
@@ -128,11 +138,12 @@ def test_toy_worst_case_matches_exhaustive_loop(toy):
     )
     lost = [j for j in range(4) if all(w in worst for w in range(6) if w % 4 == j)]
     np.testing.assert_allclose(
-        cell["codes"]["replication"]["rmse"]["mean"], np.abs(f[lost]).sum() / 4, rtol=1e-10
+        cell["codes"]["replication·zero"]["mean_l2"]["mean"], np.abs(f[lost]).sum() / 4, rtol=1e-10
     )
-    assert cell["codes"]["replication"]["exhaustive"]
+    assert cell["codes"]["replication·zero"]["exhaustive"]
     # LCC needs N - S >= K: it applies at S = 0 only
-    assert cell["codes"]["LCC"] is None and _cell(result, "random", 0)["codes"]["LCC"]["applicable"]
+    assert "LCC·given" not in cell["codes"]
+    assert _cell(result, "random", 0)["codes"]["LCC·sort"]["applicable"]
 
 
 def test_toy_cells_winners_and_lambda(toy):
@@ -141,15 +152,22 @@ def test_toy_cells_winners_and_lambda(toy):
     assert cfg["num_workers"] == [6] and {c["mode"] for c in res["cells"]} == {"random", "worst"}
     for cell in res["cells"]:
         rows = {c: r for c, r in cell["codes"].items() if r and r["applicable"]}
-        means = {c: r["rmse"]["mean"] for c, r in rows.items()}
-        w = cell["winner"]["rmse"]
-        assert means[w["code"]] == min(means.values())
+        for metric in ("mse", "mean_l2"):
+            means = {c: r[metric]["mean"] for c, r in rows.items()}
+            w = cell["winner"][metric]
+            assert means[w["code"]] == min(means.values())
         assert cell["winner"]["accuracy"] is None  # not a classifier
         if cell["S"] == 0:  # copies are exact; uncoded and replication tie at zero
-            assert means["uncoded"] == 0 and means["replication"] == 0 and w["tie"]
-        assert rows["ParM"]["k"] == 2
-        g = rows["GCC"]
-        assert g["lam_enc"] in cfg["lam_enc_grid"] and g["lam_dec"] in cfg["lam_dec_grid"]
+            assert means["uncoded·zero"] == 0 and means["replication·mean"] == 0 and w["tie"]
+        assert rows["ParM·zero"]["k"] == 2
+        assert {r["family"] for r in rows.values()} <= set(regimes.CODES)
+        for order in ("given", "sort"):
+            g = rows[f"GCC·{order}"]
+            assert g["lam_enc"] in cfg["lam_enc_grid"] and g["lam_dec"] in cfg["lam_dec_grid"]
+            cv = next(
+                c for c in res["cv"] if c["order"] == order and c["fraction"] == cell["fraction"]
+            )
+            assert (g["lam_enc"], g["lam_dec"]) == (cv["lam_enc"], cv["lam_dec"])
     # λ is the argmin of the saved CV curve (held-out batches), per fraction
     for cv in res["cv"]:
         table = np.array(cv["mse"])
@@ -164,12 +182,15 @@ def test_toy_outputs_and_summary(toy):
     loaded = json.loads(paths["json"].read_text())
     assert loaded["schema_version"] == 1 and loaded["experiment"] == "regimes"
     assert len(loaded["results"]["cells"]) == 4 and loaded["seeds"] == {"seed": 0}
+    assert loaded["config"]["orders"] == ["given", "sort"] and loaded["config"]["rank_by"] == "mse"
     assert paths["regimes_xsinx"].name == "regimes_xsinx.png"
     assert paths["regimes_xsinx"].stat().st_size > 5000
     text = "\n".join(result.results["summary"])
-    assert "at N/K = 1.5 (N = 6)" in text and "better than GCC: " in text and "uncoded in" in text
+    assert "at N/K = 1.5 (N = 6)" in text and "better than GCC (" in text and "uncoded in" in text
+    assert "order gain" in text and "fill gain" in text
     table = regimes.format_regimes(result)
-    assert "xsinx — worst stragglers — winner by rmse" in table
+    assert "xsinx — worst stragglers — winner by mse" in table
+    assert "xsinx — random stragglers — rmse (mean ± 95% CI half-width)" in table
 
 
 def test_cli_regimes_toy(tmp_path, capsys, monkeypatch):
@@ -181,7 +202,7 @@ def test_cli_regimes_toy(tmp_path, capsys, monkeypatch):
     args.append("--no-progress")
     assert main([*args, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "xsinx — random stragglers — winner by rmse" in out and "summary:" in out
+    assert "xsinx — random stragglers — winner by mean_l2" in out and "summary:" in out
     assert (tmp_path / "regimes.json").exists() and (tmp_path / "regimes_xsinx.png").exists()
 
 

@@ -4,12 +4,22 @@ For each **workload**, **redundancy** ``N/K`` and **straggler fraction** ``p`` (
 stragglers among the ``N`` workers), and for two straggler models — ``random`` (``S`` workers
 chosen uniformly) and ``worst`` (the pattern of ``S`` stragglers with the largest MSE that
 :func:`gcc_jax.worst_case_mask` finds) — every code below runs on the same inputs and the same
-patterns, and the cell records the winner, the runner-up and the margin, in RMSE and (for
-classifiers) in accuracy.
+patterns, and the cell records every code's MSE, RMSE = √MSE, mean L2 error and (for
+classifiers) accuracy with 95% CIs, and the winner, the runner-up and the margin by MSE, by
+mean L2 error and by accuracy.
+
+Input orders and fill rules. GCC, BACC and LCC encode the ``K`` inputs along a line, so the
+order of the inputs is part of the encoding: each runs in every order of ``orders``
+(:func:`gcc_jax.input_order`: ``given`` = the order drawn, ``sort`` for scalar inputs,
+``pca``, ``spectral``, ``greedy``), labelled ``GCC·sort`` etc. Uncoded, replication and ParM
+can lose an input outright; each runs with every fill rule of ``fills`` (``zero``, ``mean`` of
+the batch's results, ``interpolate`` between the nearest results in an order — one label per
+order, e.g. ``replication·interpolate·sort``). Every label is ranked against every other.
 
 Codes, all at the same worker count ``N`` except uncoded:
 
-* ``GCC`` (:class:`gcc_jax.SplineCode`, Chebyshev nodes): ``(λ_enc, λ_dec)`` chosen per cell by
+* ``GCC`` (:class:`gcc_jax.SplineCode`, Chebyshev nodes): ``(λ_enc, λ_dec)`` chosen per cell and
+  order by
   cross-validation with :func:`gcc_jax.tuning.grid_search` — the lowest mean loss
   ``(1/K) Σ_k ‖f^(x_k) − f(x_k)‖²`` over ``num_cv_batches`` *held-out* input batches (never the
   evaluation inputs; for the classifier, training-split images it was not trained on — its
@@ -29,12 +39,12 @@ Codes, all at the same worker count ``N`` except uncoded:
 * ``ParM`` (:class:`gcc_jax.ParityModelCode`, sum encoder): ``K/k`` groups of ``k`` inputs plus one
   parity worker each, with ``k`` chosen so that ``N = K + K/k`` (only where ``k ≥ 2`` is an
   integer dividing ``K``: ``N/K = 1 + 1/k``). A group with more than one missing worker returns
-  its live base outputs and the fill value ``0`` for the missing ones (like uncoded). Parity
-  models are trained by :func:`gcc_jax.train_parity_model` (cached) — a LeNet-5 for the
+  its live base outputs and the fill rule's estimates for the missing ones (like uncoded).
+  Parity models are trained by :func:`gcc_jax.train_parity_model` (cached) — a LeNet-5 for the
   classifier workloads, a small tanh MLP for the synthetic ones.
 
-A missing result (uncoded, replication, ParM) is the fill value ``0``: it enters RMSE as
-``‖f(x_k)‖`` and counts as a wrong prediction in the accuracy.
+A missing result (uncoded, replication, ParM) is the fill rule's estimate: it enters the errors
+as ``‖fill − f(x_k)‖`` and counts as a wrong prediction in the accuracy.
 
 Workloads (:data:`WORKLOADS`): ``xsinx`` (``f(x) = x sin x``, ``x ~ U(−3, 3)``), ``vector_map``
 (:func:`smooth_vector_map`, ℝ² → ℝ³, ``x ~ U(−1, 1)²``), and a LeNet-5 trained by
@@ -45,10 +55,11 @@ so) — whose worker output is its ``lenet_logits`` or its ``lenet_softmax``.
 Every value is computed through :meth:`gcc_jax.AbstractCode.worker_outputs` and the one mask
 evaluator (:class:`gcc_jax.MaskEvaluator` with :func:`regime_metrics`).
 
-Winner and margin (:func:`pick_winner`): the applicable code with the lowest mean RMSE (highest
-mean accuracy); ``margin`` is ``100 (1 − RMSE_winner / RMSE_runner-up)`` percent (accuracy:
-the difference in points); ``significant`` tells whether the paired 95% CI (batches as clusters,
-:func:`gcc_jax.ratio_ci` / :func:`gcc_jax.mean_ci`) excludes a tie. Exact ties (both errors
+Winner and margin (:func:`pick_winner`), per metric: the applicable code label with the lowest
+mean MSE or mean L2 error (highest mean accuracy; RMSE ranks as MSE does); ``margin`` is
+``100 (1 − value_winner / value_runner-up)`` percent (accuracy: the difference in points);
+``significant`` tells whether the paired 95% CI (batches as clusters, :func:`gcc_jax.ratio_ci` /
+:func:`gcc_jax.mean_ci`) excludes a tie. Exact ties (both errors
 below ``1e-12`` of the cell's largest error, e.g. uncoded and replication at ``S = 0``) are
 reported as ties.
 
@@ -56,7 +67,8 @@ reported as ties.
 :func:`save_regimes` as ``regimes.json`` in the common schema of
 :mod:`gcc_jax.experiments._io` (``seeds = {"seed"}``, NaN written as ``null``), with::
 
-    "config": {num_inputs, ratios, num_workers, fractions, modes, workloads, codes, num_trials,
+    "config": {num_inputs, ratios, num_workers, fractions, modes, workloads, codes, orders,
+               fills, rank_by ("mse": λ's CV and the first table), num_trials,
                num_batches, num_cv_batches, worst_case_batches, lam_enc_grid, lam_dec_grid,
                search, dataset, epochs, parm_epochs, dtype},
     "results": {
@@ -70,14 +82,16 @@ reported as ties.
                            parity_model, epochs, encoder, val_recon_accuracy, train_time_s,
                            from_cache}]},
       "cells": [{workload, mode, ratio, N, K, fraction, S,
-                 codes: {CODE: null | {rmse: {mean, ci95}, mse: {...}, accuracy: {...} | null,
-                                       num_failed, applicable, lam_enc, lam_dec (GCC),
-                                       k (ParM), exhaustive, num_evaluated (worst)}},
-                 winner: {"rmse": {code, runner_up, value, runner_up_value, margin, ratio,
-                                   ci95, significant, tie, tied},
-                          "accuracy": {...} | null}}],
-      "cv": [{workload, ratio, fraction, mse: [[...]] (λ_enc × λ_dec mean held-out loss),
-              lam_enc, lam_dec}],
+                 codes: {LABEL: {family, order, fill, mse: {mean, ci95},
+                                 rmse: {mean, ci95, low, high}, mean_l2: {...},
+                                 accuracy: {...} | null, num_failed, applicable,
+                                 lam_enc, lam_dec (GCC), k (ParM),
+                                 exhaustive, num_evaluated (worst)}},
+                 winner: {"mse": {code, runner_up, value, runner_up_value, margin, ratio,
+                                  ci95, significant, tie, tied},
+                          "mean_l2": {...}, "accuracy": {...} | null}}],
+      "cv": [{workload, ratio, fraction, order, mse: [[...]] (λ_enc × λ_dec mean held-out
+              loss), lam_enc, lam_dec}],
       "summary": [str]}
 
 Sizes and run time. The defaults (:data:`DEFAULTS`) are a reduced map: ``K = 20``,
@@ -122,6 +136,7 @@ from ..codes import (
 )
 from ..evaluation import (
     MaskEvaluator,
+    input_order,
     mean_ci,
     outputs_and_targets,
     ratio_ci,
@@ -131,7 +146,17 @@ from ..evaluation import (
 from ..nn.training import TrainSettings, train_parity_model
 from ..tuning import StragglerModel, grid_search
 from ._command import StopOnInterrupt
-from ._commands.regimes import CODES, DEFAULT_SEARCH, DEFAULTS, FULL, MODES, TOY, WORKLOADS
+from ._commands.regimes import (
+    CODES,
+    DEFAULT_SEARCH,
+    DEFAULTS,
+    FILLS,
+    FULL,
+    MODES,
+    ORDERS,
+    TOY,
+    WORKLOADS,
+)
 from ._images import split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
 from ._plots import CODE_COLORS
@@ -140,10 +165,12 @@ from .rates import vector_map, xsinx
 __all__ = [
     "CODES",
     "DEFAULTS",
+    "FILLS",
     "FULL",
     "GroupedParityCode",
     "METRICS",
     "MODES",
+    "ORDERS",
     "TOY",
     "WORKLOADS",
     "format_regimes",
@@ -158,18 +185,27 @@ __all__ = [
     "save_regimes",
     "stragglers_for",
     "summarise",
+    "variant_label",
     "toy_config",
 ]
 
 
 METRICS = {
-    "rmse": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖₂ per pattern (the papers' RMSE); a missing result "
-    "(uncoded, replication, ParM with 2+ losses in a group) counts as the fill value 0",
-    "mse": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖₂² per pattern",
+    "mse": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖₂² per pattern, averaged over patterns and batches "
+    "(the papers' loss; GCC's λ is chosen by CV on it); a missing result (uncoded, "
+    "replication, ParM with 2+ losses in a group) is the code's fill rule's estimate",
+    "rmse": "√MSE (the square root of the mean above); its CI is the square root of the MSE's "
+    "CI ends (half their distance); it ranks codes as MSE does",
+    "mean_l2": "(1/K) Σ_k ‖f^(x_k) − f(x_k)‖₂ per pattern, averaged (the mean L2 error; "
+    "LeTCC calls it RMSE)",
     "accuracy": "fraction of argmax f^(x_k) equal to the true label (missing result = wrong)",
     "ci95": "95% half-width, batches as clusters of patterns (Student t)",
-    "winner": "the applicable code with the lowest mean RMSE (highest mean accuracy)",
-    "margin": "100 (1 − RMSE_winner / RMSE_runner-up) percent (paired ratio of sums); for "
+    "code labels": "CODE·ORDER for GCC, BACC and LCC (the inputs encoded in that order, "
+    "gcc_jax.input_order); CODE·FILL for uncoded, replication and ParM, CODE·interpolate·ORDER "
+    "for the interpolating fill (neighbours in that order)",
+    "winner": "per metric, the applicable code label with the lowest mean MSE / mean L2 error "
+    "(highest mean accuracy)",
+    "margin": "100 (1 − value_winner / value_runner-up) percent (paired ratio of sums); for "
     "accuracy the difference in points; significant = its paired 95% CI excludes a tie",
     "worst": "the pattern of S stragglers with the largest MSE found by "
     "gcc_jax.worst_case_mask per searched batch (exact when exhaustive, else a lower bound)",
@@ -296,10 +332,10 @@ def parm_group_size(num_inputs: int, num_workers: int) -> int | None:
 def regime_metrics(
     code: AbstractCode, yt: Array, target: tuple[Array, Array], mask: Bool[Array, " n"]
 ):
-    """RMSE, MSE and correct predictions of one pattern, and its status (a ``per_mask``).
+    """Mean L2 error, MSE and correct predictions of one pattern, and its status (a ``per_mask``).
 
     With ``ŷ = code.decode_with_status(yt, mask).value`` and ``target = (f(x), labels)``:
-    ``rmse = (1/K) Σ_k ‖ŷ_k − f(x_k)‖₂``, ``mse = (1/K) Σ_k ‖ŷ_k − f(x_k)‖₂²`` and
+    ``mean_l2 = (1/K) Σ_k ‖ŷ_k − f(x_k)‖₂``, ``mse = (1/K) Σ_k ‖ŷ_k − f(x_k)‖₂²`` and
     ``correct = #{k : argmax ŷ_k = label_k and code.available(mask)_k}`` (a missing result is
     wrong); all NaN where the status is not OK. Use with :class:`gcc_jax.MaskEvaluator`.
     """
@@ -509,25 +545,75 @@ def _lenet_workloads(
     return out, note, model_info
 
 
-def _make_codes(names, k: int, n: int, s: int, lams, parm) -> dict[str, Any]:
-    codes = {}
-    for name in names:
-        if name == "GCC":
-            codes[name] = SplineCode.chebyshev(
-                num_inputs=k, num_workers=n, lam_enc=lams[0], lam_dec=lams[1]
-            )
-        elif name == "BACC":
-            codes[name] = BerrutCode.chebyshev(num_inputs=k, num_workers=n)
-        elif name == "LCC":
-            if n - s >= k:
-                codes[name] = LagrangeCode.chebyshev(num_inputs=k, num_workers=n, degree=1)
-        elif name == "uncoded":
-            codes[name] = UncodedCode(num_inputs=k)
-        elif name == "replication":
-            codes[name] = ReplicationCode(num_inputs=k, num_workers=n)
-        elif name == "ParM" and parm is not None:
-            codes[name] = parm
-    return codes
+_ORDERED = ("GCC", "BACC", "LCC")  # codes whose encoder depends on the input order
+_FILLED = ("uncoded", "replication", "ParM")  # codes that can lose an input outright
+
+
+def variant_label(code: str, *, order: str = "given", fill: str | None = None) -> str:
+    """The map's name of one code variant (:data:`METRICS` ``"code labels"``).
+
+    Example:
+        >>> variant_label("GCC", order="sort"), variant_label("replication", fill="mean")
+        ('GCC·sort', 'replication·mean')
+        >>> variant_label("uncoded", order="spectral", fill="interpolate")
+        'uncoded·interpolate·spectral'
+    """
+    if code in _ORDERED:
+        return f"{code}·{order}"
+    if fill == "interpolate":
+        return f"{code}·interpolate·{order}"
+    return f"{code}·{fill}"
+
+
+class _Variant(NamedTuple):
+    """One column of a cell: a code, the family it belongs to, its input order and fill."""
+
+    code: AbstractCode
+    family: str
+    order: str
+    fill: str | None
+
+
+def _orders_for(g: "_Grid", wl: "_Workload") -> tuple[str, ...]:
+    """The map's input orders that apply to ``wl`` (``sort`` needs scalar inputs)."""
+    scalar = math.prod(wl.eval[0][0].shape[1:]) == 1
+    return tuple(o for o in g.orders if scalar or o != "sort")
+
+
+def _make_variants(
+    g: "_Grid", orders: tuple[str, ...], n: int, s: int, lams: dict, parm
+) -> dict[str, _Variant]:
+    """Every code of a cell in each order (GCC, BACC, LCC) or fill rule (the others)."""
+    k = g.k
+    out: dict[str, _Variant] = {}
+    for name in g.codes:
+        if name in _ORDERED:
+            if name == "LCC" and n - s < k:
+                continue
+            for o in orders:
+                if name == "GCC":
+                    lam = lams.get(o, (0.0, 0.0))
+                    code = SplineCode.chebyshev(
+                        num_inputs=k, num_workers=n, lam_enc=lam[0], lam_dec=lam[1]
+                    )
+                elif name == "BACC":
+                    code = BerrutCode.chebyshev(num_inputs=k, num_workers=n)
+                else:
+                    code = LagrangeCode.chebyshev(num_inputs=k, num_workers=n, degree=1)
+                out[variant_label(name, order=o)] = _Variant(code, name, o, None)
+            continue
+        if name == "ParM" and parm is None:
+            continue
+        for fill in g.fills:
+            for o in orders if fill == "interpolate" else ("given",):
+                if name == "uncoded":
+                    code = UncodedCode(num_inputs=k, fill=fill)
+                elif name == "replication":
+                    code = ReplicationCode(num_inputs=k, num_workers=n, fill=fill)
+                else:
+                    code = dataclasses.replace(parm, fill=fill)
+                out[variant_label(name, order=o, fill=fill)] = _Variant(code, name, o, fill)
+    return out
 
 
 class _Grid(NamedTuple):
@@ -542,14 +628,16 @@ class _Grid(NamedTuple):
     n_wc: int
     codes: tuple[str, ...]
     modes: tuple[str, ...]
+    orders: tuple[str, ...]
+    fills: tuple[str, ...]
     n_of: dict  # ratio -> N
 
 
 class _CellTables(NamedTuple):
-    """One cell's measurements per code: ``(rmse, mse, correct)`` over the random patterns
-    ``(3, batches, trials)`` and the worst patterns ``(3, searched batches, 1)``."""
+    """One cell's measurements per code variant: ``(mean_l2, mse, correct)`` over the random
+    patterns ``(3, batches, trials)`` and the worst patterns ``(3, searched batches, 1)``."""
 
-    codes: dict  # name -> code
+    codes: dict  # label -> _Variant
     rand: dict
     worst: dict
     failed: dict  # name -> [random failures, worst-case failures]
@@ -559,7 +647,7 @@ class _CellTables(NamedTuple):
 
 def _check_grid(
     num_inputs, ratios, fractions, num_trials, num_batches, num_cv_batches, worst_case_batches,
-    workloads, codes, modes,
+    workloads, codes, modes, orders, fills,
 ) -> _Grid:  # fmt: skip
     k = as_int(num_inputs, "num_inputs", 2)
     ratios = _check_floats("ratios", ratios, 1.0, 1e6)
@@ -568,6 +656,8 @@ def _check_grid(
         ("workloads", workloads, WORKLOADS),
         ("codes", codes, CODES),
         ("modes", modes, MODES),
+        ("orders", orders, ORDERS),
+        ("fills", fills, FILLS),
     ):
         bad = [v for v in given if v not in allowed]
         if bad or not given:
@@ -586,6 +676,8 @@ def _check_grid(
         n_wc=min(as_int(worst_case_batches, "worst_case_batches", 1), n_eval),
         codes=tuple(c for c in CODES if c in codes),
         modes=tuple(m for m in MODES if m in modes),
+        orders=tuple(o for o in ORDERS if o in orders),
+        fills=tuple(f for f in FILLS if f in fills),
         n_of=n_of,
     )
 
@@ -643,9 +735,10 @@ def _cell_bar(g: _Grid, wls: Sequence, desc: str, progress: bool):
 def _cross_validate(
     g: _Grid, wls: list, key: Array, lam_enc_grid, lam_dec_grid, stop, progress: bool
 ) -> tuple[dict, list[dict], dict]:
-    """GCC's ``(λ_enc, λ_dec)`` per workload and cell by grid search on the held-out batches
-    (:func:`gcc_jax.tuning.grid_search`): the choices, the loss curves and the grids."""
-    lams: dict[tuple[str, float, float], tuple[float, float]] = {}
+    """GCC's ``(λ_enc, λ_dec)`` per workload, cell and input order by grid search on the
+    held-out batches, each in that order (:func:`gcc_jax.tuning.grid_search`, on the MSE):
+    the choices, the loss curves and the grids."""
+    lams: dict[tuple[str, float, float], dict[str, tuple[float, float]]] = {}
     cv_curves: list[dict] = []
     grids: dict[str, list] = {"lam_enc_grid": [], "lam_dec_grid": []}
     if "GCC" not in g.codes:
@@ -653,44 +746,49 @@ def _cross_validate(
     bar = _cell_bar(g, wls, "GCC λ cross-validation", progress)
     with stop, bar:
         for wl in wls:
-            xs_cv = jnp.stack([b[0] for b in wl.cv])  # (n_cv, K, ...): held-out jobs
+            orders = _orders_for(g, wl)
+            xs = {  # (n_cv, K, ...): held-out jobs, each in the order
+                o: jnp.stack([b[0][input_order(b[0], o)] for b in wl.cv]) for o in orders
+            }
             for ri, r in enumerate(g.ratios):
                 n = g.n_of[r]
                 base = SplineCode.chebyshev(num_inputs=g.k, num_workers=n)
                 for fi, p in enumerate(g.fractions):
-                    gr = grid_search(
-                        base,
-                        wl.f,
-                        xs_cv,
-                        key=jax.random.fold_in(jax.random.fold_in(key, ri), fi),
-                        straggler_model=StragglerModel.exact(stragglers_for(p, n)),
-                        lam_enc_grid=lam_enc_grid,
-                        lam_dec_grid=lam_dec_grid,
-                        num_masks=g.trials,
-                        progress=False,
-                    )
-                    lams[(wl.name, r, p)] = (gr.lam_enc, gr.lam_dec)
-                    grids = {
-                        "lam_enc_grid": gr.lam_enc_grid.tolist(),
-                        "lam_dec_grid": gr.lam_dec_grid.tolist(),
-                    }
-                    cv_curves.append(
-                        {
-                            "workload": wl.name,
-                            "ratio": r,
-                            "fraction": p,
-                            "mse": gr.losses.tolist(),
-                            "lam_enc": gr.lam_enc,
-                            "lam_dec": gr.lam_dec,
+                    for o in orders:
+                        gr = grid_search(
+                            base,
+                            wl.f,
+                            xs[o],
+                            key=jax.random.fold_in(jax.random.fold_in(key, ri), fi),
+                            straggler_model=StragglerModel.exact(stragglers_for(p, n)),
+                            lam_enc_grid=lam_enc_grid,
+                            lam_dec_grid=lam_dec_grid,
+                            num_masks=g.trials,
+                            progress=False,
+                        )
+                        lams.setdefault((wl.name, r, p), {})[o] = (gr.lam_enc, gr.lam_dec)
+                        grids = {
+                            "lam_enc_grid": gr.lam_enc_grid.tolist(),
+                            "lam_dec_grid": gr.lam_dec_grid.tolist(),
                         }
-                    )
+                        cv_curves.append(
+                            {
+                                "workload": wl.name,
+                                "ratio": r,
+                                "fraction": p,
+                                "order": o,
+                                "mse": gr.losses.tolist(),
+                                "lam_enc": gr.lam_enc,
+                                "lam_dec": gr.lam_dec,
+                            }
+                        )
                     bar.update()
     return lams, cv_curves, grids
 
 
 def _worst_mask(code, c: str, s: int, k: int, yt, fx, key: Array, search: dict, info: dict):
-    """The worst pattern found for code ``c`` at ``S = s`` (``info`` accumulates the search's
-    exhaustiveness and count)."""
+    """The worst pattern found for code family ``c`` at ``S = s`` (``info`` accumulates the
+    search's exhaustiveness and count)."""
     s_eff = min(s, code.num_workers - 2) if c != "uncoded" else min(s, k)
     if s_eff == 0:
         return np.ones(code.num_workers, bool)
@@ -715,17 +813,20 @@ def _measure_cell(
         labels = batch[1] if wl.classify else jnp.full((g.k,), -1, jnp.int32)
         mkey = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(k_ev, ri), fi), b)
         masks = np.asarray(sample_masks(mkey, n, num=g.trials, stragglers=s))
-        for c, code in cell_codes.items():
-            yt, fx = outputs_and_targets(code, wl.f, batch[0])
-            ev = MaskEvaluator(code, yt, (fx, labels), per_mask=regime_metrics)
+        perms = {v.order: input_order(batch[0], v.order) for v in cell_codes.values()}
+        for c, (code, family, order, _) in cell_codes.items():
+            # the metrics are means over the inputs: the permuted batch needs no reordering back
+            x, lab = batch[0][perms[order]], labels[perms[order]]
+            yt, fx = outputs_and_targets(code, wl.f, x)
+            ev = MaskEvaluator(code, yt, (fx, lab), per_mask=regime_metrics)
             if "random" in g.modes:
-                rm, ms, cor, st = ev(masks[:, : g.k] if c == "uncoded" else masks)
+                rm, ms, cor, st = ev(masks[:, : g.k] if family == "uncoded" else masks)
                 rand[c][:, b] = (rm, ms, cor)
                 failed[c][0] += int(np.count_nonzero(st))
             if "worst" in g.modes and b < g.n_wc:
                 tw = time.perf_counter()
                 wkey = jax.random.fold_in(k_wc, 7919 * ri + 97 * fi + b)
-                wmask = _worst_mask(code, c, s, g.k, yt, fx, wkey, search, wc_info[c])
+                wmask = _worst_mask(code, family, s, g.k, yt, fx, wkey, search, wc_info[c])
                 # tiled to the trials' shape: reuses the compiled decode
                 tiled = np.broadcast_to(wmask, (g.trials, code.num_workers))
                 rm, ms, cor, st = (a[:1] for a in ev(tiled))
@@ -735,39 +836,50 @@ def _measure_cell(
     return _CellTables(cell_codes, rand, worst, failed, wc_info, t_worst)
 
 
+def _rmse_stat(ms: np.ndarray) -> dict:
+    """√MSE with the square roots of the MSE's CI ends (half their distance as ``ci95``)."""
+    m, ci = mean_ci(ms)
+    if not np.isfinite(ci):
+        return {"mean": math.sqrt(m), "ci95": ci}
+    lo, hi = math.sqrt(max(m - ci, 0.0)), math.sqrt(m + ci)
+    return {"mean": math.sqrt(m), "ci95": (hi - lo) / 2, "low": lo, "high": hi}
+
+
 def _cell_records(
-    g: _Grid, wl: _Workload, r: float, p: float, s: int, lam: tuple, t: _CellTables
+    g: _Grid, wl: _Workload, r: float, p: float, s: int, lams: dict, t: _CellTables
 ) -> list[dict]:
-    """The JSON records of one cell, one per straggler mode: every code's row and the winners."""
+    """The JSON records of one cell, one per straggler mode: every code variant's row and the
+    winners per metric."""
     out = []
     for mode, tabs, fi_ in (("random", t.rand, 0), ("worst", t.worst, 1)):
         if mode not in g.modes:
             continue
-        rows, ok_rmse, ok_acc = {}, {}, {}
-        for c in CODES:
-            if c not in t.codes or t.failed[c][fi_]:
-                rows[c] = (
-                    None
-                    if c not in t.codes
-                    else {"num_failed": t.failed[c][fi_], "applicable": False}
-                )
+        rows, ok_mse, ok_l2, ok_acc = {}, {}, {}, {}
+        for c, v in t.codes.items():
+            if t.failed[c][fi_]:
+                rows[c] = {"num_failed": t.failed[c][fi_], "applicable": False}
                 continue
-            rm, ms, cor = tabs[c]
+            l2, ms, cor = tabs[c]
             row = {
-                "rmse": _stat(rm),
+                "family": v.family,
+                "order": v.order,
+                "fill": v.fill,
                 "mse": _stat(ms),
+                "rmse": _rmse_stat(ms),
+                "mean_l2": _stat(l2),
                 "num_failed": 0,
                 "applicable": True,
                 "accuracy": _stat(cor / g.k) if wl.classify else None,
             }
-            if c == "GCC":
+            if v.family == "GCC":
+                lam = lams.get(v.order, (0.0, 0.0))
                 row.update(lam_enc=lam[0], lam_dec=lam[1])
-            if c == "ParM":
-                row["k"] = t.codes[c].parity.num_inputs
+            if v.family == "ParM":
+                row["k"] = v.code.parity.num_inputs
             if mode == "worst":
                 row.update(t.wc_info[c])
             rows[c] = row
-            ok_rmse[c] = rm
+            ok_mse[c], ok_l2[c] = ms, l2
             if wl.classify:
                 ok_acc[c] = cor / g.k
         out.append(
@@ -781,7 +893,8 @@ def _cell_records(
                 "S": s,
                 "codes": rows,
                 "winner": {
-                    "rmse": pick_winner(ok_rmse),
+                    "mse": pick_winner(ok_mse),
+                    "mean_l2": pick_winner(ok_l2),
                     "accuracy": pick_winner(ok_acc, higher_is_better=True) if wl.classify else None,
                 },
             }
@@ -815,6 +928,8 @@ def run_regimes(
     workloads: Sequence[str] = WORKLOADS,
     codes: Sequence[str] = CODES,
     modes: Sequence[str] = MODES,
+    orders: Sequence[str] = DEFAULTS["orders"],
+    fills: Sequence[str] = FILLS,
     num_trials: int = 10,
     num_batches: int = 3,
     num_cv_batches: int = 3,
@@ -840,6 +955,9 @@ def run_regimes(
         workloads: a subset of :data:`WORKLOADS`.
         codes: a subset of :data:`CODES`.
         modes: a subset of :data:`MODES`.
+        orders: input orders (a subset of :data:`ORDERS`) of GCC, BACC, LCC and of the
+            interpolating fill; ``sort`` is skipped for inputs of more than one number.
+        fills: fill rules (a subset of :data:`FILLS`) of uncoded, replication and ParM.
         num_trials: random patterns per batch and cell.
         num_batches: evaluation input batches.
         num_cv_batches: held-out batches for GCC's λ cross-validation.
@@ -861,7 +979,7 @@ def run_regimes(
     t_start = time.perf_counter()
     g = _check_grid(
         num_inputs, ratios, fractions, num_trials, num_batches, num_cv_batches,
-        worst_case_batches, workloads, codes, modes,
+        worst_case_batches, workloads, codes, modes, orders, fills,
     )  # fmt: skip
     search = dict(DEFAULT_SEARCH if search is None else search)
     warn_float32("run_regimes in float32: enable x64 for spline solves with λ > 0")
@@ -898,8 +1016,9 @@ def run_regimes(
                 n = g.n_of[r]
                 for fi, p in enumerate(g.fractions):
                     s = stragglers_for(p, n)
-                    lam = lams.get((wl.name, r, p), (0.0, 0.0))
-                    cell_codes = _make_codes(g.codes, g.k, n, s, lam, parm_codes.get((wl.name, r)))
+                    lam = lams.get((wl.name, r, p), {})
+                    parm = parm_codes.get((wl.name, r))
+                    cell_codes = _make_variants(g, _orders_for(g, wl), n, s, lam, parm)
                     tables = _measure_cell(g, wl, ri, fi, cell_codes, s, (k_ev, k_wc), search)
                     t_worst += tables.t_worst
                     cells += _cell_records(g, wl, r, p, s, lam, tables)
@@ -915,6 +1034,9 @@ def run_regimes(
         "modes": list(g.modes),
         "workloads": [w.name for w in wls],
         "codes": list(g.codes),
+        "orders": list(g.orders),
+        "fills": list(g.fills),
+        "rank_by": "mse",
         "num_trials": g.trials,
         "num_batches": g.n_eval,
         "num_cv_batches": g.n_cv,
@@ -954,7 +1076,8 @@ run = run_regimes
 
 # -- reporting -----------------------------------------------------------------------------------
 
-_METRIC_WORDS = {"rmse": "RMSE", "accuracy": "accuracy"}
+_METRIC_WORDS = {"mse": "MSE", "mean_l2": "mean L2 error", "accuracy": "accuracy"}
+_RANKED = ("mse", "mean_l2", "accuracy")  # RMSE = √MSE ranks as MSE does
 
 
 def _margin_text(w: dict, metric: str) -> str:
@@ -962,7 +1085,7 @@ def _margin_text(w: dict, metric: str) -> str:
         return "the only applicable code"
     if w["tie"]:
         return "exact tie"
-    unit = "%" if metric == "rmse" else " points"
+    unit = " points" if metric == "accuracy" else "%"
     sig = "" if w["significant"] else ", not significant"
     return f"{w['margin']:.0f}{unit} ahead of {w['runner_up']}{sig}"
 
@@ -976,13 +1099,76 @@ def _winner_label(w: dict | None) -> str:
     return "=".join(tied) if len(tied) <= 3 else f"{len(tied)}-way tie"
 
 
+def _family(label: str) -> str:
+    return label.split("·", 1)[0]
+
+
+def _best_of(codes: dict, family: str, metric: str) -> tuple[str, dict] | None:
+    """The best applicable variant of ``family`` in a cell by ``metric``, with its row."""
+    rows = [
+        (c, r)
+        for c, r in codes.items()
+        if r and r.get("applicable") and r.get("family") == family and r.get(metric)
+    ]
+    if not rows:
+        return None
+    sign = -1.0 if metric == "accuracy" else 1.0
+    return min(rows, key=lambda t: sign * t[1][metric]["mean"])
+
+
+def _range(values: list[float]) -> str:
+    v = np.asarray(values)
+    if v.size == 1:
+        return f"{v[0]:.3g}x"
+    return f"{v.min():.3g}-{v.max():.3g}x (median {np.median(v):.3g}x)"
+
+
+def _gain_over(codes: dict, family: str, ref: str, metric: str, into: dict) -> None:
+    """Append ``error(ref) / error(label)`` for every other applicable label of ``family``."""
+    base = codes.get(ref)
+    if not (base and base.get("applicable")) or base[metric]["mean"] <= 0:
+        return
+    for label, row in codes.items():
+        if label != ref and row and row.get("applicable") and row.get("family") == family:
+            if row[metric]["mean"] > 0:
+                into.setdefault(label, []).append(base[metric]["mean"] / row[metric]["mean"])
+
+
+def _order_and_fill_lines(cells: list, metric: str) -> list[str]:
+    """GCC's error in the order drawn over each other order's, and each fill rule's error
+    over the zero fill's, as ranges over the cells."""
+    lines = []
+    if metric == "accuracy":
+        return lines
+    gains: dict[str, list[float]] = {}
+    fills: dict[str, list[float]] = {}
+    for c in cells:
+        for fam in ("GCC", "BACC", "LCC"):
+            _gain_over(c["codes"], fam, f"{fam}·given", metric, gains)
+        for fam in _FILLED:
+            _gain_over(c["codes"], fam, f"{fam}·zero", metric, fills)
+    if gains:
+        parts = [f"{label} {_range(v)}" for label, v in gains.items()]
+        lines.append(
+            f"  order gain (error in the order drawn / error in this order): {'; '.join(parts)}."
+        )  # noqa: E501
+    if fills:
+        parts = [f"{label} {_range(v)}" for label, v in fills.items()]
+        lines.append(
+            f"  fill gain (error with zero fill / error with this fill): {'; '.join(parts)}."
+        )  # noqa: E501
+    return lines
+
+
 def summarise(result: dict) -> list[str]:
     """Plain-language lines: per workload, straggler model and metric, who wins where.
 
-    For each redundancy the fractions are grouped into runs with the same winner
-    ("at N/K = 1.25: GCC for p ≤ 10% (23-40% ahead of BACC), replication for p ≥ 20% ...");
-    then how many cells each code wins, how often every other code beats GCC, and how far
-    GCC's RMSE is from the winner's where it loses.
+    For each redundancy the fractions are grouped into runs with the same winning code label
+    ("at N/K = 1.25: GCC·sort for p ≤ 10% (...), replication·interpolate·sort for p ≥ 20% ...");
+    then how many cells each code family wins, in how many cells the best variant of every
+    other family beats GCC's best order, how far GCC's best is from the winner where it loses,
+    and what the input order (GCC, BACC, LCC) and the fill rule (uncoded, replication, ParM)
+    change.
     """
     lines = []
     cfg = result["config"]
@@ -990,8 +1176,8 @@ def summarise(result: dict) -> list[str]:
     for cell in result["cells"]:
         by.setdefault((cell["workload"], cell["mode"]), []).append(cell)
     for (wl, mode), cells in by.items():
-        for metric in ("rmse", "accuracy"):
-            if cells[0]["winner"][metric] is None:
+        for metric in _RANKED:
+            if cells[0]["winner"].get(metric) is None:
                 continue
             head = f"{wl}, {mode} stragglers, {_METRIC_WORDS[metric]}:"
             parts = []
@@ -1005,23 +1191,22 @@ def summarise(result: dict) -> list[str]:
                 for c in row:
                     w = c["winner"][metric]
                     label = _winner_label(w)
-                    wins[label] = wins.get(label, 0) + 1
+                    fam = "=".join(dict.fromkeys(_family(t) for t in label.split("=")))
+                    wins[fam] = wins.get(fam, 0) + 1
                     codes = c["codes"]
-                    g = codes.get("GCC")
-                    if g and g.get("applicable"):
-                        if metric == "rmse" and w and w["code"] != "GCC":
-                            if _exact(w["value"], g["rmse"]["mean"]):
+                    g = _best_of(codes, "GCC", metric)
+                    if g:
+                        gv = g[1][metric]["mean"]
+                        if metric != "accuracy" and w and _family(w["code"]) != "GCC":
+                            if _exact(w["value"], gv):
                                 exact_wins += 1
                             else:
-                                rel.append(g["rmse"]["mean"] / w["value"])
+                                rel.append(gv / w["value"])
                         for other in beat_gcc:
-                            o = codes.get(other)
-                            if o and o.get("applicable"):
-                                better = (
-                                    (o[metric]["mean"] < g[metric]["mean"])
-                                    if metric == "rmse"
-                                    else (o[metric]["mean"] > g[metric]["mean"])
-                                )
+                            o = _best_of(codes, other, metric)
+                            if o:
+                                ov = o[1][metric]["mean"]
+                                better = ov > gv if metric == "accuracy" else ov < gv
                                 beat_gcc[other][0] += int(better)
                                 beat_gcc[other][1] += 1
                     if runs and runs[-1][0] == label:
@@ -1048,22 +1233,26 @@ def summarise(result: dict) -> list[str]:
             lines.append(head)
             lines += parts
             tally = ", ".join(f"{c} {v}" for c, v in sorted(wins.items(), key=lambda t: -t[1]))
-            lines.append(f"  cells won: {tally}.")
+            lines.append(f"  cells won (by code family, any order or fill): {tally}.")
             if always:
                 lines.append(f"  {always}")
             versus = [f"{c} in {b} of {n}" for c, (b, n) in beat_gcc.items() if n]
             if versus:
-                lines.append(f"  better than GCC: {', '.join(versus)} cells where both apply.")
+                lines.append(
+                    f"  better than GCC (best variant against GCC's best order): "
+                    f"{', '.join(versus)} cells where both apply."
+                )
             if rel:
                 lines.append(
-                    f"  where the winner's error is above round-off, GCC's RMSE is {min(rel):.3g}-"
-                    f"{max(rel):.3g}x the winner's."
+                    f"  where another code wins with an error above round-off, GCC's best "
+                    f"{_METRIC_WORDS[metric]} is {min(rel):.3g}-{max(rel):.3g}x the winner's."
                 )
             if exact_wins:
                 lines.append(
                     f"  in {exact_wins} cells an exact code wins (error at round-off: every "
                     "result arrived or was recovered exactly) while GCC approximates."
                 )
+            lines += _order_and_fill_lines(cells, metric)
     return lines
 
 
@@ -1092,15 +1281,38 @@ def _uniform_tail(ratios: list, cells: list, metric: str) -> str | None:
     return f"from N/K ≥ {tail[0]:g} {tail[1]} wins every straggler fraction."
 
 
+def _value_table(cells: list, cfg: dict, metric: str) -> list[str]:
+    """Mean ± CI of every code label, one row per label, one column per cell."""
+    labels = list(dict.fromkeys(label for c in cells for label in c["codes"]))
+    heads = [f"N/K={c['ratio']:g},p={100 * c['fraction']:g}%" for c in cells]
+    width = max(22, *(len(h) + 2 for h in heads))
+    out = [f"{'':<32}" + "".join(f"{h:>{width}}" for h in heads)]
+    for label in labels:
+        vals = []
+        for c in cells:
+            row = c["codes"].get(label)
+            if not row or not row.get("applicable") or not row.get(metric):
+                vals.append("—")
+                continue
+            m, ci = row[metric]["mean"], row[metric]["ci95"]
+            vals.append(f"{m:.3g} ± {ci:.2g}" if ci is not None and ci == ci else f"{m:.3g}")
+        out.append(f"{label:<32}" + "".join(f"{v:>{width}}" for v in vals))
+    return out
+
+
 def format_regimes(result: ExperimentResult) -> str:
-    """Winner tables (rows: straggler fraction, columns: N/K) and the plain-language summary."""
+    """Winner tables (rows: straggler fraction, columns: N/K) per metric, every code label's
+    MSE, RMSE, mean L2 error (and accuracy) with CIs, and the plain-language summary."""
     result = _view(result)
     cfg = result["config"]
     lines = [
         f"regime map: K = {cfg['num_inputs']}, {cfg['num_batches']} batches × "
         f"{cfg['num_trials']} random patterns per cell (worst case: "
-        f"{cfg['worst_case_batches']} batch(es)); GCC λ by CV on {cfg['num_cv_batches']} "
-        f"held-out batches; {cfg['dtype']}"
+        f"{cfg['worst_case_batches']} batch(es)); GCC λ by CV on the MSE of "
+        f"{cfg['num_cv_batches']} held-out batches per input order; {cfg['dtype']}",
+        f"orders: {', '.join(cfg.get('orders', ['given']))}; fill rules of uncoded, replication "
+        f"and ParM: {', '.join(cfg.get('fills', ['zero']))} (a lost input's estimate: zero = 0, "
+        "mean = the batch's mean result, interpolate = between the nearest results in the order)",
     ]
     if cfg.get("interrupted"):
         lines.append("INTERRUPTED (Ctrl-C): only the cells finished are below.")
@@ -1124,10 +1336,10 @@ def format_regimes(result: ExperimentResult) -> str:
     by = {}
     for cell in result["cells"]:
         by.setdefault((cell["workload"], cell["mode"]), []).append(cell)
-    width = 26
+    width = 34
     for (wl, mode), cells in by.items():
-        for metric in ("rmse", "accuracy"):
-            if cells[0]["winner"][metric] is None:
+        for metric in _RANKED:
+            if cells[0]["winner"].get(metric) is None:
                 continue
             lines += ["", f"{wl} — {mode} stragglers — winner by {metric} (margin vs runner-up)"]
             lines.append(
@@ -1143,10 +1355,15 @@ def format_regimes(result: ExperimentResult) -> str:
                     elif w["tie"] or w["margin"] is None:
                         row.append(_winner_label(w))
                     else:
-                        unit = "%" if metric == "rmse" else "pt"
+                        unit = "pt" if metric == "accuracy" else "%"
                         star = "" if w["significant"] else "?"
                         row.append(f"{w['code']} {w['margin']:.0f}{unit}{star}")
                 lines.append(f"{100 * p:<7g}%" + "".join(f"{v:>{width}}" for v in row))
+        for metric in ("mse", "rmse", "mean_l2", "accuracy"):
+            if metric == "accuracy" and cells[0]["winner"].get("accuracy") is None:
+                continue
+            lines += ["", f"{wl} — {mode} stragglers — {metric} (mean ± 95% CI half-width)"]
+            lines += _value_table(cells, cfg, metric)
     lines += ["", "(? = the 95% CI of the margin includes a tie)", "", "summary:"]
     lines += result.get("summary", [])
     return "\n".join(lines)
@@ -1159,11 +1376,12 @@ _CODE_COLORS = CODE_COLORS | {"LCC": "C4"}
 
 
 def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
-    """One heat-map figure per workload (``regimes_<workload>``): winner (colour) and margin
-    (text) over N/K × p.
+    """One heat-map figure per workload (``regimes_<workload>``): winner (colour: its code
+    family; text: its label and margin) over N/K × p.
 
-    Panels: rows are the straggler models, columns RMSE, GCC's RMSE relative to the best code
-    (log colour scale; 1 = GCC wins) and, for classifiers, accuracy.
+    Panels: rows are the straggler models, columns the winner by MSE, by mean L2 error, GCC's
+    best MSE relative to the winner's (log colour scale; 1 = GCC wins) and, for classifiers,
+    the winner by accuracy.
     """
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap, LogNorm
@@ -1175,10 +1393,10 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
     for wl in cfg["workloads"]:
         cells = [c for c in result["cells"] if c["workload"] == wl]
         modes = [m for m in cfg["modes"] if any(c["mode"] == m for c in cells)]
-        classify = any(c["winner"]["accuracy"] is not None for c in cells)
-        panels = ["rmse", "gcc_rel"] + (["accuracy"] if classify else [])
+        classify = any(c["winner"].get("accuracy") is not None for c in cells)
+        panels = ["mse", "mean_l2", "gcc_rel"] + (["accuracy"] if classify else [])
         fig, axes = new_figure(
-            len(modes), len(panels), squeeze=False, figsize=(4.6 * len(panels), 3.4 * len(modes))
+            len(modes), len(panels), squeeze=False, figsize=(4.6 * len(panels), 3.6 * len(modes))
         )
         cmap = ListedColormap([_CODE_COLORS[c] for c in CODES])
         for i, mode in enumerate(modes):
@@ -1201,14 +1419,15 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                         continue
                     y, x = fractions.index(c["fraction"]), ratios.index(c["ratio"])
                     if panel == "gcc_rel":
-                        w = c["winner"]["rmse"]
-                        g = c["codes"].get("GCC")
-                        if not (w and g and g.get("applicable")):
+                        w = c["winner"]["mse"]
+                        g = _best_of(c["codes"], "GCC", "mse")
+                        if not (w and g):
                             continue
-                        if not _exact(w["value"], g["rmse"]["mean"]):
-                            grid[y, x] = g["rmse"]["mean"] / w["value"]
+                        gv = g[1]["mse"]["mean"]
+                        if not _exact(w["value"], gv):
+                            grid[y, x] = gv / w["value"]
                             text[y][x] = f"{grid[y, x]:.2g}"
-                        elif g["rmse"]["mean"] > 0:  # an exact code wins; GCC approximates
+                        elif gv > 0:  # an exact code wins; GCC approximates
                             grid[y, x] = np.inf
                             text[y][x] = "∞\n(exact\nwinner)"
                         else:
@@ -1218,17 +1437,17 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                     w = c["winner"][panel]
                     if w is None:
                         continue
-                    grid[y, x] = CODES.index(w["code"])
+                    grid[y, x] = CODES.index(_family(w["code"]))
                     margin = (
                         ""
                         if w["margin"] is None
                         else (
-                            f"\n{w['margin']:.0f}{'%' if panel == 'rmse' else 'pt'}"
+                            f"\n{w['margin']:.0f}{'pt' if panel == 'accuracy' else '%'}"
                             + ("" if w["significant"] else "?")
                         )
                     )
-                    label = _winner_label(w).replace("=", "=\n")
-                    text[y][x] = ("tie:\n" + label) if w["tie"] else w["code"] + margin
+                    label = _winner_label(w).replace("=", "=\n").replace("·", "\n")
+                    text[y][x] = ("tie:\n" + label) if w["tie"] else label + margin
                 if panel == "gcc_rel":
                     finite = grid[np.isfinite(grid)]
                     hi = max(float(finite.max()) if finite.size else 2.0, 2.0)
@@ -1238,11 +1457,12 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                         origin="lower",
                         aspect="auto",
                         cmap="magma_r",
-                        norm=LogNorm(vmin=1.0, vmax=hi),
-                    )
+                        norm=LogNorm(vmin=min(1.0, np.nanmin(grid) if finite.size else 1.0),
+                                     vmax=hi),
+                    )  # fmt: skip
                     bar = fig.colorbar(im, ax=ax, fraction=0.046)
-                    bar.set_label("GCC RMSE / best RMSE (1 = GCC best)", fontsize=8)
-                    ax.set_title(f"{mode}: GCC RMSE / best RMSE{note}", fontsize=9)
+                    bar.set_label("GCC's best MSE / best MSE (1 = GCC best)", fontsize=8)
+                    ax.set_title(f"{mode}: GCC's best MSE / best MSE{note}", fontsize=9)
                 else:
                     ax.imshow(
                         grid,
@@ -1252,7 +1472,7 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                         vmin=-0.5,
                         vmax=len(CODES) - 0.5,
                     )
-                    ax.set_title(f"{mode}: winner by {panel}{note}", fontsize=9)
+                    ax.set_title(f"{mode}: winner by {_METRIC_WORDS[panel]}{note}", fontsize=9)
                 dark = [[False] * len(ratios) for _ in fractions]
                 if panel == "gcc_rel":
                     dark = (grid >= np.sqrt(hi)).tolist()
@@ -1264,7 +1484,7 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                             text[y][x],
                             ha="center",
                             va="center",
-                            fontsize=6.5,
+                            fontsize=5.5,
                             color="white" if dark[y][x] else "black",
                         )
                 ax.set_xticks(range(len(ratios)))
@@ -1276,8 +1496,8 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
         handles = [plt.Rectangle((0, 0), 1, 1, color=_CODE_COLORS[c]) for c in CODES]
         fig.legend(handles, CODES, loc="lower center", ncol=len(CODES), fontsize=8)
         fig.suptitle(
-            f"{wl}: K = {cfg['num_inputs']}; colour = winner, text = margin over the runner-up "
-            "(? = CI includes a tie)",
+            f"{wl}: K = {cfg['num_inputs']}; colour = winning code family, text = its order or "
+            "fill and margin over the runner-up (? = CI includes a tie)",
             fontsize=10,
         )
         fig.tight_layout(rect=(0, 0.05, 1, 1))

@@ -6,10 +6,25 @@ from .._checks import SEARCH, choice, count, nested, real
 from .._command import Command, explicit, float_list, merge_config, str_list
 from ._search import add_search_arguments, search_config
 
-__all__ = ["CODES", "COMMAND", "DEFAULTS", "DEFAULT_SEARCH", "FULL", "MODES", "TOY", "WORKLOADS"]
+__all__ = [
+    "CODES",
+    "COMMAND",
+    "DEFAULTS",
+    "DEFAULT_SEARCH",
+    "FILLS",
+    "FULL",
+    "MODES",
+    "ORDERS",
+    "TOY",
+    "WORKLOADS",
+]
 
 CODES = ("GCC", "BACC", "LCC", "uncoded", "replication", "ParM")
 """The codes of the map."""
+ORDERS = ("given", "sort", "pca", "spectral", "greedy")
+"""Input orders (:func:`gcc_jax.input_order`); ``sort`` applies to scalar inputs only."""
+FILLS = ("zero", "mean", "interpolate")
+"""Fill rules of the codes that can lose an input (uncoded, replication, ParM)."""
 MODES = ("random", "worst")
 """Straggler models: uniformly random ``S``-subsets and the worst pattern found."""
 WORKLOADS = ("xsinx", "vector_map", "lenet_logits", "lenet_softmax")
@@ -22,6 +37,8 @@ DEFAULTS = dict(
     ratios=(1.1, 1.25, 1.5, 2.0, 3.0),
     fractions=(0.0, 0.1, 0.2, 0.3),
     workloads=WORKLOADS,
+    orders=("given", "sort", "spectral"),
+    fills=FILLS,
     num_trials=10,
     num_batches=3,
     num_cv_batches=3,
@@ -49,6 +66,8 @@ TOY = dict(
     ratios=(1.5, 2.0),
     fractions=(0.0, 0.25),
     workloads=("xsinx",),
+    orders=("given", "sort"),
+    fills=("zero", "mean"),
     num_trials=4,
     num_batches=2,
     num_cv_batches=2,
@@ -70,6 +89,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workloads", type=str_list, help=f"subset of {','.join(WORKLOADS)}")
     p.add_argument("--codes", type=str_list, help=f"subset of {','.join(CODES)}")
     p.add_argument("--modes", type=str_list, help="random,worst (both)")
+    p.add_argument(
+        "--orders",
+        type=str_list,
+        help=f"input orders, subset of {','.join(ORDERS)} (given,sort,spectral)",
+    )
+    p.add_argument("--fills", type=str_list, help=f"fill rules, subset of {','.join(FILLS)} (all)")
     p.add_argument("--trials", type=int, help="random patterns per batch and cell (10)")
     p.add_argument("--batches", type=int, help="evaluation batches (3)")
     p.add_argument("--cv-batches", type=int, help="held-out batches for GCC's λ (3)")
@@ -86,6 +111,7 @@ def _config(args: argparse.Namespace, toy: bool) -> dict:
     flags = explicit(
         args,
         *("num_inputs", "ratios", "fractions", "workloads", "codes", "modes", "dataset"),
+        *("orders", "fills"),
         *("data_path", "epochs", "parm_epochs"),
         num_trials="trials",
         num_batches="batches",
@@ -102,9 +128,10 @@ COMMAND = Command(
     help="when does coding pay? the winner among GCC, BACC, LCC, uncoded, replication, ParM",
     description="The regime map: for x·sin(x), a smooth map R²→R³ and a LeNet-5's logits and "
     "softmax (Fashion-MNIST, or digits when absent), over redundancy N/K and straggler fraction "
-    "(random and worst case), the winner and its margin over the runner-up in RMSE and "
-    "accuracy among GCC (λ by CV on held-out batches), BACC, LCC (where it applies), uncoded, "
-    "replication at the same N and ParM with N = K + K/k. Prints winner tables and a "
+    "(random and worst case), the winner and its margin over the runner-up in MSE, mean L2 "
+    "error and accuracy among GCC (λ by CV on held-out batches), BACC and LCC (where it "
+    "applies) in each input order, and uncoded, replication at the same N and ParM with "
+    "N = K + K/k with each fill rule. Prints winner tables and a "
     "plain-language summary; writes regimes.json, regimes.txt and one heat map per workload. "
     "The defaults are a reduced map (20 cells x 4 workloads, 3 batches x 10 patterns per "
     "cell, λ by CV on 3 batches, worst case on 1 batch); gcc_jax.experiments.regimes.FULL "
@@ -120,6 +147,8 @@ COMMAND = Command(
         choice("workloads", "--workloads", WORKLOADS),
         choice("codes", "--codes", CODES),
         choice("modes", "--modes", MODES),
+        choice("orders", "--orders", ORDERS),
+        choice("fills", "--fills", FILLS),
         count("num_trials", "--trials"),
         count("num_batches", "--batches"),
         count("num_cv_batches", "--cv-batches"),
