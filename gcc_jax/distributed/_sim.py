@@ -151,22 +151,23 @@ class Background:
 
 
 class _Episodes:
-    """One instance's episode schedule, drawn lazily from its own seed, and the finish time of
-    work started on it."""
+    """One instance's episode schedule, drawn lazily from its own seed; ``finish(t, work)``
+    is when ``work`` seconds of quiet-instance work started at ``t`` ends (``t`` never
+    decreases between calls: an instance serves its queries in order)."""
 
-    __slots__ = ("_bg", "_rng", "_starts", "_ends", "_pos", "_horizon")
+    __slots__ = ("_bg", "_rng", "_starts", "_ends", "_horizon", "finish")
 
     def __init__(self, background: Background, seed: int, instance: int):
         self._bg = background
         self._rng = np.random.default_rng([seed, 0xB6, instance])
         self._starts: list[float] = []
         self._ends: list[float] = []
-        self._pos = 0  # first episode that may end after the last start asked about
         self._horizon = 0.0  # episodes are drawn up to here
         if background.fraction > 0 and self._rng.random() < background.fraction:
             self._starts.append(0.0)  # on at time 0: the stationary state
             self._horizon = float(self._rng.exponential(background.episode_s))
             self._ends.append(self._horizon)
+        self.finish = self._finisher()
 
     def _draw(self, until: float) -> None:
         bg, rng = self._bg, self._rng
@@ -181,35 +182,36 @@ class _Episodes:
             self._ends.append(end)
             self._horizon = end
 
-    def finish(self, t: float, work: float) -> float:
-        """When ``work`` seconds of quiet-instance work started at ``t`` ends (``t`` never
-        decreases between calls: an instance serves its queries in order)."""
+    def _finisher(self):
+        """``finish`` as a closure over the schedule (one call per query: a plain function,
+        outside the runtime type checks that wrap methods)."""
         slow = self._bg.slowdown
-        p = self._pos
-        while True:
+        starts, ends = self._starts, self._ends
+        pos = 0  # the first episode that may end after the last start asked about
+
+        def finish(t, work):
+            nonlocal pos
             if self._horizon <= t + work * slow:
                 self._draw(t + work * slow)
-            if p >= len(self._starts):
-                self._pos = p
-                return t + work
-            start, end = self._starts[p], self._ends[p]
-            if end <= t:
+            while pos < len(starts) and ends[pos] <= t:
+                pos += 1
+            p = pos
+            while p < len(starts):
+                start, end = starts[p], ends[p]
+                if t < start:
+                    if t + work <= start:
+                        return t + work
+                    work -= start - t
+                    t = start
+                room = (end - t) / slow  # work done before the episode ends
+                if work <= room:
+                    return t + work * slow
+                work -= room
+                t = end
                 p += 1
-                self._pos = p
-                continue
-            if t < start:
-                if t + work <= start:
-                    self._pos = p
-                    return t + work
-                work -= start - t
-                t = start
-            room = (end - t) / slow  # work done before the episode ends
-            if work <= room:
-                self._pos = p
-                return t + work * slow
-            work -= room
-            t = end
-            p += 1
+            return t + work
+
+        return finish
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,18 +280,19 @@ class _Pool:
         self._order = size
         self.busy = 0.0
 
-    def run(self, t: float, work: float) -> float:
-        free, _, j = heapq.heappop(self._free)
-        start = t if t > free else free
-        end = self._eps[j].finish(start, work)
-        self.busy += end - start
-        heapq.heappush(self._free, (end, self._order, j))
-        self._order += 1
-        return end
-
     def run_all(self, times: np.ndarray, works: np.ndarray) -> np.ndarray:
-        run = self.run
-        return np.array([run(t, w) for t, w in zip(times.tolist(), works.tolist(), strict=True)])
+        """The ends of jobs enqueued at ``times`` (non-decreasing) with ``works``."""
+        free, eps = self._free, self._eps
+        ends = []
+        for t, work in zip(times.tolist(), works.tolist(), strict=True):
+            ready, _, j = heapq.heappop(free)
+            start = t if t > ready else ready
+            end = eps[j].finish(start, work)
+            self.busy += end - start
+            heapq.heappush(free, (end, self._order, j))
+            self._order += 1
+            ends.append(end)
+        return np.array(ends)
 
 
 def _groups(
