@@ -9,6 +9,8 @@
   e.g. the changelog.
 * ``<!-- gcc-jax-help: SUBCOMMAND -->`` becomes the output of ``gcc-jax SUBCOMMAND --help``
   (``<!-- gcc-jax-help: -->`` for the top-level help), so the command-line pages cannot drift.
+* ``<!-- gcc-jax-settings -->`` becomes the table of the settings that several subcommands
+  share (``gcc_jax.experiments._commands._flags.SETTINGS``): flag, short form, old names.
 * ``notebooks/*.ipynb`` (outside ``docs/``) are added to the site's files, for mkdocs-jupyter to
   render with their stored outputs.
 * Maths written ``$...$`` / ``$$...$$`` (pymdownx.arithmatex's generic output) is typeset as
@@ -33,6 +35,7 @@ from mkdocs.structure.files import File
 _API = re.compile(r"^::: (gcc_jax[\w.]*)[ \t]*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^<!-- include: ([\w./-]+) -->[ \t]*$", re.MULTILINE)
 _HELP = re.compile(r"^<!-- gcc-jax-help: ?([\w-]*) -->[ \t]*$", re.MULTILINE)
+_SETTINGS = re.compile(r"^<!-- gcc-jax-settings -->[ \t]*$", re.MULTILINE)
 
 
 def public_names(module_name: str) -> list[str]:
@@ -143,7 +146,30 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001 (MkDocs hoo
     root = Path(config["config_file_path"]).parent
     markdown = _INCLUDE.sub(lambda m: (root / m.group(1)).read_text(), markdown)
     markdown = _API.sub(_api_block, markdown)
+    markdown = _SETTINGS.sub(lambda m: settings_table(), markdown)
     return _HELP.sub(lambda m: cli_help(m.group(1)), markdown)
+
+
+def settings_table() -> str:
+    """The shared settings as a Markdown table: flag, short form, old names, what it sets, and
+    the subcommands that take it."""
+    from gcc_jax.experiments import COMMANDS, cli
+    from gcc_jax.experiments._commands._flags import SETTINGS  # noqa: PLC2701 (the CLI table)
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    rows = ["| flag | short | old names (aliases) | sets | subcommands |", "|---|---|---|---|---|"]
+    for s in SETTINGS:
+        users = [
+            c.name
+            for c in COMMANDS
+            if any(s.flag in a.option_strings for a in sub.choices[c.name]._actions)
+        ]
+        old = ", ".join(f"`{a}`" for a in s.aliases) or "—"
+        short = f"`{s.short}`" if s.short else "—"
+        names = ", ".join(f"`{u}`" for u in users) or "—"
+        rows.append(f"| `{s.flag}` | {short} | {old} | {s.help} | {names} |")
+    return "\n".join(rows) + "\n"
 
 
 @event_priority(100)  # before mkdocs-jupyter's on_files, which turns .ipynb files into pages

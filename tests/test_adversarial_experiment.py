@@ -35,7 +35,8 @@ def test_run_toy_and_report(tmp_path):
     fit = r["fits"][0]
     assert fit["slope"] == pytest.approx(np.polyfit(n, np.log(per.mean(0)), 1)[0], abs=1e-12)
     possible = [np.polyfit(n, np.log(c), 1)[0] for c in (per[0], per[1], per.mean(0))]
-    lo, hi = fit["slope_ci"]
+    assert fit["slope_ci"] is None  # two N: a line through two points has no interval
+    _, lo, hi = adversarial.slope_with_ci(np.exp(n), per)
     assert min(possible) - 1e-12 <= lo <= hi <= max(possible) + 1e-12
     assert fit["theory_slope"] == -1.2
     # every decoder against every adversary: each strategy at its own positions, each value

@@ -64,6 +64,7 @@ def test_run_rates_toy(toy_rates, tmp_path):
     assert r["search_check"]["cases"] == len(worst) and r["search_check"]["equal"] == len(worst)
     noisy = {row["code"]: row for row in r["rows"] if row["sigma"] > 0 and row["N"] == 24}
     assert {f["range"] for f in r["fits"]} == {"all"}  # two N: no upper-half range
+    assert all(f["ci95"] is None for f in r["fits"])  # and no interval on a 2-point slope
     assert len(r["lams"]) == 2 * 2 and len(r["ratios"]) == 2 * 2
     assert noisy["GCC-cv"]["lam_dec"] in cfg["lam_dec_grid"]
     table = rates.format_rates_table(result)

@@ -6,7 +6,11 @@ says so), discrete axes get integer ticks (:func:`integer_ticks`), legends go ou
 (:func:`log_errorbar`: the 95% interval ``mean ± ci`` is drawn as far as it is positive, and the
 clipped side is drawn to the axis edge with an open cap, never hidden), and a log axis always
 has labelled ticks, even when its data span less than a decade (:func:`log_ticks`). A code has
-one colour in every figure (:data:`CODE_COLORS`).
+one colour in every figure (:data:`CODE_COLORS`). Values at round-off level next to real ones
+(an exact code's 1e-17 beside 1e-3) are left out of a log axis and counted in the label
+(``positive(..., roundoff=...)``), so they cannot set its scale; a bounded quantity's interval
+(an accuracy's) is drawn clipped to its bounds and labelled so (:func:`bounded_errorbar`). A
+heat map's cell labels are dark on light cells and light on dark ones (:func:`annotate_cells`).
 """
 
 from collections.abc import Sequence
@@ -15,6 +19,8 @@ import numpy as np
 
 __all__ = [
     "CODE_COLORS",
+    "annotate_cells",
+    "bounded_errorbar",
     "integer_ticks",
     "legend_outside",
     "log_errorbar",
@@ -26,25 +32,79 @@ CODE_COLORS = {"GCC": "C0", "BACC": "C3", "uncoded": "C7", "replication": "C2", 
 """Matplotlib colours of the codes every experiment compares; an experiment adds its variants."""
 
 
-def positive(y, label: str) -> tuple[np.ndarray, str]:
+def positive(y, label: str, *, roundoff: float | None = None) -> tuple[np.ndarray, str]:
     """``y`` with non-positive or non-finite values masked (NaN) and ``label`` noting how many.
+
+    ``roundoff``: also mask values below ``roundoff`` times the largest finite value (exact
+    results that differ from zero by round-off), counted as "at round-off"; pass the same
+    reference to every series of an axis with :func:`roundoff_floor`.
 
     Example:
         >>> y, label = positive([1.0, 0.0, 2.0, float("nan")], "GCC")
         >>> label
         'GCC (1 zero, 1 failed: not drawn)'
+        >>> y, label = positive([1e-3, 1e-17, 2e-3], "uncoded", roundoff=1e-9)
+        >>> label, bool(np.isnan(y[1]))
+        ('uncoded (1 at round-off: not drawn)', True)
     """
     y = np.asarray(y, dtype=float)
     zeros = int(np.sum(y == 0))
     bad = int(np.sum(~np.isfinite(y))) + int(np.sum(y < 0))
+    keep = np.isfinite(y) & (y > 0)
+    tiny = 0
+    if roundoff is not None and keep.any():
+        small = keep & (y < roundoff * np.max(y[keep]))
+        tiny, keep = int(small.sum()), keep & ~small
     notes = []
     if zeros:
         notes.append(f"{zeros} zero{'s' if zeros > 1 else ''}")
+    if tiny:
+        notes.append(f"{tiny} at round-off")
     if bad:
         notes.append(f"{bad} failed")
     if notes:
         label = f"{label} ({', '.join(notes)}: not drawn)"
-    return np.where(np.isfinite(y) & (y > 0), y, np.nan), label
+    return np.where(keep, y, np.nan), label
+
+
+def bounded_errorbar(ax, x, mean, ci, label: str, *, lo: float = 0.0, hi: float = 1.0, **kwargs):
+    """``mean`` with its 95% interval clipped to ``[lo, hi]`` (an accuracy's ``[0, 1]``),
+    labelled as such; the axis stays within the bounds.
+
+    Example:
+        >>> from gcc_jax.experiments._io import new_figure
+        >>> fig, ax = new_figure()
+        >>> _ = bounded_errorbar(ax, [0, 1], [0.625, 0.9], [1.5883, 0.05], "GCC")
+        >>> bool(ax.get_ylim()[0] >= -0.05), ax.get_legend_handles_labels()[1]
+        (True, ['GCC, 95% CI clipped to [0, 1]'])
+    """
+    mean = np.asarray(mean, dtype=float)
+    ci = np.nan_to_num(np.asarray(ci, dtype=float), nan=0.0)
+    low = np.maximum(lo, mean - ci)
+    high = np.minimum(hi, mean + ci)
+    yerr = [np.maximum(mean - low, 0.0), np.maximum(high - mean, 0.0)]
+    line = ax.errorbar(
+        x, mean, yerr=yerr, capsize=3, label=f"{label}, 95% CI clipped to [{lo:g}, {hi:g}]",
+        **kwargs,
+    )  # fmt: skip
+    margin = 0.02 * (hi - lo)
+    ax.set_ylim(max(ax.get_ylim()[0], lo - margin), min(ax.get_ylim()[1], hi + margin))
+    return line
+
+
+def annotate_cells(ax, values, texts, image) -> None:
+    """Write ``texts[i][j]`` on the heat-map cell ``(i, j)`` of ``image`` (an ``imshow``), dark
+    on light cells and white on dark ones, so every label stays readable; NaN cells stay bare."""
+    values = np.asarray(values, dtype=float)
+    for (i, j), v in np.ndenumerate(values):
+        if not np.isfinite(v):
+            continue
+        r, g, b, _ = image.cmap(image.norm(v))
+        light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5  # perceived luminance of the cell
+        ax.text(
+            j, i, texts[i][j], ha="center", va="center", fontsize=6,
+            color="black" if light else "white",
+        )  # fmt: skip
 
 
 def integer_ticks(ax, values: Sequence[int], axis: str = "x") -> None:

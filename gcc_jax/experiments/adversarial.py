@@ -69,7 +69,8 @@ from ._commands.adversarial import (
     VALUE_STRATEGIES,
 )
 from ._io import ExperimentResult, new_figure, save_report
-from ._plots import integer_ticks, log_ticks
+from ._plots import annotate_cells, integer_ticks, log_ticks
+from ._summary import MIN_FIT_POINTS, fit_interval
 from .rates import fit_slope
 
 __all__ = [
@@ -96,7 +97,8 @@ METRICS = {
     "found by gcc_jax.worst_case_adversaries, the '@worst' columns): a lower bound on the "
     "supremum over all adversaries",
     "slope": "least-squares slope of log(mean worst loss) against log N",
-    "slope_ci": "95% bootstrap interval of the slope (jobs resampled with replacement, 2000 draws)",
+    "slope_ci": "95% bootstrap interval of the slope (jobs resampled with replacement, 2000 "
+    "draws); null with fewer than three N",
     "slope_upper": "the slope fitted on the upper half of the N values only (closer to the "
     "asymptotic regime the theory describes), with its bootstrap interval",
     "theory_slope": "the paper's rate exponent 6/5 (a − 1) for γ = N^a",
@@ -415,11 +417,19 @@ def _fit(rows: list[dict], name: str, a: float, workers, trials: int, seed: int)
         [n[i] for i in up], [[p[i] for i in up] for p in per], seed=seed
     )
     return dict(
-        function=name, a=a, slope=slope, slope_ci=[lo, hi],
-        slope_upper=s_up, slope_upper_ci=[lo_up, hi_up],
+        function=name, a=a, slope=slope, slope_ci=fit_interval(len(n), [lo, hi]),
+        slope_upper=s_up, slope_upper_ci=fit_interval(len(up), [lo_up, hi_up]),
         upper_workers=[n[i] for i in up], theory_slope=1.2 * (a - 1.0),
         trial_slopes=[fit_slope(n, p)[0] for p in per],
     )  # fmt: skip
+
+
+def _slope_ci(ci) -> str:
+    """A slope's interval as ``[lo, hi]``, or why there is none (fewer than three ``N``)."""
+    if ci is None:
+        return f"(< {MIN_FIT_POINTS} N: no CI)"
+    lo, hi = (np.nan if v is None else v for v in ci)
+    return f"[{lo:.2f}, {hi:.2f}]"
 
 
 def _check(decoders, strategies) -> None:
@@ -603,13 +613,11 @@ def format_adversarial_table(result: ExperimentResult) -> str:
         "paper's 6/5 (a − 1)"
     )
     for fit in res["fits"]:
-        lo, hi = fit["slope_ci"]
-        lo_u, hi_u = fit["slope_upper_ci"]
         up = fit["upper_workers"]
         lines.append(
             f"  {fit['function']:>7} a={fit['a']:<5g}: all N {fit['slope']:6.2f} "
-            f"[{lo:.2f}, {hi:.2f}]   N>={up[0]}: {fit['slope_upper']:6.2f} [{lo_u:.2f}, {hi_u:.2f}]"
-            f"   theory {fit['theory_slope']:.2f}"
+            f"{_slope_ci(fit['slope_ci'])}   N>={up[0]}: {fit['slope_upper']:6.2f} "
+            f"{_slope_ci(fit['slope_upper_ci'])}   theory {fit['theory_slope']:.2f}"
         )
     cols = _table_columns(res["table"])
     lines.append(
@@ -629,6 +637,10 @@ def format_adversarial_table(result: ExperimentResult) -> str:
 
 
 report = format_adversarial_table
+
+
+_HEATMAP_RANGE = 1e-12
+"""The heat map's colours span at most 12 decades below its largest loss."""
 
 
 def plot_adversarial(result: ExperimentResult):
@@ -659,10 +671,9 @@ def plot_adversarial(result: ExperimentResult):
             n = np.array([r["N"] for r in sel], float)
             loss = np.array([r["worst"] for r in sel], float)
             ok = np.isfinite(loss) & (loss > 0)
-            lo, hi = fit["slope_ci"]
             ax.loglog(
                 n[ok], loss[ok], "o-", color=f"C{j}",
-                label=f"a={a:g}: slope {fit['slope']:.2f} [{lo:.2f}, {hi:.2f}]",
+                label=f"a={a:g}: slope {fit['slope']:.2f} {_slope_ci(fit['slope_ci'])}",
             )  # fmt: skip
             if ok.any():
                 first = np.flatnonzero(ok)[0]
@@ -690,11 +701,17 @@ def plot_adversarial(result: ExperimentResult):
                 continue
             sel = [r for r in table if r["function"] == tfuncs[i]]
             vals = np.array([[r.get(c, np.nan) for c in cols] for r in sel], float)
-            img = np.log10(np.clip(vals, 1e-30, None))
-            im = ax.imshow(img, aspect="auto", cmap="viridis")
-            for (y, x), v in np.ndenumerate(vals):
-                if np.isfinite(v):
-                    ax.text(x, y, f"{v:.0e}", ha="center", va="center", fontsize=5, color="w")
+            # the colour scale spans the losses that are not round-off: an exact decoder's
+            # 0 or 1e-30 is drawn at the scale's floor (and labelled with its value)
+            pos = vals[np.isfinite(vals) & (vals > 0)]
+            top = pos.max() if pos.size else 1.0
+            floor = max(pos.min(), top * _HEATMAP_RANGE) if pos.size else top * _HEATMAP_RANGE
+            img = np.log10(np.clip(vals, floor, None))
+            im = ax.imshow(
+                img, aspect="auto", cmap="viridis", vmin=np.log10(floor), vmax=np.log10(top)
+            )
+            texts = [["0" if v == 0 else f"{v:.0e}" for v in row] for row in vals]
+            annotate_cells(ax, img, texts, im)
             ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=6)
             ax.set_yticks(range(len(sel)), [r["decoder"] for r in sel], fontsize=7)
             ax.set_title(
@@ -702,7 +719,8 @@ def plot_adversarial(result: ExperimentResult):
                 f"γ={cfg['table_adversaries']} (log10 loss)",
                 fontsize=8,
             )
-            fig.colorbar(im, ax=ax, fraction=0.03).set_label("log10 loss", fontsize=8)
+            below = f" (below {floor:.0e}: at the floor)" if (vals < floor).any() else ""
+            fig.colorbar(im, ax=ax, fraction=0.03).set_label(f"log10 loss{below}", fontsize=8)
     fig.tight_layout()
     return fig
 

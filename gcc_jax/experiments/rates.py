@@ -66,6 +66,7 @@ from ._command import StopOnInterrupt
 from ._commands.rates import DEFAULTS, TOY
 from ._io import ExperimentResult, new_figure, save_report, warn_float32
 from ._plots import legend_outside
+from ._summary import MIN_FIT_POINTS, fit_interval
 
 __all__ = [
     "DEFAULTS",
@@ -138,7 +139,8 @@ METRICS = {
     "mean/median": "mean and median of the loss over draws (worst) or draws × patterns (iid), "
     "with 95% percentile bootstrap CIs (draws resampled, iid patterns within draws too)",
     "slope": "least-squares slope b of log stat = a + b log N over the stated range of N "
-    "('all', or 'upper' = the upper half of the log-range), 95% bootstrap CI",
+    "('all', or 'upper' = the upper half of the log-range), 95% bootstrap CI (null with "
+    "fewer than three N: a line through two points has no interval)",
     "lam_dec": "GCC-cv's decoder λ chosen per N by CV on held-out input draws",
     "ratio": "GCC-cv mean (median) loss / BACC mean (median) loss at the largest N",
 }
@@ -697,7 +699,7 @@ def _fits(rows: list[dict], reps: dict, fname: str, sigma: float, regime: str) -
                     range=rname,
                     N=[int(n[sel].min()), int(n[sel].max())],
                     slope=float(_slopes(n[sel], value[sel])),
-                    ci95=_ci(_slopes(n[sel], boot[:, sel])),
+                    ci95=fit_interval(int(sel.sum()), _ci(_slopes(n[sel], boot[:, sel]))),
                     theory_slope=theory_slope(code, regime, sigma),
                     note=note,
                 )
@@ -742,6 +744,8 @@ def _summarise(rows: list[dict], reps: dict, cfg: dict):
 
 
 def _fmt_ci(ci) -> str:
+    if ci is None:  # fewer than three N in the range
+        return "(no CI)"
     lo, hi = (np.nan if v is None else v for v in ci)
     return f"[{lo:.2f}, {hi:.2f}]"
 
@@ -783,7 +787,8 @@ def format_rates_table(result: ExperimentResult) -> str:
                     + " ".join(f"{f'{med[i]:.2e} ({mean[i]:.2e})':>25}" for med, mean in cols)
                 )
     lines.append(
-        "\nfitted log-log slopes in N, median / mean, 95% bootstrap CIs (range of N; theory)"
+        "\nfitted log-log slopes in N, median / mean, 95% bootstrap CIs from "
+        f"{MIN_FIT_POINTS} or more N (range of N; theory)"
     )
     for fit in res["fits"]:
         if fit["stat"] != "median":

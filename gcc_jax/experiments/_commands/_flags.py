@@ -15,7 +15,19 @@ from typing import Any
 
 from .._command import float_list, int_list, merge_config, str_list
 
-__all__ = ["SETTINGS", "Setting", "add_settings", "flag", "settings_config", "shared_keys"]
+__all__ = [
+    "MODELS",
+    "SETTINGS",
+    "Setting",
+    "add_settings",
+    "flag",
+    "settings_config",
+    "shared_keys",
+]
+
+MODELS = ("mlp", "lenet5", "cnn", "vit")
+"""The classifiers a command's ``--model`` offers (check it with
+``choice("model", flag("model"), MODELS)``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +65,7 @@ SETTINGS = (
     _s("--worst-case-batches", None, ["--worst-batches"], ["worst_case_batches"], "searched", int),
     _s("--epochs", None, [], ["epochs"], "classifier training epochs (cached)", int),
     _s("--parm-epochs", None, [], ["parm_epochs"], "ParM parity-model epochs (cached)", int),
+    _s("--model", None, [], ["model"], f"classifier: {', '.join(MODELS)}"),
     _s("--dataset", None, [], ["dataset"], "data set: digits, fashion_mnist, mnist, cifar10"),
     _s("--data-path", None, [], ["data_path"], "directory of the data set's files"),
     _s("--functions", None, [], ["functions"], "worker functions", str_list),
