@@ -2,7 +2,7 @@
 and argument rules. Nothing here imports JAX; each command's run, report and save functions are
 imported when called."""
 
-from . import adversarial, demo, dnn, learned, poly, rates, regimes, serve, tune
+from . import adversarial, demo, dnn, learned, poly, rates, regimes, serve, serve_sim, tune
 
 __all__ = ["COMMANDS"]
 
@@ -13,6 +13,7 @@ COMMANDS = (
     regimes.COMMAND,
     poly.COMMAND,
     serve.COMMAND,
+    serve_sim.COMMAND,
     learned.COMMAND,
     tune.COMMAND,
     adversarial.COMMAND,

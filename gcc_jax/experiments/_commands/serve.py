@@ -5,7 +5,7 @@ import argparse
 from .._checks import choice, count, lam, real, sizes
 from .._command import Command, explicit, float_list, merge_config, str_list
 
-__all__ = ["COMMAND", "DEFAULTS", "SCHEMES", "TOY", "add_serve_bench_arguments"]
+__all__ = ["COMMAND", "DEFAULTS", "SCHEMES", "TOY", "add_flags", "add_serve_bench_arguments"]
 
 SCHEMES = ("uncoded", "equal", "replication", "parm", "gcc", "bacc")
 """Schemes `run_serve_bench` knows, in table order."""
@@ -90,10 +90,16 @@ _FLAGS = (
 )
 
 
+def add_flags(parser: argparse.ArgumentParser, flags) -> None:
+    """Add ``(flag, keyword, type, help)`` flags, each defaulting to ``None`` (the run
+    function's default)."""
+    for flag, dest, kind, text in flags:
+        parser.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+
+
 def add_serve_bench_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``gcc-jax serve-bench`` (defaults ``None``: :func:`run_serve_bench`'s)."""
-    for flag, dest, kind, text in _FLAGS:
-        parser.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+    add_flags(parser, _FLAGS)
     parser.add_argument(
         "--schemes",
         default=None,
