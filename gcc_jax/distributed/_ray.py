@@ -323,6 +323,9 @@ class RayExecutor(Executor):
         startup_timeout_s: how long to wait for the actors to be ready.
         actor_options: extra ``.options(...)`` for the actors.
         xla_single_thread: one XLA thread per actor.
+        cancel_late: cancel the tasks still pending at a round's cut-off (default). ``False``
+            lets them run to the end, as a serving instance that is not interrupted does: the
+            actor stays busy and its next tasks queue behind (their results are discarded).
     """
 
     def __init__(
@@ -340,6 +343,7 @@ class RayExecutor(Executor):
         startup_timeout_s: float = 300.0,
         actor_options: dict | None = None,
         xla_single_thread: bool = True,
+        cancel_late: bool = True,
         _pool: _ActorPool | None = None,
     ):
         import jax
@@ -349,6 +353,7 @@ class RayExecutor(Executor):
         self.delays = check_delays(delays, num_workers)
         self.faults = check_faults(faults, num_workers)
         self.validate = validate
+        self.cancel_late = bool(cancel_late)
         self.input_shape = tuple(int(s) for s in input_shape)
         self.input_dtype = np.dtype(input_dtype)
         x64 = bool(jax.config.jax_enable_x64) if x64 is None else bool(x64)
@@ -427,6 +432,7 @@ class RayExecutor(Executor):
         new.delays = check_delays(delays, len(ids))
         new.faults = check_faults(faults, len(ids))
         new.validate = self.validate if isinstance(validate, str) else validate
+        new.cancel_late = self.cancel_late
         new.input_shape, new.input_dtype = self.input_shape, self.input_dtype
         new.output_shape, new.output_dtype = self.output_shape, self.output_dtype
         new._ray, new._owner, new._pool = self._ray, False, self._pool
@@ -520,7 +526,8 @@ class RayExecutor(Executor):
         for ref, (i, _) in pending.items():  # late: cancel and discard
             messages[i] = f"no answer within {elapsed * 1e3:.1f} ms"
             try:
-                ray.cancel(ref)
+                if self.cancel_late:
+                    ray.cancel(ref)
             except Exception:
                 pass
         self._pool.adopt({ref: (self._workers[i], g) for ref, (i, g) in pending.items()})
