@@ -162,6 +162,7 @@ def test_registry_lists_every_subcommand_once():
         "regimes",
         "poly",
         "serve-bench",
+        "serve-sim",
         "compare-learned",
         "tune",
         "adversarial",
