@@ -172,3 +172,27 @@ def test_cluster_sizes_and_bad_input():
         Background(fraction=1.0)
     with pytest.raises(ValueError, match="`rate`"):
         simulate("parm", instances=4, k=2, rate=0.0, num_queries=10)
+
+
+def test_delay_model_episodes_have_their_fraction_and_mean_length():
+    """DelayModel(episode_rounds=L): each worker is slowed on a fraction p of the rounds, in
+    runs of mean length L (counted by a loop over the rounds), and a slowed round's latency is
+    the quiet one times the factor."""
+    from gcc_jax.distributed import DelayModel
+
+    p, length, rounds = 0.1, 20.0, 30_000
+    dm = DelayModel(num_workers=2, shift=0.01, straggle_prob=p, episode_rounds=length, seed=3)
+    on = np.array([dm.in_episode(r) for r in range(rounds)])  # (rounds, 2)
+    for w in range(2):
+        runs, current = [], 0
+        for flag in on[:, w]:
+            if flag:
+                current += 1
+            elif current:
+                runs.append(current)
+                current = 0
+        assert abs(on[:, w].mean() - p) < 0.03
+        assert abs(np.mean(runs) / length - 1.0) < 0.25
+    quiet = DelayModel(num_workers=2, shift=0.01, seed=3)
+    r = int(np.flatnonzero(on[:, 0])[0])
+    assert dm.sample(r)[0] == pytest.approx(10.0 * quiet.sample(r)[0])

@@ -9,6 +9,7 @@ before it computes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,8 +35,11 @@ class DelayModel:
     * ``L ~ Exp(1)`` (``tail="exponential"``: the shifted-exponential model of the coded
       computing literature) or ``L ~ Lomax(a)``, ``P(L > u) = (1 + u)^(−a)``
       (``tail="pareto"``: heavy-tailed, ``a = pareto_shape``);
-    * ``B = straggle_factor`` with probability ``straggle_prob``, else ``1`` (transient
-      stragglers: a task slowed ``straggle_factor`` times);
+    * ``B = straggle_factor`` with probability ``straggle_prob``, else ``1``: independently
+      per task (transient stragglers) when ``episode_rounds = 0``; otherwise while worker ``n``
+      is in a *background-load episode*, an on/off process over round ids with episodes of
+      mean ``episode_rounds`` rounds, on a fraction ``straggle_prob`` of the rounds
+      (persistent slowdowns: a slowed worker stays slow for many consecutive rounds);
     * ``s_n = slowdown[n]`` is a persistent per-worker multiplier (slow machines).
 
     All draws are independent across workers and rounds and depend only on
@@ -59,6 +63,8 @@ class DelayModel:
         slowdown: per-worker multipliers ``s_n > 0`` (``None`` = all 1).
         straggle_prob: per-task probability ``p`` of a transient slow-down.
         straggle_factor: its factor ``f ≥ 1``.
+        episode_rounds: mean length of a worker's slowdown episode in rounds (``0``: none,
+            each task slowed independently).
         fail_prob: per-task probability ``q`` of never answering.
         seed: the seed of every draw.
 
@@ -80,6 +86,7 @@ class DelayModel:
     straggle_factor: float = 10.0
     fail_prob: float = 0.0
     seed: int = 0
+    episode_rounds: float = 0.0
 
     def __post_init__(self):
         n = as_int(self.num_workers, "num_workers", 1)
@@ -98,6 +105,7 @@ class DelayModel:
             ("straggle_factor", as_real(self.straggle_factor, "straggle_factor", 1.0)),
             ("fail_prob", as_prob(self.fail_prob, "fail_prob")),
             ("seed", as_int(self.seed, "seed", 0)),
+            ("episode_rounds", as_real(self.episode_rounds, "episode_rounds", 0.0)),
         ):
             object.__setattr__(self, name, value)
 
@@ -134,6 +142,8 @@ class DelayModel:
         n = self.num_workers
         fail = rng.random(n) < self.fail_prob
         slow = rng.random(n) < self.straggle_prob
+        if self.episode_rounds > 0:
+            slow = self.in_episode(rid)
         if self.tail == "exponential":
             tail = rng.standard_exponential(n)
         else:
@@ -141,6 +151,30 @@ class DelayModel:
         t = self.slowdowns * np.where(slow, self.straggle_factor, 1.0)
         t = t * (self.shift + self.scale * tail)
         return np.where(fail, np.inf, t)
+
+    def in_episode(self, round_id: int) -> np.ndarray:
+        """``(n,)`` which workers are in a slowdown episode in round ``round_id`` (all
+        ``False`` when ``episode_rounds = 0``).
+
+        Worker ``n``'s episodes alternate with quiet spells, geometric lengths of means
+        ``episode_rounds`` and ``episode_rounds · (1 − p) / p``, starting in the stationary
+        state, drawn from ``(seed, n)`` alone: the same whatever rounds are asked for.
+
+        Example:
+            >>> from gcc_jax.distributed import DelayModel
+            >>> dm = DelayModel(num_workers=3, straggle_prob=0.1, episode_rounds=50.0, seed=0)
+            >>> on = [dm.in_episode(r) for r in range(2000)]
+            >>> 0.03 < float(np.mean(on)) < 0.3 and bool((dm.in_episode(7) == on[7]).all())
+            True
+        """
+        rid = as_int(round_id, "round_id", 0)
+        if self.episode_rounds <= 0 or self.straggle_prob <= 0:
+            return np.zeros(self.num_workers, dtype=bool)
+        horizon = max(4096, 1 << int(rid).bit_length())
+        return np.array([
+            _episodes(self.seed, w, self.straggle_prob, self.episode_rounds, horizon)[rid]
+            for w in range(self.num_workers)
+        ])  # fmt: skip
 
     def cdf(self, t: Float[np.ndarray, "*q"], worker: int = 0) -> Float[np.ndarray, "*q"]:
         """The closed-form ``P(T_{worker} ≤ t)`` (see the class docstring)."""
@@ -158,6 +192,23 @@ class DelayModel:
 
         p, q, f = self.straggle_prob, self.fail_prob, self.straggle_factor
         return (1.0 - q) * ((1.0 - p) * g(t / s) + p * g(t / (s * f)))
+
+
+@functools.lru_cache(maxsize=256)
+def _episodes(seed: int, worker: int, p: float, mean_on: float, horizon: int) -> np.ndarray:
+    """``(horizon,)`` one worker's episode state per round (a longer horizon extends the same
+    draws: the prefix never changes)."""
+    rng = np.random.default_rng([seed, 0xE9, worker])
+    mean_off = max(mean_on * (1.0 - p) / p, 1.0)
+    state = np.zeros(horizon, dtype=bool)
+    on = bool(rng.random() < p)
+    t = 0
+    while t < horizon:
+        length = int(rng.geometric(1.0 / max(mean_on if on else mean_off, 1.0)))
+        state[t : t + length] = on
+        t += length
+        on = not on
+    return state
 
 
 FAULT_KINDS = ("nan", "garbage", "malformed", "error", "hang", "crash")
