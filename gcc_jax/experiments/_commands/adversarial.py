@@ -39,6 +39,8 @@ DEFAULTS = dict(
     search=dict(restarts=1, proposals=16, max_iters=2, patience=1),
     lenet_epochs=5,
     rate_positions="sample",
+    decoders=DECODERS,
+    strategies=STRATEGIES,
 )
 """Keyword arguments of :func:`~gcc_jax.experiments.adversarial.run_adversarial` (the command
 line's defaults): a reduced run. :data:`FULL` is the full-size one."""
@@ -68,13 +70,16 @@ TOY = dict(
     search=dict(restarts=1, proposals=4, max_iters=1, patience=1),
     lenet_epochs=1,
     rate_positions="sample",
+    decoders=("gcc", "huber", "bacc", "lcc-ec"),
+    strategies=("max", "pgd", "targeted"),
 )
-"""Toy sizes (``--toy``)."""
+"""Toy sizes (``--toy``): the table's plain, robust, rational and error-correcting decoders
+against the largest value, the gradient attack and the targeted one (each compiles anew)."""
 
 
 _OWN = (
     *("exponents", "table_functions", "table_workers", "table_adversaries", "trials"),
-    *("pgd_steps", "lenet_epochs", "rate_positions"),
+    *("pgd_steps", "lenet_epochs", "rate_positions", "decoders", "strategies"),
 )
 
 
@@ -84,8 +89,14 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--table-functions", type=str_list, help="table jobs (xsinx,cubic)")
     p.add_argument("--table-workers", type=int, help="N of the table (40)")
     p.add_argument("--table-adversaries", type=int, help="γ of the table (3)")
-    p.add_argument("--decoders", type=str_list, default=DECODERS, help="table rows")
-    p.add_argument("--strategies", type=str_list, default=STRATEGIES, help="adversaries")
+    p.add_argument(
+        "--decoders", type=str_list, help=f"table rows (all; --toy: {','.join(TOY['decoders'])})"
+    )
+    p.add_argument(
+        "--strategies",
+        type=str_list,
+        help=f"adversaries (all; --toy: {','.join(TOY['strategies'])})",
+    )
     p.add_argument("--jobs", "--trials", dest="trials", type=int, help="jobs per cell (5)")
     p.add_argument("--pgd-steps", type=int, help="gradient-attack steps (40)")
     p.add_argument("--lenet-epochs", type=int, help="LeNet-5 training epochs (5, cached)")
@@ -98,7 +109,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace, toy: bool) -> dict:
     config = settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
     config["search"] = search_config(args, config["search"])
-    return config | dict(decoders=args.decoders, strategies=args.strategies)
+    return config
 
 
 COMMAND = Command(
@@ -116,7 +127,7 @@ COMMAND = Command(
     add_arguments=_add_arguments,
     config=_config,
     module="gcc_jax.experiments.adversarial",
-    defaults=DEFAULTS | dict(decoders=DECODERS, strategies=STRATEGIES),
+    defaults=DEFAULTS,
     rules=(
         sizes(("num_inputs", flag("num_inputs")), ("workers", flag("workers"))),
         sizes(("num_inputs", flag("num_inputs")), ("table_workers", "--table-workers")),
