@@ -640,7 +640,7 @@ report = format_adversarial_table
 
 
 _HEATMAP_RANGE = 1e-12
-"""The heat map's colours span at most 12 decades below its largest loss."""
+"""Losses more than 12 decades below the heat map's largest are round-off (exact decoders)."""
 
 
 def plot_adversarial(result: ExperimentResult):
@@ -701,11 +701,13 @@ def plot_adversarial(result: ExperimentResult):
                 continue
             sel = [r for r in table if r["function"] == tfuncs[i]]
             vals = np.array([[r.get(c, np.nan) for c in cols] for r in sel], float)
-            # the colour scale spans the losses that are not round-off: an exact decoder's
-            # 0 or 1e-30 is drawn at the scale's floor (and labelled with its value)
+            # the colour scale spans the losses that are not round-off (within 12 decades of
+            # the largest): an exact decoder's 0 or 1e-30 is drawn at the scale's floor, the
+            # smallest real loss, and labelled with its value
             pos = vals[np.isfinite(vals) & (vals > 0)]
             top = pos.max() if pos.size else 1.0
-            floor = max(pos.min(), top * _HEATMAP_RANGE) if pos.size else top * _HEATMAP_RANGE
+            real = pos[pos >= top * _HEATMAP_RANGE]
+            floor = real.min() if real.size and real.min() < top else top * 1e-3
             img = np.log10(np.clip(vals, floor, None))
             im = ax.imshow(
                 img, aspect="auto", cmap="viridis", vmin=np.log10(floor), vmax=np.log10(top)

@@ -1,0 +1,53 @@
+"""`gcc_jax.experiments._plots` and `_summary`: the shared plotting and verdict rules."""
+
+import numpy as np
+import pytest
+
+from gcc_jax.experiments._io import new_figure
+from gcc_jax.experiments._plots import annotate_cells, bounded_errorbar, positive
+from gcc_jax.experiments._summary import difference_verdict, format_bounded, ratio_verdict
+
+
+def test_heat_map_labels_are_dark_on_light_cells_and_white_on_dark_ones():
+    fig, ax = new_figure()
+    values = np.array([[0.0, 1.0], [np.nan, 0.5]])
+    image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0)  # dark purple .. yellow
+    annotate_cells(ax, values, [["low", "high"], ["nan", "mid"]], image)
+    colors = {t.get_text(): t.get_color() for t in ax.texts}
+    assert colors == {"low": "white", "high": "black", "mid": "white"}  # NaN: no label
+
+
+def test_round_off_values_do_not_set_a_log_axis():
+    fig, ax = new_figure()
+    y, label = positive([1e-3, 2e-17, 5e-3], "uncoded", roundoff=1e-9)
+    ax.semilogy([0, 1, 2], y)
+    assert ax.get_ylim()[0] > 1e-5 and "1 at round-off" in label
+
+
+def test_accuracy_interval_is_clipped_to_zero_one_and_labelled():
+    fig, ax = new_figure()
+    bounded_errorbar(ax, [0], [0.625], [1.5883], "GCC")
+    lo, hi = ax.get_ylim()
+    assert -0.05 <= lo and hi <= 1.05
+    assert format_bounded(0.625, 1.5883) == "0.6250 [0.0000, 1.0000]"
+
+
+@pytest.mark.parametrize(
+    ("ratio", "ci", "verdict"),
+    [
+        (1e15, 3e15, "inconclusive"),
+        (1.0, 0.1, "tied"),
+        (0.2, 0.1, "lower"),
+        (5.0, 1.0, "higher"),
+        (1.2, 0.9, "inconclusive"),
+        (float("nan"), 0.1, "inconclusive"),
+    ],
+)
+def test_a_ratio_is_tied_only_inside_the_margin(ratio, ci, verdict):
+    assert ratio_verdict(ratio, ci) == verdict
+
+
+def test_a_difference_is_tied_only_inside_the_margin():
+    assert difference_verdict(0.2, 0.3, margin=1.0) == "tied"
+    assert difference_verdict(0.2, 5.0, margin=1.0) == "inconclusive"
+    assert difference_verdict(-2.0, 1.0, margin=1.0) == "worse"
