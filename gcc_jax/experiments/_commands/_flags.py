@@ -122,15 +122,15 @@ def add_settings(
     parser: argparse.ArgumentParser,
     defaults: Mapping[str, Any],
     toy: Mapping[str, Any] | None = None,
-    help: Mapping[str, str] | None = None,  # noqa: A002 (argparse's word)
+    **help: str,  # noqa: A002 (argparse's word)
 ) -> None:
     """Add the flag of every shared setting among ``defaults``' keys (dest: the run keyword,
     default ``None``), its help naming the default and the ``toy`` value; ``help`` replaces
-    a setting's generic help for this command."""
+    a setting's generic help for this command (``num_masks="iid patterns per draw"``)."""
     for key in shared_keys(defaults):
         s = _BY_KEY[key]
         value = defaults[key]
-        text = (help or {}).get(key, s.help)
+        text = help.get(key, s.help)
         shown = [f"default {_show(value)}"] if value is not None else []
         if toy and key in toy:
             shown.append(f"--toy: {_show(toy[key])}")

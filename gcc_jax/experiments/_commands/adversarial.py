@@ -84,7 +84,7 @@ _OWN = (
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(p, DEFAULTS, TOY, help=dict(functions="rate jobs: xsinx, cubic, zero, lenet5"))
+    add_settings(p, DEFAULTS, TOY, functions="rate jobs: xsinx, cubic, zero, lenet5")
     p.add_argument("--exponents", type=float_list, help="a values, γ = ⌈N^a⌉ (0,0.25,0.5)")
     p.add_argument("--table-functions", type=str_list, help="table jobs (xsinx,cubic)")
     p.add_argument("--table-workers", type=int, help="N of the table (40)")

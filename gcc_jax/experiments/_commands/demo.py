@@ -23,7 +23,7 @@ TOY = dict(num_inputs=4, num_workers=16, stragglers=(0, 3), num_masks=20, dim=2)
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(p, DEFAULTS, TOY, help=dict(num_masks="random straggler sets per S"))
+    add_settings(p, DEFAULTS, TOY, num_masks="random straggler sets per S")
     p.add_argument("--dim", type=int, help="input dimension d (default 4)")
 
 

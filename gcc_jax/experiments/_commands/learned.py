@@ -51,6 +51,11 @@ def toy_config() -> dict:
     return dict(_TOY)
 
 
+_DATASET_HELP = (
+    "data set (default: fashion_mnist, or digits when its files are absent; a data set named "
+    "here must be found)"
+)
+
 _OWN = (
     *("models", "ks", "base_epochs", "code_epochs", "code_train_size", "eval_images"),
     *("learned_encoder", "learned_hidden", "gcc_groups", "gcc_trials", "cv_images"),
@@ -58,15 +63,7 @@ _OWN = (
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(
-        p,
-        DEFAULTS,
-        _TOY,
-        help=dict(
-            dataset="data set (default: fashion_mnist, or digits when its files are absent; a "
-            "data set named here must be found)",
-        ),
-    )
+    add_settings(p, DEFAULTS, _TOY, dataset=_DATASET_HELP)
     p.add_argument("--models", type=str_list, default=None, help="base models (mlp,lenet5)")
     p.add_argument("--ks", "-k", type=int_list, default=None, help="values of k (2,3,4)")
     p.add_argument("--base-epochs", type=int, default=None, help="base epochs (mlp 10, lenet5 3)")

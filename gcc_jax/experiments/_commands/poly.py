@@ -30,12 +30,7 @@ def _check_settings(cfg):
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(
-        p,
-        DEFAULTS,
-        TOY,
-        help=dict(stragglers="S values (up to N/2)", num_trials="random straggler sets per S"),
-    )
+    add_settings(p, DEFAULTS, TOY, stragglers="S values (to N/2)", num_trials="random sets per S")
     p.add_argument("--n-low", type=int, help="N for deg 3, K=5 (default 20)")
     p.add_argument("--n-high", type=int, help="N for deg 15, K=10 (default 40)")
 

@@ -49,12 +49,7 @@ _OWN = ("p", "draws", "cv_draws", "cv_masks", "noise", "bootstrap", "solver")
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(
-        p,
-        DEFAULTS,
-        TOY,
-        help=dict(stragglers="worst-case S", num_masks="iid patterns per draw and N"),
-    )
+    add_settings(p, DEFAULTS, TOY, stragglers="worst-case S", num_masks="iid patterns per draw")
     p.add_argument("--p", type=float, help="iid straggling probability (0.1)")
     p.add_argument("--draws", type=int, help="evaluation input draws (5)")
     p.add_argument("--cv-draws", type=int, help="held-out input draws for GCC-cv's λ (5)")
