@@ -4,8 +4,10 @@ A command's ``DEFAULTS`` (its run function's keywords) decides which of :data:`S
 gets: :func:`add_settings` adds the flag of every shared setting whose run keyword is among
 them (``--workers/-N`` for ``workers`` or ``num_workers``), typed after its default (a tuple
 of integers parses ``"20,40"``, an integer ``"20"``), with the default and the toy value in
-its help. :func:`settings_config` reads them back and :func:`flag` names one in a rule. Old
-flag names are kept as aliases (:attr:`Setting.aliases`) for one release.
+its help. A ``search`` budget among the defaults gets the worst-case search flags
+(:mod:`gcc_jax.experiments._commands._search`). :func:`settings_config` reads them back and
+:func:`flag` names one in a rule. Old flag names are kept as aliases (:attr:`Setting.aliases`)
+for one release.
 """
 
 import argparse
@@ -14,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._command import float_list, int_list, merge_config, str_list
+from ._search import add_search_arguments, search_config
 
 __all__ = [
     "MODELS",
@@ -141,6 +144,8 @@ def add_settings(
         parser.add_argument(
             *names, dest=key, type=_type(s, value), default=None, metavar=metavar, help=text
         )
+    if isinstance(defaults.get("search"), Mapping):
+        add_search_arguments(parser, defaults["search"])
 
 
 def settings_config(
@@ -150,6 +155,9 @@ def settings_config(
     *extra: str,
 ) -> dict[str, Any]:
     """``defaults``, then ``toy`` (when given), then the shared flags and the flags ``extra``
-    (dest names equal to run keywords) given explicitly."""
+    (dest names equal to run keywords) given explicitly; a ``search`` budget key by key."""
     keys = (*shared_keys(defaults), *extra)
-    return merge_config(defaults, toy, {k: getattr(args, k) for k in keys})
+    config = merge_config(defaults, toy, {k: getattr(args, k) for k in keys})
+    if isinstance(defaults.get("search"), Mapping):
+        config["search"] = search_config(args, config["search"])
+    return config

@@ -5,7 +5,6 @@ import argparse
 from .._checks import SEARCH, choice, count, nested, real, sizes
 from .._command import Command, float_list, str_list
 from ._flags import add_settings, flag, settings_config
-from ._search import add_search_arguments, search_config
 
 __all__ = [
     "COMMAND",
@@ -103,13 +102,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rate-positions", choices=("sample", "search"), help="pgd positions in the rates (sample)"
     )
-    add_search_arguments(p, DEFAULTS["search"])
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
-    config["search"] = search_config(args, config["search"])
-    return config
+    return settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
 
 
 COMMAND = Command(

@@ -5,7 +5,6 @@ import argparse
 from .._checks import SEARCH, choice, count, lam, nested, real, sizes
 from .._command import Command, float_list
 from ._flags import add_settings, flag, settings_config
-from ._search import add_search_arguments, search_config
 
 __all__ = ["COMMAND", "DEFAULTS", "FUNCTION_NAMES", "TOY"]
 
@@ -57,13 +56,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise", type=float_list, help="worker-noise levels σ (default 0,0.001)")
     p.add_argument("--bootstrap", type=int, help="bootstrap replicates (1000)")
     p.add_argument("--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"))
-    add_search_arguments(p, DEFAULTS["search"])
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
-    config["search"] = search_config(args, config["search"])
-    return config
+    return settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
 
 
 COMMAND = Command(
