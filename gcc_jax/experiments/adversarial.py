@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.scalars import as_choice
 from .._core.types import ArrayLike, Real
 from ..codes import (
     ApproxIFERCode,
@@ -435,11 +436,9 @@ def _slope_ci(ci) -> str:
 def _check(decoders, strategies) -> None:
     """``ValueError`` for an unknown decoder or strategy."""
     for d in decoders:
-        if d not in DECODERS:
-            raise ValueError(f"unknown decoder {d!r}; use {DECODERS}")
+        as_choice(d, "decoders", DECODERS)
     for s in strategies:
-        if s not in STRATEGIES:
-            raise ValueError(f"unknown strategy {s!r}; use {STRATEGIES}")
+        as_choice(s, "strategies", STRATEGIES)
 
 
 def run_adversarial(

@@ -46,6 +46,7 @@ import numpy as np
 
 from .._core.memory import release_memory
 from .._core.precision import Float32PrecisionWarning
+from .._core.scalars import as_choice
 from .._core.types import Array
 from ..codes import SplineCode
 from ..evaluation import ratio_ci
@@ -228,11 +229,9 @@ def _check(workloads, regimes, steps) -> None:
     if steps is not None and steps < 0:
         raise ValueError(f"`steps` must be >= 0; got {steps}")
     for name in workloads:
-        if name not in WORKLOADS:
-            raise ValueError(f"unknown workload {name!r}; choose from {WORKLOADS}")
+        as_choice(name, "workloads", WORKLOADS)
     for regime in regimes:
-        if regime not in REGIMES:
-            raise ValueError(f"unknown regime {regime!r}; choose from {REGIMES}")
+        as_choice(regime, "regimes", REGIMES)
 
 
 def _plan(toy: bool, steps: int | None) -> _Plan:
