@@ -57,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "inverse_order": "evaluation",
     "mask_losses": "evaluation",
     "mean_ci": "evaluation",
+    "mean_l2_error": "evaluation",
     "monte_carlo_loss": "evaluation",
     "mse": "evaluation",
     "ratio_ci": "evaluation",
@@ -140,6 +141,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and documentation tools
     from .evaluation import inverse_order as inverse_order
     from .evaluation import mask_losses as mask_losses
     from .evaluation import mean_ci as mean_ci
+    from .evaluation import mean_l2_error as mean_l2_error
     from .evaluation import monte_carlo_loss as monte_carlo_loss
     from .evaluation import mse as mse
     from .evaluation import ratio_ci as ratio_ci

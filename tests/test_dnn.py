@@ -33,7 +33,9 @@ def trained(cache_dir):
 
 @pytest.fixture(scope="module")
 def toy_result(trained):
-    return dnn.run_dnn(**dnn.toy_config(), codes=dnn.CODES, trained=trained, progress=False)
+    return dnn.run_dnn(
+        **dnn.toy_config(), codes=dnn.CODES, fill="zero", trained=trained, progress=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +84,7 @@ def _reference_trials_uncached(trained, result, code, name, s, key_index):
     cfg = result["config"]
     ds = load_digits()
     keys = jax.random.split(jax.random.key(cfg["seed"]), 3)
-    out = {m: [] for m in ("rmse", "mse", "correct", "agree", "base")}
+    out = {m: [] for m in ("mean_l2", "mse", "correct", "agree", "base")}
     images = result["images"]["eval" if key_index == 1 else "cv"]
     for b, idx in enumerate(images):
         x = ds.x_test[idx].astype(np.float64)
@@ -96,7 +98,7 @@ def _reference_trials_uncached(trained, result, code, name, s, key_index):
             num=cfg["num_trials"],
             stragglers=s,
         )
-        rows = {m: [] for m in ("rmse", "mse", "correct", "agree")}
+        rows = {m: [] for m in ("mean_l2", "mse", "correct", "agree")}
         for mask in np.asarray(masks):
             m = mask[: cfg["num_inputs"]] if name == "uncoded" else mask
             dec = _decode(code, jnp.asarray(yt), jnp.asarray(m))
@@ -105,7 +107,7 @@ def _reference_trials_uncached(trained, result, code, name, s, key_index):
             avail = np.asarray(code.available(m)) if hasattr(code, "available") else True
             err = np.sqrt(((y_hat - fx) ** 2).sum(axis=1))
             pred = y_hat.argmax(axis=1)
-            rows["rmse"].append(err.mean())
+            rows["mean_l2"].append(err.mean())
             rows["mse"].append((err**2).mean())
             rows["correct"].append(np.sum((pred == labels) & avail))
             rows["agree"].append(np.sum((pred == fx.argmax(axis=1)) & avail))
@@ -126,8 +128,8 @@ def _code(result, name, s):
     if name == "BACC":
         return gcc.BerrutCode.chebyshev(num_inputs=k, num_workers=n)
     if name == "uncoded":
-        return gcc.UncodedCode(num_inputs=k)
-    return gcc.ReplicationCode(num_inputs=k, num_workers=n)
+        return gcc.UncodedCode(num_inputs=k, fill=cfg["fill"])
+    return gcc.ReplicationCode(num_inputs=k, num_workers=n, fill=cfg["fill"])
 
 
 @pytest.mark.parametrize("name", ["GCC", "uncoded"])
@@ -137,11 +139,11 @@ def test_run_reports_the_documented_protocol(trained, toy, name):
         s = row["S"]
         ref = _reference_trials(trained, result, _code(result, name, s), name, s)
         k = cfg["num_inputs"]
-        batch_means = ref["rmse"].mean(axis=1)
+        batch_means = ref["mean_l2"].mean(axis=1)
         t = stats.t.ppf(0.975, len(batch_means) - 1)
-        np.testing.assert_allclose(row["rmse"]["mean"], ref["rmse"].mean(), rtol=1e-9)
+        np.testing.assert_allclose(row["mean_l2"]["mean"], ref["mean_l2"].mean(), rtol=1e-9)
         np.testing.assert_allclose(
-            row["rmse"]["ci95"], t * stats.sem(batch_means), rtol=1e-7, atol=1e-15
+            row["mean_l2"]["ci95"], t * stats.sem(batch_means), rtol=1e-7, atol=1e-15
         )
         np.testing.assert_allclose(row["mse"]["mean"], ref["mse"].mean(), rtol=1e-9)
         np.testing.assert_allclose(row["accuracy"]["mean"], ref["correct"].mean() / k, rtol=1e-12)
@@ -171,7 +173,7 @@ def test_uncoded_agreement_is_the_fraction_of_results_that_arrived(toy):
         ]
         np.testing.assert_allclose(row["rel_acc_base"]["mean"], np.mean(arrived), rtol=1e-12)
         if s == 0:
-            for m in ("rmse", "mse"):
+            for m in ("mean_l2", "mse"):
                 assert row[m]["mean"] == 0.0
             assert row["rel_acc_labels"]["mean"] == 1.0
 
@@ -241,19 +243,19 @@ def test_comparisons_cover_every_baseline(trained, toy):
         s, other = c["S"], c["baseline"]
         g = _reference_trials(trained, result, _code(result, "GCC", s), "GCC", s)
         o = _reference_trials(trained, result, _code(result, other, s), other, s)
-        if o["rmse"].sum() == 0:  # uncoded at S = 0 is exact: the ratio is undefined
-            assert c["rmse_ratio"]["mean"] is None
+        if o["mean_l2"].sum() == 0:  # uncoded at S = 0 is exact: the ratio is undefined
+            assert c["mean_l2_ratio"]["mean"] is None
         else:
-            ratio = g["rmse"].sum() / o["rmse"].sum()
-            np.testing.assert_allclose(c["rmse_ratio"]["mean"], ratio, rtol=1e-9)
+            ratio = g["mean_l2"].sum() / o["mean_l2"].sum()
+            np.testing.assert_allclose(c["mean_l2_ratio"]["mean"], ratio, rtol=1e-9)
         k = result["config"]["num_inputs"]
         diff = 100 * (g["correct"] - o["correct"]).mean() / k
         np.testing.assert_allclose(c["accuracy_diff_points"]["mean"], diff, atol=1e-9)
         wg = next(r for r in result["results"]["GCC"] if r["S"] == s)["worst_case"]
-        assert c["worst_case_rmse"]["gcc"] == wg["rmse"]["mean"]
+        assert c["worst_case_mean_l2"]["gcc"] == wg["mean_l2"]["mean"]
     text = "\n".join(result["summary"])
     for other in others:
-        assert f"GCC vs {other}: RMSE" in text
+        assert f"GCC vs {other}: mean L2 error" in text
     assert "gcc-jax regimes" in text and "gcc-jax regimes" in result["regime_map"]
 
 
@@ -271,7 +273,7 @@ def test_worst_case_uncoded_is_the_largest_outputs(trained, toy):
             norms = np.linalg.norm(fx, axis=1)  # a lost input costs ‖f(x_k)‖ (fill value 0)
             worst.append(max(sum(c) for c in itertools.combinations(norms, s)) / k)
         wc = row["worst_case"]
-        np.testing.assert_allclose(wc["rmse"]["mean"], np.mean(worst), rtol=1e-12)
+        np.testing.assert_allclose(wc["mean_l2"]["mean"], np.mean(worst), rtol=1e-12)
         assert wc["exhaustive"]
 
 
@@ -289,11 +291,11 @@ def test_gcc_vs_bacc_is_the_paired_ratio(trained, toy):
     _, result = toy
     for g in result["gcc_vs_bacc"]:
         s = g["S"]
-        gcc_r = _reference_trials(trained, result, _code(result, "GCC", s), "GCC", s)["rmse"]
-        bacc_r = _reference_trials(trained, result, _code(result, "BACC", s), "BACC", s)["rmse"]
+        gcc_r = _reference_trials(trained, result, _code(result, "GCC", s), "GCC", s)["mean_l2"]
+        bacc_r = _reference_trials(trained, result, _code(result, "BACC", s), "BACC", s)["mean_l2"]
         ratio = gcc_r.sum() / bacc_r.sum()
-        np.testing.assert_allclose(g["rmse_ratio"]["mean"], ratio, rtol=1e-9)
-        np.testing.assert_allclose(g["rmse_gain_percent"], 100 * (1 - ratio), rtol=1e-7)
+        np.testing.assert_allclose(g["mean_l2_ratio"]["mean"], ratio, rtol=1e-9)
+        np.testing.assert_allclose(g["mean_l2_gain_percent"], 100 * (1 - ratio), rtol=1e-7)
 
 
 def test_save_writes_strict_json_table_and_plots(toy, toy_result, tmp_path):
@@ -313,7 +315,7 @@ def test_save_writes_strict_json_table_and_plots(toy, toy_result, tmp_path):
     for key in ("plot", "cv_plot"):
         assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = paths["table"].read_text()
-    first = result["results"]["GCC"][-1]["rmse"]
+    first = result["results"]["GCC"][-1]["mean_l2"]
     assert f"{first['mean']:.4f}±{first['ci95']:.4f}" in table
     for s in result["config"]["stragglers"]:
         assert f"S={s}" in table
@@ -338,7 +340,7 @@ def test_bad_configurations_raise_clear_errors(trained):
 
 
 def test_evaluate_patterns_hand_values():
-    code = gcc.UncodedCode(num_inputs=3)
+    code = gcc.UncodedCode(num_inputs=3, fill="zero")
     x = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
     labels = np.array([0, 0, 1])  # base predicts 0, 1, 0 (ties go to the first class)
     masks = np.array([[True, True, True], [True, False, True]])
@@ -346,7 +348,7 @@ def test_evaluate_patterns_hand_values():
     fx = _softmax_np(x)
     # pattern 1 loses input 1: its estimate is the fill value 0, its error ‖f(x_1)‖
     lost = np.linalg.norm(fx[1])
-    np.testing.assert_allclose(pm.rmse, [0.0, lost / 3], rtol=1e-14)
+    np.testing.assert_allclose(pm.mean_l2, [0.0, lost / 3], rtol=1e-14)
     np.testing.assert_allclose(pm.mse, [0.0, lost**2 / 3], rtol=1e-14)
     assert pm.correct.tolist() == [1, 1]  # input 0 right; input 1 wrong anyway; input 2 wrong
     assert pm.agree.tolist() == [3, 2]  # the missing input 1 no longer agrees
@@ -372,7 +374,7 @@ def test_evaluate_patterns_matches_eager_loop():
     for t, mask in enumerate(masks):
         y_hat = np.asarray(_decode(code, jnp.asarray(yt), jnp.asarray(mask)).value)
         err = np.linalg.norm(y_hat - fx, axis=1)
-        np.testing.assert_allclose(pm.rmse[t], err.mean(), rtol=1e-12)
+        np.testing.assert_allclose(pm.mean_l2[t], err.mean(), rtol=1e-12)
         np.testing.assert_allclose(pm.mse[t], (err**2).mean(), rtol=1e-12)
         assert pm.correct[t] == np.sum(y_hat.argmax(1) == labels)
         assert pm.agree[t] == np.sum(y_hat.argmax(1) == fx.argmax(1))
@@ -385,28 +387,30 @@ def test_summary_calls_gcc_higher_where_the_baseline_is_exact():
         return {
             "baseline": "uncoded",
             "S": s,
-            "rmse_ratio": {"mean": ratio, "ci95": ci},
+            "mean_l2_ratio": {"mean": ratio, "ci95": ci},
             "accuracy_diff_points": {"mean": 0.0, "ci95": 1.0},
-            "worst_case_rmse": None,
+            "worst_case_mean_l2": None,
         }
 
     def rows(*rmse):
-        return [{"S": s, "rmse": {"mean": v, "ci95": 0.0}} for s, v in zip((0, 2, 4), rmse)]
+        return [{"S": s, "mean_l2": {"mean": v, "ci95": 0.0}} for s, v in zip((0, 2, 4), rmse)]
 
     payload = {
         "results": {"GCC": rows(0.15, 0.17, 0.19)},
         "comparisons": [comp(0, float("nan"), float("nan")), comp(2, 3.7, 0.3), comp(4, 0.5, 0.1)],
     }
     line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
-    assert line.startswith("GCC vs uncoded: RMSE higher at S=0-2, lower at S=4 (ratio 0.5-3.7)")
-    payload["comparisons"][0]["rmse_ratio"] = {"mean": None, "ci95": None}
+    assert line.startswith(
+        "GCC vs uncoded: mean L2 error higher at S=0-2, lower at S=4 (ratio 0.5-3.7)"
+    )
+    payload["comparisons"][0]["mean_l2_ratio"] = {"mean": None, "ci95": None}
     assert dnn.summarise_comparisons(payload, [0, 2, 4])[0] == line
     payload["results"]["GCC"] = rows(0.0, 0.17, 0.19)  # both exact at S = 0
     line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
-    assert "RMSE undefined (both exact) at S=0, higher at S=2, lower at S=4" in line
+    assert "mean L2 error undefined (both exact) at S=0, higher at S=2, lower at S=4" in line
     # worst case: equal values (GCC's CV chose λ = 0, so it is GCC-interp) are "equal"
     for c, (g, o) in zip(payload["comparisons"], [(0.2, 0.2), (0.5, 0.4), (0.3, 0.6)]):
-        c["worst_case_rmse"] = {"gcc": g, "baseline": o}
+        c["worst_case_mean_l2"] = {"gcc": g, "baseline": o}
     line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
     assert line.endswith("; worst-case RMSE equal at S=0, higher at S=2, lower at S=4.")
 
@@ -440,6 +444,7 @@ def test_cli_run_writes_what_run_dnn_computes(
     cfg, result = toy
     monkeypatch.setenv("GCC_JAX_CACHE", str(cache_dir))
     argv = ["run", "--toy", "-S", "0,3", "--codes", "gcc,uncoded", "--cv-batches", "2"]
+    argv += ["--fill", "zero"]  # the module's toy run's fill rule
     rc = main([*argv, "--no-worst-case", "--out", str(tmp_path / "out"), "--no-progress"])
     assert rc == 0
     out = capsys.readouterr().out

@@ -14,10 +14,10 @@ def test_mse_rmse_hand_values():
     # errors per input: (3, 4) -> norm 5; (0, 0) -> 0; (1, 0) -> 1
     y = np.array([[1.0, 1.0], [2.0, 2.0], [0.0, 5.0]])
     y_hat = y + np.array([[3.0, 4.0], [0.0, 0.0], [1.0, 0.0]])
-    assert float(gcc.rmse(y_hat, y)) == pytest.approx((5.0 + 0.0 + 1.0) / 3, rel=1e-15)
+    assert float(gcc.mean_l2_error(y_hat, y)) == pytest.approx((5.0 + 0.0 + 1.0) / 3, rel=1e-15)
     assert float(gcc.mse(y_hat, y)) == pytest.approx((25.0 + 0.0 + 1.0) / 3, rel=1e-15)
-    # the paper's RMSE is the mean of norms, not sqrt(mse)
-    assert float(gcc.rmse(y_hat, y)) != pytest.approx(np.sqrt(26.0 / 3))
+    # RMSE is sqrt(MSE); LeTCC's "RMSE" is the mean of the norms, a different number
+    assert float(gcc.rmse(y_hat, y)) == pytest.approx(np.sqrt(26.0 / 3), rel=1e-15)
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (4, 2, 3), (6, 1)])
@@ -25,8 +25,11 @@ def test_mse_rmse_match_numpy_loop(shape):
     rng = np.random.default_rng(0)
     y, y_hat = rng.standard_normal(shape), rng.standard_normal(shape)
     norms = [np.sqrt(np.sum((y_hat[k] - y[k]) ** 2)) for k in range(shape[0])]
-    np.testing.assert_allclose(gcc.rmse(y_hat, y), np.mean(norms), rtol=1e-13)
+    np.testing.assert_allclose(gcc.mean_l2_error(y_hat, y), np.mean(norms), rtol=1e-13)
     np.testing.assert_allclose(gcc.mse(y_hat, y), np.mean(np.square(norms)), rtol=1e-13)
+    np.testing.assert_allclose(
+        gcc.rmse(y_hat, y), np.sqrt(np.mean((y_hat - y) ** 2) * np.prod(shape[1:])), rtol=1e-13
+    )
 
 
 def test_mse_rmse_equal_monte_carlo_loss_definition():
@@ -42,7 +45,7 @@ def test_metric_transforms():
     rng = np.random.default_rng(1)
     y = jnp.asarray(rng.standard_normal((4, 3)))
     stack = jnp.asarray(rng.standard_normal((5, 4, 3)))
-    for fn in (gcc.rmse, gcc.mse):
+    for fn in (gcc.rmse, gcc.mean_l2_error, gcc.mse):
         np.testing.assert_allclose(jax.jit(fn)(stack[0], y), fn(stack[0], y), rtol=1e-14)
         batched = jax.vmap(fn, in_axes=(0, None))(stack, y)
         np.testing.assert_allclose(batched, [fn(s, y) for s in stack], rtol=1e-14)
@@ -52,14 +55,17 @@ def test_metric_transforms():
         check_grads(jitted, (stack[0],), order=1, modes=("rev",))
         check_grads(jitted, (stack[0],), order=2, modes=("fwd",))
     # a zero error has a finite (zero) gradient, not NaN
-    g = jax.grad(gcc.rmse)(y, y)
-    assert np.all(np.asarray(g) == 0.0)
+    for fn in (gcc.rmse, gcc.mean_l2_error):
+        g = jax.grad(fn)(y, y)
+        assert np.all(np.asarray(g) == 0.0)
 
 
 @pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
 def test_mse_rmse_reject_mismatched_shapes():
     with pytest.raises(ValueError, match="one shape"):
         gcc.rmse(np.zeros((3, 2)), np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="one shape"):
+        gcc.mean_l2_error(np.zeros((3, 2)), np.zeros((3, 3)))
     with pytest.raises(ValueError, match="one shape"):
         gcc.mse(np.zeros((3,)), np.zeros((4,)))
 

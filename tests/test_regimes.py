@@ -247,3 +247,43 @@ def test_lenet_workloads_cross_validate_on_held_out_training_images(monkeypatch)
     a = ds.x_train[cv_idx.ravel()].reshape(cv_idx.size, -1)
     b = ds.x_test[ev_idx.ravel()].reshape(ev_idx.size, -1)
     assert not (a[:, None, :] == b[None, :, :]).all(-1).any()
+
+
+# -- the localization (regression) workload ----------------------------------------------------
+
+
+def test_box_metrics_hand_values():
+    pred = np.array([[0.0, 0.0, 0.5, 0.5], [0.1, 0.1, 0.3, 0.3]])
+    box = np.array([[0.0, 0.0, 0.5, 1.0], [0.5, 0.5, 0.9, 0.9]])
+    m = regimes._box_metrics(pred, box)
+    np.testing.assert_allclose(m["mean_iou"], (0.5 + 0.0) / 2, rtol=1e-12)  # half; disjoint
+    np.testing.assert_allclose(m["test_mse"], (0.25 + 2 * 0.16 + 2 * 0.36) / 2, rtol=1e-12)
+
+
+def test_localization_workload_toy(tmp_path):
+    result = regimes.run_regimes(
+        num_inputs=4,
+        ratios=(1.5,),
+        fractions=(0.25,),
+        workloads=("localization",),
+        codes=("GCC", "replication"),
+        modes=("random",),
+        orders=("given", "pca"),
+        fills=("mean",),
+        num_trials=3,
+        num_batches=2,
+        num_cv_batches=2,
+        lam_enc_grid=(0.0,),
+        lam_dec_grid=(0.0, 1e-3),
+        epochs=1,
+        cache_dir=tmp_path,
+        progress=False,
+    )
+    loc = result.results["models"]["localizer"]
+    assert loc["num_train"] == 6000 and 0.0 <= loc["mean_iou"] <= 1.0 and loc["test_mse"] > 0
+    (cell,) = result.results["cells"]
+    assert set(cell["codes"]) == {"GCC·given", "GCC·pca", "replication·mean"}
+    for row in cell["codes"].values():
+        np.testing.assert_allclose(row["rmse"]["mean"], np.sqrt(row["mse"]["mean"]), rtol=1e-12)
+        assert row["accuracy"] is None  # a regression workload
+    assert "localizer (" in regimes.format_regimes(result)

@@ -14,6 +14,7 @@ from ._evaluator import evaluate_masks as evaluate_masks
 from ._evaluator import mask_losses as mask_losses
 from ._evaluator import pattern_loss as pattern_loss
 from ._metrics import mean_ci as mean_ci
+from ._metrics import mean_l2_error as mean_l2_error
 from ._metrics import mse as mse
 from ._metrics import ratio_ci as ratio_ci
 from ._metrics import rel_acc as rel_acc

@@ -1,12 +1,13 @@
-"""Accuracy metrics of coded inference: the papers' RMSE, the MSE loss, RelAcc, and their CIs.
+"""Accuracy metrics of coded inference: MSE, RMSE, mean L2 error, RelAcc, and their CIs.
 
-Definitions (LeTCC, its section 5), for one coded batch of ``K`` inputs with true
-worker outputs ``y_k = f(x_k)`` and decoded estimates ``ŷ_k``:
+Definitions, for one coded batch of ``K`` inputs with true worker outputs ``y_k = f(x_k)`` and
+decoded estimates ``ŷ_k``:
 
 * ``mse(ŷ, y) = (1/K) Σ_k ‖ŷ_k − y_k‖₂²`` — the loss (1) that the codes minimise and that
   :func:`gcc_jax.monte_carlo_loss` reports;
-* ``rmse(ŷ, y) = (1/K) Σ_k ‖ŷ_k − y_k‖₂`` — the paper's "RMSE": the mean of the un-squared
-  ℓ2 errors, no normalisation by the output size;
+* ``rmse(ŷ, y) = √mse(ŷ, y)`` — the root mean squared error, in the outputs' units;
+* ``mean_l2_error(ŷ, y) = (1/K) Σ_k ‖ŷ_k − y_k‖₂`` — the mean of the un-squared ℓ2 errors,
+  no normalisation by the output size (LeTCC, its section 5, calls this "RMSE");
 * ``rel_acc`` — the accuracy of the decoded predictions ``argmax ŷ_k`` divided by the accuracy
   of the base model's predictions ``argmax y_k`` on the same inputs, either against true labels
   or against the base model's own argmax (then the base accuracy is 1 and RelAcc is the
@@ -28,7 +29,7 @@ import numpy as np
 from .._core.checks import float_dtype
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Real
 
-__all__ = ["mean_ci", "mse", "ratio_ci", "rel_acc", "rmse"]
+__all__ = ["mean_ci", "mean_l2_error", "mse", "ratio_ci", "rel_acc", "rmse"]
 
 
 def _errors(y_hat, y, name: str) -> Float[Array, "k r"]:
@@ -70,19 +71,37 @@ def mse(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[A
 
 
 def rmse(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[Array, ""]:
-    """The papers' RMSE of one batch, ``(1/K) Σ_k ‖ŷ_k − y_k‖₂`` (un-squared ℓ2 norms).
+    """Root mean squared error of one batch, ``√((1/K) Σ_k ‖ŷ_k − y_k‖₂²) = √mse``.
 
-    This is LeTCC's "root mean square difference": the mean over inputs of the Euclidean norm of
-    each error vector, not ``sqrt(mse)`` and not normalised by the output size. The experiment
-    averages it over batches and straggler sets. Differentiable everywhere (the gradient of a
-    zero error is taken as 0). Arguments, result and errors as :func:`mse`.
+    Over many batches or patterns, average :func:`mse` first and take the root of the mean
+    (the experiments report ``√(mean MSE)``). Differentiable everywhere (the gradient at zero
+    error is taken as 0). Arguments, result and errors as :func:`mse`; for the mean of the
+    un-squared ℓ2 errors (LeTCC's "RMSE") see :func:`mean_l2_error`.
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
-        >>> float(gcc.rmse(jnp.array([[3.0, 4.0], [0.0, 0.0]]), jnp.zeros((2, 2))))
+        >>> round(float(gcc.rmse(jnp.array([[3.0, 4.0], [0.0, 0.0]]), jnp.zeros((2, 2)))), 4)
+        3.5355
+    """
+    m = mse(y_hat, y)
+    pos = m > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, m, 1.0)), 0.0)
+
+
+def mean_l2_error(y_hat: Float[ArrayLike, "k *m"], y: Float[ArrayLike, "k *m"]) -> Float[Array, ""]:
+    """Mean L2 error of one batch, ``(1/K) Σ_k ‖ŷ_k − y_k‖₂`` (un-squared ℓ2 norms).
+
+    LeTCC's "root mean square difference" (it calls it RMSE): the mean over inputs of the
+    Euclidean norm of each error vector, neither ``√mse`` nor normalised by the output size.
+    Differentiable everywhere (the gradient of a zero error is taken as 0). Arguments, result
+    and errors as :func:`mse`.
+
+    Example:
+        >>> import jax.numpy as jnp, gcc_jax as gcc
+        >>> float(gcc.mean_l2_error(jnp.array([[3.0, 4.0], [0.0, 0.0]]), jnp.zeros((2, 2))))
         2.5
     """
-    err = _errors(y_hat, y, "rmse")
+    err = _errors(y_hat, y, "mean_l2_error")
     sq = jnp.sum(err * err, axis=1)
     pos = sq > 0
     norms = jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)

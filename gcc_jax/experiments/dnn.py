@@ -21,8 +21,9 @@ Protocol (LeTCC §5):
   code changes no other pattern. GCC, BACC and replication (all on ``N`` workers) see the same
   patterns; uncoded runs on ``K`` of the ``N`` machines (worker ``k`` computes ``f(x_k)``) and
   reads its stragglers from the first ``K`` entries of the same pattern, so it loses on average
-  ``S·K/N`` results. A missing result is reported as the code's ``fill_value`` (0): it enters
-  RMSE/MSE as the error ``‖f(x_k)‖`` and counts as a wrong prediction in the accuracies.
+  ``S·K/N`` results. A missing result is the code's fill rule's estimate (``fill``, default
+  ``"mean"``: the mean of the batch's results, :class:`gcc_jax.UncodedCode`): it enters the
+  errors as ``‖fill − f(x_k)‖`` and counts as a wrong prediction in the accuracies.
 * **GCC's λ** (as the papers choose it). ``GCC``: ``(λ_enc, λ_dec)`` for each ``S`` is the
   point of ``lam_enc_grid × lam_dec_grid`` (default ``λ_enc ∈ {0, 10⁻¹⁰, …, 10⁻²}``,
   ``λ_dec ∈ {0, 10⁻¹⁰, …, 10⁰}``: from interpolation to the straight-line fit) with the lowest
@@ -38,10 +39,11 @@ Protocol (LeTCC §5):
   local search whose loss is a lower bound); the metrics at that pattern are reported. Uncoded's
   adversary kills ``min(S, K)`` of its ``K`` workers.
 
-Metrics (``gcc.rmse``, ``gcc.mse``, ``gcc.rel_acc``), per
+Metrics (``gcc.mse``, ``gcc.mean_l2_error``, ``gcc.rel_acc``), per
 trial (one batch and one pattern) with ``ŷ_k`` the decoded estimate of ``f(x_k)``:
 
-* ``rmse`` = ``(1/K) Σ_k ‖f(x_k) − ŷ_k‖₂`` (the paper's RMSE), ``mse`` = ``(1/K) Σ_k ‖·‖₂²``;
+* ``mse`` = ``(1/K) Σ_k ‖f(x_k) − ŷ_k‖₂²`` (the papers' loss), ``rmse`` = √(mean MSE),
+  ``mean_l2`` = ``(1/K) Σ_k ‖f(x_k) − ŷ_k‖₂`` (the mean L2 error; LeTCC calls it RMSE);
 * ``accuracy`` = fraction of ``argmax ŷ_k`` equal to the true label (missing = wrong);
 * ``rel_acc_labels`` = decoded accuracy / base-model accuracy on the same images (pooled over
   trials); ``rel_acc_base`` = agreement of ``argmax ŷ_k`` with the base model's ``argmax f(x_k)``.
@@ -67,18 +69,20 @@ degrees of freedom).
                  "cv": [[i...]...],            # training-split indices per CV batch
                  "eval_split": "test", "eval": [[i...]...]},   # test-split indices per batch
       "results": {CODE: [{"S": S,
-                          "rmse" | "mse" | "accuracy" | "rel_acc_labels" | "rel_acc_base":
+                          "mse" | "rmse" | "mean_l2" | "accuracy" | "rel_acc_labels" |
+                          "rel_acc_base":
                               {"mean": float, "ci95": float},
                           "num_trials": int, "num_failed": int,
                           "lam_enc": float, "lam_dec": float,       # GCC rows only
-                          "worst_case": null | {"rmse", "mse", "accuracy", "rel_acc_labels",
+                          "worst_case": null | {"mse", "rmse", "mean_l2", "accuracy",
+                                                "rel_acc_labels",
                                                 "rel_acc_base": {"mean", "ci95"},
                                                 "exhaustive": bool, "num_evaluated": int}},
                          ...one row per S]},
-      "gcc_vs_bacc": [{"S", "rmse_ratio": {"mean", "ci95"}, "rmse_gain_percent"}],
-      "comparisons": [{"baseline": CODE, "S", "rmse_ratio": {"mean", "ci95"},   # GCC / CODE
+      "gcc_vs_bacc": [{"S", "mean_l2_ratio": {"mean", "ci95"}, "mean_l2_gain_percent"}],
+      "comparisons": [{"baseline": CODE, "S", "mean_l2_ratio": {"mean", "ci95"},   # GCC / CODE
                        "accuracy_diff_points": {"mean", "ci95"},                # GCC − CODE
-                       "worst_case_rmse": null | {"gcc", "baseline"}}],
+                       "worst_case_mean_l2": null | {"gcc", "baseline"}}],
       "summary": [str],                          # GCC vs every baseline in plain words
       "regime_map": str,                         # where to look for other N/K and fractions
       "tuning": [{"S", "lam_enc", "lam_dec", "best_step", "steps_run", "initial_val_loss",
@@ -111,13 +115,14 @@ from .._core.scalars import as_int, as_real
 from .._core.status import describe_status
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode, check_code
+from ..codes._fill import check_fill
 from ..evaluation import (
     MaskEvaluator,
     apply_workers,
     mean_ci,
+    mean_l2_error,
     mse,
     ratio_ci,
-    rmse,
     sample_masks,
     worst_case_mask,
 )
@@ -158,7 +163,7 @@ __all__ = [
     "toy_config",
 ]
 
-METRICS = ("rmse", "mse", "accuracy", "rel_acc_labels", "rel_acc_base")
+METRICS = ("mse", "rmse", "mean_l2", "accuracy", "rel_acc_labels", "rel_acc_base")
 """Metric keys of every result row."""
 
 
@@ -166,7 +171,7 @@ class PatternMetrics(NamedTuple):
     """Per-pattern metrics of one coded batch (NumPy arrays of shape ``(p,)``).
 
     Attributes:
-        rmse: ``(1/K) Σ_k ‖ŷ_k − f(x_k)‖₂`` (the paper's RMSE).
+        mean_l2: ``(1/K) Σ_k ‖ŷ_k − f(x_k)‖₂`` (the mean L2 error; LeTCC's "RMSE").
         mse: ``(1/K) Σ_k ‖ŷ_k − f(x_k)‖₂²``.
         correct: how many ``argmax ŷ_k`` equal the true label (missing/non-finite = wrong).
         agree: how many ``argmax ŷ_k`` equal the base model's ``argmax f(x_k)`` (same rule).
@@ -174,7 +179,7 @@ class PatternMetrics(NamedTuple):
         status: :class:`gcc_jax.Status` of each decode (0 = valid).
     """
 
-    rmse: Float[np.ndarray, " p"]
+    mean_l2: Float[np.ndarray, " p"]
     mse: Float[np.ndarray, " p"]
     correct: Int[np.ndarray, " p"]
     agree: Int[np.ndarray, " p"]
@@ -188,13 +193,14 @@ def pattern_metrics(
     targets: tuple[Float[Array, "k c"], Int[Array, " k"]],
     mask: Bool[Array, " n"],
 ) -> tuple[Array, Array, Array, Array, Array]:
-    """Metrics of one straggler pattern: ``(rmse, mse, correct, agree, status)``.
+    """Metrics of one straggler pattern: ``(mean_l2, mse, correct, agree, status)``.
 
     The ``per_mask`` function of :class:`gcc_jax.MaskEvaluator` for classifiers: ``targets`` is
-    the pytree ``(f(x), labels)``. ``rmse``/``mse`` as :func:`gcc_jax.rmse`/:func:`gcc_jax.mse`
-    of the decoded estimates against ``f(x)``; ``correct``/``agree`` count the inputs whose
-    ``argmax`` estimate equals the label / the base model's ``argmax f(x_k)``, a missing
-    (``code.available(mask)`` False) or non-finite estimate counting as wrong.
+    the pytree ``(f(x), labels)``. ``mean_l2``/``mse`` as :func:`gcc_jax.mean_l2_error` /
+    :func:`gcc_jax.mse` of the decoded estimates against ``f(x)``; ``correct``/``agree``
+    count the inputs whose ``argmax`` estimate equals the label / the base model's
+    ``argmax f(x_k)``, a missing (``code.available(mask)`` False) or non-finite estimate
+    counting as wrong.
     """
     fx, labels = targets
     dec = code.decode_with_status(yt, mask)
@@ -202,7 +208,7 @@ def pattern_metrics(
     ok = code.available(mask) & jnp.all(jnp.isfinite(dec.value), axis=-1)
     pred = jnp.argmax(dec.value, axis=-1)
     return (
-        rmse(dec.value, fx),
+        mean_l2_error(dec.value, fx),
         mse(dec.value, fx),
         jnp.sum((pred == labels.astype(base.dtype)) & ok),
         jnp.sum((pred == base) & ok),
@@ -235,8 +241,8 @@ def evaluate_patterns(
     The workers' outputs come from ``code.worker_outputs(f, x)``, the targets are ``f(x_k)``;
     every pattern is decoded by :class:`gcc_jax.MaskEvaluator` with :func:`pattern_metrics`
     and scored against ``f(x)`` and the true labels with the definitions of
-    :func:`gcc_jax.rmse`, :func:`gcc_jax.mse` and :func:`gcc_jax.rel_acc` (a missing estimate —
-    ``code.available(mask)`` False — or a non-finite one is a wrong prediction).
+    :func:`gcc_jax.mean_l2_error`, :func:`gcc_jax.mse` and :func:`gcc_jax.rel_acc` (a missing
+    estimate — ``code.available(mask)`` False — or a non-finite one is a wrong prediction).
 
     Args:
         code: any :class:`gcc_jax.AbstractCode`.
@@ -300,14 +306,23 @@ def _stat(mean: float, ci: float) -> dict:
     return {"mean": float(mean), "ci95": float(ci)}
 
 
+def _root_ci(m: float, ci: float) -> tuple[float, float]:
+    """``√m`` and half the distance between the square roots of the CI's ends ``m ± ci``."""
+    if not math.isfinite(ci):
+        return math.sqrt(m), ci
+    return math.sqrt(m), (math.sqrt(m + ci) - math.sqrt(max(m - ci, 0.0))) / 2
+
+
 def _summarise(
     rm: np.ndarray, ms: np.ndarray, cor: np.ndarray, agr: np.ndarray, base: np.ndarray, k: int
 ) -> dict:
     """Metric dict from ``(B, T)`` per-trial tables and the per-batch base-correct counts."""
     base_bt = np.broadcast_to(base[:, None].astype(float), cor.shape)
+    m, ci = mean_ci(ms)
     return {
-        "rmse": _stat(*mean_ci(rm)),
-        "mse": _stat(*mean_ci(ms)),
+        "mse": _stat(m, ci),
+        "rmse": _stat(*_root_ci(m, ci)),
+        "mean_l2": _stat(*mean_ci(rm)),
         "accuracy": _stat(*mean_ci(cor / k)),
         "rel_acc_labels": _stat(*ratio_ci(cor, base_bt)),
         "rel_acc_base": _stat(*mean_ci(agr / k)),
@@ -327,6 +342,7 @@ class _Sizes(NamedTuple):
     codes: tuple[str, ...]
     lam_enc_grid: tuple[float, ...]
     lam_dec_grid: tuple[float, ...]
+    fill: str = "mean"  # uncoded's and replication's fill rule for a lost result
 
 
 class _CrossValidation(NamedTuple):
@@ -341,7 +357,7 @@ class _CrossValidation(NamedTuple):
 class _RandomPatterns(NamedTuple):
     """Per-pattern metrics over random straggler sets: tables ``(codes, S, batches, trials)``."""
 
-    tab: dict  # "rmse", "mse", "correct", "agree" -> table
+    tab: dict  # "mean_l2", "mse", "correct", "agree" -> table
     failed: np.ndarray  # (codes, S) patterns that could not be decoded
     base_correct: np.ndarray  # (batches,) correct predictions of the uncoded model
 
@@ -388,8 +404,8 @@ def _make_code(sz: _Sizes, cv: _CrossValidation, name: str, s: int) -> AbstractC
     if name == "BACC":
         return BerrutCode.chebyshev(num_inputs=sz.k, num_workers=sz.n)
     if name == "uncoded":
-        return UncodedCode(num_inputs=sz.k)
-    return ReplicationCode(num_inputs=sz.k, num_workers=sz.n)
+        return UncodedCode(num_inputs=sz.k, fill=sz.fill)
+    return ReplicationCode(num_inputs=sz.k, num_workers=sz.n, fill=sz.fill)
 
 
 def _tuning_record(s: int, tr) -> dict:
@@ -475,7 +491,7 @@ def _evaluate_random(
     """Every code on every evaluation batch over ``trials`` random sets of ``S`` stragglers.
     Ctrl-C keeps the batches evaluated in full (``stop``); none finished re-raises."""
     shape = (len(sz.codes), len(sz.s_list), sz.n_batches, sz.trials)
-    tab = {m: np.zeros(shape) for m in ("rmse", "mse", "correct", "agree")}
+    tab = {m: np.zeros(shape) for m in ("mean_l2", "mse", "correct", "agree")}
     failed = np.zeros(shape[:2], int)
     base_correct = np.zeros(sz.n_batches, int)
     bar = tqdm(
@@ -502,7 +518,7 @@ def _evaluate_random(
                         worker_outputs[ck] = apply_workers(code, f, x)[1]
                     m = masks[:, : sz.k] if name == "uncoded" else masks
                     r, q, cor, agr, st = _metrics(code, worker_outputs[ck], fx, y, m)
-                    for key_, v in (("rmse", r), ("mse", q), ("correct", cor), ("agree", agr)):
+                    for key_, v in (("mean_l2", r), ("mse", q), ("correct", cor), ("agree", agr)):
                         tab[key_][c, i, b] = v
                     failed[c, i] += int(np.count_nonzero(st))
                     _warn_failed(name, s, st)
@@ -586,7 +602,7 @@ def _code_rows(
             row = {"S": s}
             row.update(
                 _summarise(
-                    tab["rmse"][c, i],
+                    tab["mean_l2"][c, i],
                     tab["mse"][c, i],
                     tab["correct"][c, i],
                     tab["agree"][c, i],
@@ -604,19 +620,22 @@ def _code_rows(
 
 
 def _gcc_vs_bacc(sz: _Sizes, tab: dict) -> list[dict]:
-    """GCC's RMSE over BACC's per ``S`` (paired ratio of sums, 95% CI)."""
+    """GCC's mean L2 error over BACC's per ``S`` (paired ratio of sums, 95% CI)."""
     if "GCC" not in sz.codes or "BACC" not in sz.codes:
         return []
     g, bacc = sz.codes.index("GCC"), sz.codes.index("BACC")
     out = []
     for i, s in enumerate(sz.s_list):
-        ratio, ci = ratio_ci(tab["rmse"][g, i], tab["rmse"][bacc, i])
-        out.append({"S": s, "rmse_ratio": _stat(ratio, ci), "rmse_gain_percent": 100 * (1 - ratio)})
+        ratio, ci = ratio_ci(tab["mean_l2"][g, i], tab["mean_l2"][bacc, i])
+        out.append(
+            {"S": s, "mean_l2_ratio": _stat(ratio, ci), "mean_l2_gain_percent": 100 * (1 - ratio)}
+        )
     return out
 
 
 def _gcc_vs_each(sz: _Sizes, tab: dict, worst: dict) -> list[dict]:
-    """GCC against every other code per ``S``: RMSE ratio, accuracy difference, worst case."""
+    """GCC against every other code per ``S``: mean L2 error ratio, accuracy difference, worst
+    case."""
     if "GCC" not in sz.codes:
         return []
     g = sz.codes.index("GCC")
@@ -625,18 +644,18 @@ def _gcc_vs_each(sz: _Sizes, tab: dict, worst: dict) -> list[dict]:
         if other == "GCC":
             continue
         for i, s in enumerate(sz.s_list):
-            ratio, ci = ratio_ci(tab["rmse"][g, i], tab["rmse"][c, i])
+            ratio, ci = ratio_ci(tab["mean_l2"][g, i], tab["mean_l2"][c, i])
             diff, dci = mean_ci((tab["correct"][g, i] - tab["correct"][c, i]) / sz.k)
             wg, wo = worst.get(("GCC", s)), worst.get((other, s))
             out.append(
                 {
                     "baseline": other,
                     "S": s,
-                    "rmse_ratio": _stat(ratio, ci),
+                    "mean_l2_ratio": _stat(ratio, ci),
                     "accuracy_diff_points": _stat(100 * diff, 100 * dci),
-                    "worst_case_rmse": None
+                    "worst_case_mean_l2": None
                     if wg is None or wo is None
-                    else {"gcc": wg["rmse"]["mean"], "baseline": wo["rmse"]["mean"]},
+                    else {"gcc": wg["mean_l2"]["mean"], "baseline": wo["mean_l2"]["mean"]},
                 }
             )
     return out
@@ -687,6 +706,7 @@ def _config_record(
         "num_batches": n_batches,
         "num_cv_batches": sz.n_cv,
         "codes": list(sz.codes),
+        "fill": sz.fill,
         "lam_enc_grid": list(sz.lam_enc_grid),
         "lam_dec_grid": list(sz.lam_dec_grid),
         "worst_case": bool(worst_case),
@@ -714,6 +734,7 @@ def run_dnn(
     worst_case_batches: int = 3,
     search: dict | None = None,
     tune_steps: int = 100,
+    fill: str = "mean",
     trained: TrainedModel | None = None,
     epochs: int = 20,
     batch_size: int = 64,
@@ -752,6 +773,8 @@ def run_dnn(
             :data:`DEFAULT_SEARCH`).
         tune_steps: gradient steps of ``GCC-tuned`` (:func:`gcc_jax.tuning.tune` on the CV
             batches, starting from the CV choice).
+        fill: uncoded's and replication's estimate of a lost result: ``"mean"`` (the batch's
+            mean result), ``"zero"`` or ``"interpolate"`` (:class:`gcc_jax.UncodedCode`).
         trained: a trained classifier to use instead of training one (its data set must be
             ``dataset``).
         epochs, batch_size, lr, model_kwargs: training hyper-parameters
@@ -774,6 +797,7 @@ def run_dnn(
         num_workers, num_inputs, stragglers, num_trials, num_batches, num_cv_batches,
         worst_case_batches, codes, lam_enc_grid, lam_dec_grid,
     )  # fmt: skip
+    sz = sz._replace(fill=check_fill(fill))
     search = dict(DEFAULT_SEARCH if search is None else search)
     warn_float32(
         "run_dnn in float32: the spline solves lose digits once lam > 0; enable x64 "
@@ -875,8 +899,9 @@ run = run_dnn
 # -- reporting ---------------------------------------------------------------------------------
 
 _TITLES = {
-    "rmse": "RMSE (1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂",
     "mse": "MSE (1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂²",
+    "rmse": "RMSE √MSE",
+    "mean_l2": "mean L2 error (1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂",
     "accuracy": "accuracy of argmax f^ vs true labels",
     "rel_acc_labels": "RelAcc vs true labels (decoded acc / base acc)",
     "rel_acc_base": "RelAcc vs base argmax (agreement)",
@@ -884,8 +909,11 @@ _TITLES = {
 
 
 METRIC_DEFINITIONS = {
-    "rmse": "(1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂ per trial (the paper's RMSE), f = softmax output",
-    "mse": "(1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂² per trial",
+    "mse": "(1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂² per trial, averaged (the papers' loss; GCC's λ is "
+    "chosen by CV on it), f = softmax output",
+    "rmse": "√MSE of the averaged MSE; CI = half the distance between the roots of its CI ends",
+    "mean_l2": "(1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂ per trial, averaged (the mean L2 error; LeTCC "
+    "calls it RMSE)",
     "accuracy": "fraction of argmax f^(x_k) equal to the true label (missing result = wrong)",
     "rel_acc_labels": "decoded accuracy / base-model accuracy on the same images, pooled over "
     "trials",
@@ -894,7 +922,8 @@ METRIC_DEFINITIONS = {
     "worst_case": "the metrics at the pattern of S stragglers with the largest MSE found by "
     "gcc_jax.worst_case_mask, averaged over the searched batches (exact when exhaustive, else a "
     "lower bound)",
-    "rmse_ratio": "GCC RMSE / BACC RMSE, paired over the same trials (ratio of sums)",
+    "mean_l2_ratio": "GCC mean L2 error / the baseline's, paired over the same trials (ratio of "
+    "sums)",
 }
 
 
@@ -924,18 +953,18 @@ def _runs(s_list: Sequence[int], labels: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
-def _mean_rmse(rows, s: int) -> float | None:
-    """The mean RMSE of the row with ``S = s`` (``None`` when absent)."""
-    return next((r["rmse"]["mean"] for r in rows if r["S"] == s), None)
+def _mean_l2(rows, s: int) -> float | None:
+    """The mean L2 error of the row with ``S = s`` (``None`` when absent)."""
+    return next((r["mean_l2"]["mean"] for r in rows if r["S"] == s), None)
 
 
 def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
     """Plain-language lines: GCC (λ by CV) against every other code, per metric and S.
 
-    RMSE: "lower"/"higher" when the paired 95% CI of the ratio excludes 1, else "tied"; where
-    the baseline is exact (its RMSEs sum to 0, the ratio is undefined, e.g. uncoded at
-    ``S = 0``) GCC's RMSE is "higher" unless it is exact too; accuracy: "better"/"worse"
-    when the CI of the paired difference excludes 0; worst case: the searched patterns' RMSEs
+    mean L2 error: "lower"/"higher" when the paired 95% CI of the ratio excludes 1, else "tied";
+    where the baseline is exact (its errors sum to 0, the ratio is undefined, e.g. uncoded at
+    ``S = 0``) GCC's error is "higher" unless it is exact too; accuracy: "better"/"worse"
+    when the CI of the paired difference excludes 0; worst case: the searched patterns' errors
     (single values; "equal" to 1e-12 relative, e.g. where CV chose λ = 0 and GCC is
     GCC-interp). Ends with a pointer to the regime map.
     """
@@ -944,19 +973,19 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
     for other in dict.fromkeys(c["baseline"] for c in comps):
         rows = sorted((c for c in comps if c["baseline"] == other), key=lambda c: c["S"])
         s_rows = [c["S"] for c in rows]
-        rmse_labels, acc_labels, worst_labels = [], [], []
-        ratios = [c["rmse_ratio"]["mean"] for c in rows]
+        l2_labels, acc_labels, worst_labels = [], [], []
+        ratios = [c["mean_l2_ratio"]["mean"] for c in rows]
         for c in rows:
-            r, ci = c["rmse_ratio"]["mean"], c["rmse_ratio"]["ci95"]
-            if r is None or not math.isfinite(r):  # the baseline is exact: Σ RMSE = 0
-                g = _mean_rmse(results.get("results", {}).get("GCC", ()), c["S"])
-                rmse_labels.append("higher" if g else "undefined (both exact)")
+            r, ci = c["mean_l2_ratio"]["mean"], c["mean_l2_ratio"]["ci95"]
+            if r is None or not math.isfinite(r):  # the baseline is exact: Σ error = 0
+                g = _mean_l2(results.get("results", {}).get("GCC", ()), c["S"])
+                l2_labels.append("higher" if g else "undefined (both exact)")
             elif ci is not None and r + ci < 1:
-                rmse_labels.append("lower")
+                l2_labels.append("lower")
             elif ci is not None and r - ci > 1:
-                rmse_labels.append("higher")
+                l2_labels.append("higher")
             else:
-                rmse_labels.append("tied")
+                l2_labels.append("tied")
             d, dci = c["accuracy_diff_points"]["mean"], c["accuracy_diff_points"]["ci95"]
             if d is not None and dci is not None and d - dci > 0:
                 acc_labels.append("better")
@@ -964,7 +993,7 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
                 acc_labels.append("worse")
             else:
                 acc_labels.append("tied")
-            w = c["worst_case_rmse"]
+            w = c["worst_case_mean_l2"]
             if w is not None and w["gcc"] is not None and w["baseline"] is not None:
                 g, o = w["gcc"], w["baseline"]
                 same = abs(g - o) <= 1e-12 * max(abs(g), abs(o))  # e.g. both chose λ = 0
@@ -972,10 +1001,10 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
         finite = [r for r in ratios if r is not None and math.isfinite(r)]
         span = f" (ratio {min(finite):.3g}-{max(finite):.3g})" if finite else ""
         lines.append(
-            f"GCC vs {other}: RMSE {_runs(s_rows, rmse_labels)}{span}; accuracy "
+            f"GCC vs {other}: mean L2 error {_runs(s_rows, l2_labels)}{span}; accuracy "
             f"{_runs(s_rows, acc_labels)}"
             + (
-                f"; worst-case RMSE {_runs(s_rows, worst_labels)}"
+                f"; worst-case mean L2 error {_runs(s_rows, worst_labels)}"
                 if len(worst_labels) == len(rows)
                 else ""
             )
@@ -992,7 +1021,8 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
 def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS) -> str:
     """Plain-text tables of a :func:`run_dnn` result: rows codes, columns ``S``, mean ± 95% CI.
 
-    One table per metric, then the worst-case RMSE and RelAcc, GCC's RMSE gain over BACC and
+    One table per metric, then the worst-case mean L2 error and RelAcc, GCC's gain in mean L2
+    error over BACC and
     the cross-validated λs.
     """
     result = _view(result)
@@ -1030,7 +1060,7 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
     for m in metrics:
         lines += table(f"{_TITLES[m]}, mean ± 95% CI", lambda r, m=m: _fmt(r[m], m))
     if cfg["worst_case"]:
-        for m in ("rmse", "rel_acc_labels"):
+        for m in ("mean_l2", "rel_acc_labels"):
             lines += table(
                 f"worst case ({cfg['worst_case_batches']} batch(es); * = exhaustive, else a "
                 f"lower bound from local search): {_TITLES[m]}",
@@ -1042,16 +1072,18 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
                 ),
             )
     if result["gcc_vs_bacc"]:
-        lines += ["", "GCC RMSE / BACC RMSE (paired, mean ± 95% CI) and GCC's gain"]
+        lines += ["", "GCC mean L2 error / BACC's (paired, mean ± 95% CI) and GCC's gain"]
         lines.append(f"{'':<12}{cols}")
         lines.append(
             f"{'ratio':<12}"
-            + "".join(f"{_fmt(g['rmse_ratio'], 'ratio'):>{width}}" for g in result["gcc_vs_bacc"])
+            + "".join(
+                f"{_fmt(g['mean_l2_ratio'], 'ratio'):>{width}}" for g in result["gcc_vs_bacc"]
+            )
         )
         lines.append(
             f"{'gain':<12}"
             + "".join(
-                f"{'—' if g['rmse_gain_percent'] is None else format(g['rmse_gain_percent'], '.1f') + '%':>{width}}"  # noqa: E501
+                f"{'—' if g['mean_l2_gain_percent'] is None else format(g['mean_l2_gain_percent'], '.1f') + '%':>{width}}"  # noqa: E501
                 for g in result["gcc_vs_bacc"]
             )
         )
@@ -1081,7 +1113,8 @@ _COLORS = CODE_COLORS | {"GCC-interp": "C9", "GCC-tuned": "C4"}
 
 
 def plot_dnn(result: ExperimentResult):
-    """Four panels versus ``S``: RMSE and MSE (log), RelAcc vs labels and vs base argmax.
+    """Four panels versus ``S``: mean L2 error and MSE (log), RelAcc vs labels and vs base
+    argmax.
 
     Error bars are 95% CIs (on the log panels symmetric where positive, see
     :func:`gcc_jax.experiments._plots.log_errorbar`). Dashed lines are the worst case where it
@@ -1091,9 +1124,9 @@ def plot_dnn(result: ExperimentResult):
     """
     result = _view(result)
     fig, axes = new_figure(2, 2, figsize=(13, 8))
-    panels = (("rmse", True), ("mse", True), ("rel_acc_labels", False), ("rel_acc_base", False))
+    panels = (("mean_l2", True), ("mse", True), ("rel_acc_labels", False), ("rel_acc_base", False))
     ylabels = dict(
-        rmse="RMSE of the decoded probabilities",
+        mean_l2="mean L2 error of the decoded probabilities",
         mse="MSE of the decoded probabilities",
         rel_acc_labels="decoded accuracy / base accuracy",
         rel_acc_base="agreement with the base model",

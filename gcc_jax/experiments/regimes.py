@@ -46,7 +46,12 @@ Codes, all at the same worker count ``N`` except uncoded:
 A missing result (uncoded, replication, ParM) is the fill rule's estimate: it enters the errors
 as ``‖fill − f(x_k)‖`` and counts as a wrong prediction in the accuracy.
 
-Workloads (:data:`WORKLOADS`): ``xsinx`` (``f(x) = x sin x``, ``x ~ U(−3, 3)``), ``vector_map``
+Workloads (:data:`WORKLOADS`): ``localization`` (a regression workload: a small CNN,
+:class:`gcc_jax.nn.models.SmallCNN` with 4 outputs, predicts the box of a digit pasted on a
+40×40 canvas, :func:`gcc_jax.nn.data.make_localization`; trained with the box MSE through the
+seeded checkpoint cache, ``epochs`` epochs on 6000 images; its λ's CV batches are held-out
+images, its evaluation batches test images; the worker output is the 4-vector box),
+``xsinx`` (``f(x) = x sin x``, ``x ~ U(−3, 3)``), ``vector_map``
 (:func:`smooth_vector_map`, ℝ² → ℝ³, ``x ~ U(−1, 1)²``), and a LeNet-5 trained by
 :func:`gcc_jax.nn.training.train_classifier` (cached, seeded) on Fashion-MNIST — or on
 scikit-learn's digits when the Fashion-MNIST files are absent (the JSON's ``data_note`` says
@@ -73,7 +78,9 @@ reported as ties.
                search, dataset, epochs, parm_epochs, dtype},
     "results": {
       "data_note": str | null,                 # e.g. Fashion-MNIST absent: digits used
-      "models": {"lenet5": null | {name, dataset, test_accuracy, epochs, seed, from_cache,
+      "models": {"localizer": {name, dataset, test_mse, mean_iou, num_test, epochs, seed,
+                               num_train, from_cache, train_time_s} (when run),
+                 "lenet5": null | {name, dataset, test_accuracy, epochs, seed, from_cache,
                                    train_time_s,
                                    images: {cv_split: "train", cv_pool: "validation",
                                             cv: [[i...]...], eval_split: "test",
@@ -902,22 +909,118 @@ def _cell_records(
     return out
 
 
+def _box_loss(apply, params, batch) -> Array:
+    """Mean squared box error ``(1/b) Σ_i ‖apply(params, x_i) − box_i‖²`` (the localizer's
+    training loss)."""
+    err = apply(params, batch.x) - batch.y
+    return jnp.mean(jnp.sum(err * err, axis=-1))
+
+
+def _box_metrics(pred: np.ndarray, box: np.ndarray) -> dict:
+    """Test MSE (per image, summed over the 4 coordinates) and mean IoU of predicted boxes."""
+    lo = np.maximum(pred[:, :2], box[:, :2])
+    hi = np.minimum(pred[:, 2:], box[:, 2:])
+    inter = np.prod(np.clip(hi - lo, 0.0, None), axis=1)
+    area = lambda b: np.prod(np.clip(b[:, 2:] - b[:, :2], 0.0, None), axis=1)  # noqa: E731
+    iou = inter / np.maximum(area(pred) + area(box) - inter, 1e-12)
+    return {
+        "test_mse": float(np.mean(np.sum((pred - box) ** 2, axis=1))),
+        "mean_iou": float(iou.mean()),
+    }  # noqa: E501
+
+
+def _localization_workload(k, n_cv, n_eval, seed, dtype, epochs, cache_dir, use_cache, progress):
+    """The localization workload: a small CNN (:class:`gcc_jax.nn.models.SmallCNN`, 4 outputs)
+    trained by :func:`gcc_jax.nn.training.fit` with the box MSE through the checkpoint cache
+    (:func:`gcc_jax.nn.training.cached_fit`) on :func:`gcc_jax.nn.data.make_localization`;
+    λ's CV batches are held-out images it was not trained on, the evaluation batches test
+    images."""
+    import optax
+
+    from ..nn.data import make_localization
+    from ..nn.models import make_model, worker_function
+    from ..nn.training import cached_fit, fit, tree_fingerprint
+
+    n_train, n_held = 6000, max(n_cv * k, 1)
+    data = make_localization(n_train + n_held, max(n_eval * k, 200), seed=seed)
+    x_tr, y_tr = data.x_train[:n_train], data.y_train[:n_train]
+    apply, init = make_model("cnn", input_shape=(40, 40, 1), num_classes=4, key=seed)
+    config = {"model": "cnn", "outputs": 4, "epochs": int(epochs), "batch_size": 64,
+              "lr": 1e-3, "seed": int(seed), "loss": "box mse",
+              "data": tree_fingerprint(x_tr, y_tr)}  # fmt: skip
+
+    def train():
+        r = fit(apply, init, x_tr, y_tr, optimizer=optax.adam(1e-3), epochs=int(epochs),
+                batch_size=64, seed=seed, progress=progress, desc="localizer",
+                loss_fn=_box_loss)  # fmt: skip
+        return r.params, {"train_losses": list(r.train_losses)}
+
+    t0 = time.perf_counter()
+    trained = cached_fit("localizer", config, init, train, cache_dir=cache_dir, use_cache=use_cache)
+    pred = np.asarray(jax.jit(apply)(trained.params, jnp.asarray(data.x_test)))
+    info = {
+        "name": "small CNN (SmallCNN, 4 outputs: the box)",
+        "dataset": "localization (digits on a 40x40 canvas, offline)",
+        **_box_metrics(pred, data.y_test),
+        "num_test": int(data.x_test.shape[0]),
+        "epochs": int(epochs),
+        "seed": int(seed),
+        "num_train": n_train,
+        "from_cache": trained.from_cache,
+        "train_time_s": trained.train_time_s if trained.from_cache else time.perf_counter() - t0,
+    }
+    params = trained.params
+    f = worker_function(apply, params, output="logits")
+
+    def batches(x_all, y_all, start, count):
+        return [
+            (jnp.asarray(x_all[start + b * k : start + (b + 1) * k], dtype), None)
+            for b in range(count)
+        ]
+
+    base = dict(
+        base_apply=apply,
+        base_params=params,
+        parity_apply=_ParityNet(apply, "box"),
+        init=lambda s: make_model("cnn", input_shape=(40, 40, 1), num_classes=4, key=s)[1],
+        x_train=x_tr,
+        info={
+            "base_model": "small CNN localizer",
+            "base_accuracy": None,
+            "base_test_mse": info["test_mse"],
+            "base_mean_iou": info["mean_iou"],
+            "base_epochs": int(epochs),
+            "parity_model": "small CNN",
+        },
+    )
+    cv = batches(data.x_train, data.y_train, n_train, n_cv)  # held out from training
+    ev = batches(data.x_test, data.y_test, 0, n_eval)
+    return _Workload("localization", f, cv, ev, False, base), info
+
+
 def _load_workloads(
     g: _Grid, workloads, seed, dtype, dataset, epochs, data_path, cache_dir, use_cache, progress
 ) -> tuple[list, str | None, dict | None]:
-    """The workloads (synthetic ones and the LeNet-5's), the data note and the model record."""
-    wls, note, lenet = [], None, None
+    """The workloads (synthetic ones, the localizer's and the LeNet-5's), the data note and
+    the model records."""
+    wls, note, models = [], None, {"lenet5": None}
     for name in workloads:
         if name in _SYNTHETIC:
             wls.append(_synthetic_workload(name, g.k, g.n_cv, g.n_eval, seed, dtype))
+        if name == "localization":
+            wl, info = _localization_workload(
+                g.k, g.n_cv, g.n_eval, seed, dtype, epochs, cache_dir, use_cache, progress
+            )
+            wls.append(wl)
+            models["localizer"] = info
     net_names = [w for w in workloads if w.startswith("lenet_")]
     if net_names:
-        nets, note, lenet = _lenet_workloads(
+        nets, note, models["lenet5"] = _lenet_workloads(
             net_names, g.k, g.n_cv, g.n_eval, seed, dtype, dataset, epochs, data_path,
             cache_dir, use_cache, progress,
         )  # fmt: skip
         wls += nets
-    return wls, note, lenet
+    return wls, note, models
 
 
 def run_regimes(
@@ -986,7 +1089,7 @@ def run_regimes(
     dtype = jnp.zeros(()).dtype
 
     t0 = time.perf_counter()
-    wls, note, lenet = _load_workloads(
+    wls, note, models = _load_workloads(
         g, workloads, seed, dtype, dataset, epochs, data_path, cache_dir, use_cache, progress
     )
     t_model = time.perf_counter() - t0
@@ -1051,7 +1154,7 @@ def run_regimes(
     results = json_clean(
         {
             "data_note": note,
-            "models": {"lenet5": lenet, "parm": parm_info},
+            "models": {**models, "parm": parm_info},
             "cells": cells,
             "cv": cv_curves,
         }
@@ -1323,6 +1426,13 @@ def format_regimes(result: ExperimentResult) -> str:
         lines.append(
             f"LeNet-5 on {lenet['dataset']}: test accuracy {lenet['test_accuracy']:.4f} after "
             f"{lenet['epochs']} epochs (seed {lenet['seed']})"
+        )
+    loc = result["models"].get("localizer")
+    if loc:
+        lines.append(
+            f"localizer ({loc['name']}) on {loc['dataset']}: test box MSE {loc['test_mse']:.4g}, "
+            f"mean IoU {loc['mean_iou']:.3f} on {loc['num_test']} test images after "
+            f"{loc['epochs']} epochs on {loc['num_train']} images (seed {loc['seed']})"
         )
     for pm in result["models"].get("parm", []):
         acc = pm["base_accuracy"]

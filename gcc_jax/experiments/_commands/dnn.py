@@ -116,6 +116,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "--lam-dec-grid", type=float_list, help="GCC decoder λ candidates (default 0,1e-10..1)"
     )
     p.add_argument("--tune-steps", type=int, help="gradient steps of GCC-tuned (default 100)")
+    p.add_argument(
+        "--fill",
+        choices=("zero", "mean", "interpolate"),
+        default="mean",
+        help="uncoded's and replication's estimate of a lost result (default mean)",
+    )
     p.add_argument("--no-worst-case", action="store_true", help="skip the worst-case search")
     p.add_argument("--worst-case-batches", type=int, default=3, help="batches searched (3)")
     add_search_arguments(p, DEFAULT_SEARCH)
@@ -141,7 +147,7 @@ def _config(args: argparse.Namespace, toy: bool) -> dict:
         | explicit(
             args,
             *("dataset", "model", "model_kwargs", "data_path", "codes", "worst_case_batches"),
-            *("batch_size", "lr"),
+            *("batch_size", "lr", "fill"),
         )
         | dict(worst_case=not args.no_worst_case, use_cache=not args.no_cache)
     )
@@ -154,10 +160,10 @@ COMMAND = Command(
     "inference as in LeTCC §5: K test images per coded batch over N workers, random "
     "straggler sets per S (and the worst case), GCC with (lam_enc, lam_dec) chosen by grid "
     "cross-validation on held-out training images (never test images), BACC, uncoded and "
-    "replication. Prints tables (rows: codes, columns: S) of RMSE, MSE, accuracy and RelAcc "
-    "with 95% CIs and writes results.json (schema: gcc_jax.experiments.dnn), results.txt, "
-    "results.png and cv.png into --out. Defaults: LeNet-5 on scikit-learn's digits, N=40, "
-    "K=20, S=0..10. Explicit flags win over --toy.",
+    "replication. Prints tables (rows: codes, columns: S) of MSE, RMSE = √MSE, mean L2 "
+    "error, accuracy and RelAcc with 95% CIs and writes results.json (schema: "
+    "gcc_jax.experiments.dnn), results.txt, results.png and cv.png into --out. Defaults: "
+    "LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10. Explicit flags win over --toy.",
     add_arguments=_add_arguments,
     config=_config,
     module="gcc_jax.experiments.dnn",

@@ -27,7 +27,7 @@ FILLS = ("zero", "mean", "interpolate")
 """Fill rules of the codes that can lose an input (uncoded, replication, ParM)."""
 MODES = ("random", "worst")
 """Straggler models: uniformly random ``S``-subsets and the worst pattern found."""
-WORKLOADS = ("xsinx", "vector_map", "lenet_logits", "lenet_softmax")
+WORKLOADS = ("xsinx", "vector_map", "localization", "lenet_logits", "lenet_softmax")
 """Worker functions of the map."""
 DEFAULT_SEARCH = dict(restarts=2, proposals=32, max_iters=5)
 """Local-search budget of the worst case (:func:`gcc_jax.worst_case_mask`), by default."""

@@ -9,6 +9,8 @@ Every loader returns a `Dataset` whose images are ``float32`` in ``[0, 1]``, cha
 - `load_mnist`: IDX files from a directory you give.
 - `load_cifar10`: the python-pickle batches from a directory you give.
 - `load_dataset`: any of the above by name.
+- `make_localization`: a synthetic localization task (a digit pasted on a 40x40 canvas and its
+  box), made from the digits offline.
 
 A missing data set raises `DatasetNotFoundError` (a `FileNotFoundError`) naming the paths
 searched and how to get the files; a corrupt file raises `DatasetFormatError` (a `ValueError`).
@@ -26,6 +28,8 @@ from ._loaders import load_dataset as load_dataset
 from ._loaders import load_digits as load_digits
 from ._loaders import load_fashion_mnist as load_fashion_mnist
 from ._loaders import load_mnist as load_mnist
+from ._localization import Localization as Localization
+from ._localization import make_localization as make_localization
 
 __all__ = [
     "DATASET_NAMES",
@@ -34,10 +38,12 @@ __all__ = [
     "DatasetError",
     "DatasetFormatError",
     "DatasetNotFoundError",
+    "Localization",
     "load_cifar10",
     "load_dataset",
     "load_digits",
     "load_fashion_mnist",
     "load_mnist",
+    "make_localization",
     "read_idx",
 ]
