@@ -111,11 +111,10 @@ from tqdm.auto import tqdm
 
 from .._core.checks import check_inputs
 from .._core.precision import Float32PrecisionWarning
-from .._core.scalars import as_int, as_real
+from .._core.scalars import as_choice, as_int, as_real
 from .._core.status import describe_status
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode, BerrutCode, ReplicationCode, SplineCode, UncodedCode, check_code
-from ..codes._fill import check_fill
 from ..evaluation import (
     MaskEvaluator,
     apply_workers,
@@ -141,6 +140,7 @@ from ._commands.dnn import (
     DEFAULT_SEARCH,
     toy_config,
 )
+from ._commands.regimes import FILLS
 from ._images import split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
 from ._plots import CODE_COLORS, integer_ticks, legend_outside, log_errorbar, positive
@@ -797,7 +797,7 @@ def run_dnn(
         num_workers, num_inputs, stragglers, num_trials, num_batches, num_cv_batches,
         worst_case_batches, codes, lam_enc_grid, lam_dec_grid,
     )  # fmt: skip
-    sz = sz._replace(fill=check_fill(fill))
+    sz = sz._replace(fill=as_choice(fill, "fill", FILLS))
     search = dict(DEFAULT_SEARCH if search is None else search)
     warn_float32(
         "run_dnn in float32: the spline solves lose digits once lam > 0; enable x64 "

@@ -13,6 +13,7 @@ from .._command import (
     str_list,
 )
 from ._search import add_search_arguments, search_config
+from .regimes import FILLS
 
 __all__ = [
     "CODES",
@@ -118,7 +119,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune-steps", type=int, help="gradient steps of GCC-tuned (default 100)")
     p.add_argument(
         "--fill",
-        choices=("zero", "mean", "interpolate"),
+        choices=FILLS,
         default="mean",
         help="uncoded's and replication's estimate of a lost result (default mean)",
     )
