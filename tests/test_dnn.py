@@ -412,7 +412,7 @@ def test_summary_calls_gcc_higher_where_the_baseline_is_exact():
     for c, (g, o) in zip(payload["comparisons"], [(0.2, 0.2), (0.5, 0.4), (0.3, 0.6)]):
         c["worst_case_mean_l2"] = {"gcc": g, "baseline": o}
     line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
-    assert line.endswith("; worst-case RMSE equal at S=0, higher at S=2, lower at S=4.")
+    assert line.endswith("; worst-case mean L2 error equal at S=0, higher at S=2, lower at S=4.")
 
 
 def test_model_record_pins_the_trained_parameters(trained, toy_result):
