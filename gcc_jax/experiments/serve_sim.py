@@ -22,6 +22,7 @@ Tails are ranked only among schemes that answered at least 99% of their queries;
 are listed with their misses.
 """
 
+import functools
 import math
 import sys
 import time
@@ -220,8 +221,10 @@ def _accuracy_tables(cfg: dict, schemes, seed: int, progress: bool) -> dict:
         x = jnp.asarray(st.queries[: groups * k].reshape(groups, k, *st.queries.shape[1:]))
         labels = st.labels[: groups * k].reshape(groups, k)
         masks = (np.arange(2 ** (k + 1))[:, None] >> np.arange(k + 1)) & 1
+        logits = functools.partial(st.tm.apply, st.tm.params)  # what the parity model fits
         for name, code in codes.items():
-            y = jax.vmap(lambda xs, c=code: c.worker_outputs(st.f, xs))(x)
+            f = logits if name == "parm" else st.f
+            y = jax.vmap(lambda xs, c=code, f=f: c.worker_outputs(f, xs))(x)
             dec = jax.vmap(jax.vmap(code.decode_with_status, in_axes=(None, 0)), in_axes=(0, None))
             out = dec(y, jnp.asarray(masks, bool))
             pred = np.asarray(jnp.argmax(out.value, axis=-1))  # (groups, masks, k)
