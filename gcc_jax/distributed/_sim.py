@@ -2,8 +2,8 @@
 
 Queries arrive as a Poisson stream at a frontend that holds one FCFS queue per pool of model
 instances; an instance serves one query at a time (batch size 1), taking the next queued query
-as soon as it is free, and nothing that runs is ever cancelled: a copy or a coded task that is
-no longer needed still occupies its instance to the end (as in Kosaian, Rashmi, Venkataraman,
+as soon as it is free, and nothing that runs is ever cancelled: a copy or a coded task whose
+result is not needed occupies its instance to the end (as in Kosaian, Rashmi, Venkataraman,
 "Parity Models", SOSP'19, where a slowed instance stays busy and builds a queue).
 
 A query's *work* ``w = shift + scale · L`` (``L ~ Exp(1)`` or Lomax) is drawn when it arrives.
