@@ -110,9 +110,9 @@ COMMAND = Command(
     "CIs over seeds, where ParM's 3.5x is reached, accuracy (answers weighted by the "
     "accuracy of their source, measured with the real decoders on test queries), and ranks "
     "tails only among schemes that answered at least 99% of their queries. Writes "
-    "serve_sim.json, serve_sim.txt and serve_sim.png into --out. The default takes about 10 "
-    "minutes on one idle core (plus training the classifier and three parity models, "
-    "cached); --toy under a minute.",
+    "serve_sim.json, serve_sim.txt and serve_sim.png into --out. The default takes about 2 "
+    "minutes on one idle core once the classifier and its three parity models are trained "
+    "(cached; a few minutes more the first time); --toy under a minute.",
     add_arguments=_add_arguments,
     config=_config,
     module="gcc_jax.experiments.serve_sim",
