@@ -6,14 +6,17 @@ Settings", arXiv 2502.08058): up to ``γ`` of the ``N`` workers are adversarial 
 ordinary GCC smoothing spline with ``λ_dec`` chosen for ``(N, γ, M)`` (:func:`adversarial_lam_dec`);
 its worst-case error decays like ``N^{6/5 (a − 1)}`` when ``γ = O(N^a)``.
 
-Beyond the paper, :class:`RobustSplineCode` decodes with an M-estimator: an iteratively
-reweighted smoothing spline (Huber or Tukey weights, residual scale by the MAD) or a trimmed
-spline (drop the largest residuals), built on weighted smoothing splines. See docs/adversarial.md
+Beyond the paper, :class:`RobustSplineCode` decodes with an M-estimator: a least-trimmed-squares
+start (Rousseeuw 1984) followed by an iteratively reweighted smoothing spline (Huber or Tukey
+weights, residual scale by the MAD) or a reweighted trimmed spline (drop the largest outlying
+residuals), built on weighted smoothing splines. See docs/adversarial.md
 for the derivations.
 """
 
 import dataclasses
 import functools
+import itertools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -28,9 +31,10 @@ from .._core.checks import (
     float_dtype,
 )
 from .._core.sanitise import sanitise
+from .._core.scalars import as_real
 from .._core.status import Status, combine, is_concrete
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Real, Shaped
-from ..spline import fit_smoothing_spline_with_status
+from ..spline import fit_smoothing_spline_with_status, smooth_batch_with_status
 from ._base import AbstractCode, Decoded, Encoded, NodeSizes, jit_method, pytree_dataclass
 from .spline import SplineCode, SplineLeaves
 
@@ -38,7 +42,9 @@ __all__ = ["RobustSplineCode", "adversarial_lam_dec"]
 
 _LOSSES = ("huber", "tukey", "trim")
 _HUBER, _TUKEY, _TRIM = range(3)  # a code stores its loss as this index (an int32 array leaf)
-_TUNING = {"huber": 1.345, "tukey": 4.685, "trim": 0.0}
+_TUNING = {"huber": 1.345, "tukey": 4.685, "trim": 2.5}
+_MAX_SUBSETS = 256  # the exhaustive LTS start's most drop sets (N = 12: C(12, 3) = 220)
+_DENSE_MAX = 64  # the LTS start's fits: dense normal equations up to this many workers
 _MAD = 1.482602218505602  # 1 / Φ⁻¹(3/4): the MAD of a standard normal sample is 1/_MAD
 
 
@@ -115,19 +121,21 @@ def robust_weights(
     three decoders share one compiled program; every rule is computed and ``kind`` selects
     one, with harmless constants in the unselected ones so that their gradients stay finite).
     ``u_i = r_i / σ``, ``σ = max(1.4826 · median_live(r), floor)`` (MAD about 0: the residuals
-    of a good fit are centred; ``floor`` = the code's ``min_scale`` or round-off). Huber:
-    ``w = min(1, c/u)``; Tukey: ``w = (1 − (u/c)²)²`` for ``u < c`` else 0; trim: 1 for the
-    ``max(n_live − trim, 2)`` smallest residuals, 0 for the rest.
-    Dead workers get 0.
+    of a good fit are centred; ``floor > 0`` = the code's ``min_scale`` or round-off). Huber:
+    ``w = min(1, c/u)``; Tukey: ``w = (1 − (u/c)²)²`` for ``u < c`` else 0; trim: 0 for the
+    live workers that are among the ``trim`` largest residuals *and* have ``u > c``, 1 for the
+    rest (always keeping the ``max(n_live − trim, 2)`` smallest). Dead workers get 0.
     """
     kind = jnp.asarray(kind)
     dtype = residual.dtype
     n_live = jnp.sum(mask)
-    order = jnp.argsort(jnp.where(mask, residual, jnp.inf))
-    rank = jnp.argsort(order)
-    trimmed = (mask & (rank < jnp.maximum(n_live - trim, 2))).astype(dtype)
     sigma = jnp.maximum(_MAD * _masked_median(residual, mask), floor)
     u = residual / sigma
+    order = jnp.argsort(jnp.where(mask, residual, jnp.inf))
+    rank = jnp.argsort(order)
+    c_trim = jnp.where(kind == _TRIM, tuning, _TUNING["trim"]).astype(dtype)
+    drop = (rank >= jnp.maximum(n_live - trim, 2)) & (u > c_trim)
+    trimmed = (mask & ~drop).astype(dtype)
     c_huber = jnp.where(kind == _HUBER, tuning, _TUNING["huber"]).astype(dtype)
     big = u > c_huber  # double where: no infinite gradient of c/u at u = 0
     huber = jnp.where(big, c_huber / jnp.where(big, u, 1.0), 1.0)
@@ -136,6 +144,96 @@ def robust_weights(
     tukey = (1.0 - z * z) ** 2
     w = jnp.where(kind == _HUBER, huber, tukey)
     return jnp.where(kind == _TRIM, trimmed, jnp.where(mask, w, 0.0).astype(dtype))
+
+
+def drop_sets(num_workers: int, trim: int, max_subsets: int) -> np.ndarray | None:
+    """Every set of ``trim`` workers as boolean rows ``(C(n, trim), n)``; ``None`` when there
+    are more than ``max_subsets`` of them (or ``trim = 0``)."""
+    if trim == 0 or math.comb(num_workers, trim) > max_subsets:
+        return None
+    rows = np.zeros((math.comb(num_workers, trim), num_workers), bool)
+    for i, subset in enumerate(itertools.combinations(range(num_workers), trim)):
+        rows[i, list(subset)] = True
+    return rows
+
+
+def penalty_matrix(t: Float[Array, " n"]) -> Float[Array, "n n"]:
+    """Reinsch's ``K = Q R⁻¹ Qᵀ``: ``gᵀ K g = ∫ g''²`` for the natural cubic spline through
+    ``(t_i, g_i)`` (Green & Silverman, *Nonparametric Regression and Generalized Linear Models*,
+    1994, §2.1.2). ``Q`` is ``n × (n−2)`` with ``1/h_{j−1}, −1/h_{j−1} − 1/h_j, 1/h_j`` down
+    column ``j``, ``R`` tridiagonal with ``(h_{j−1} + h_j)/3`` and ``h_j/6``."""
+    n = t.shape[0]
+    h = jnp.diff(t)
+    j = jnp.arange(n - 2)
+    q = jnp.zeros((n, n - 2), t.dtype)
+    q = q.at[j, j].set(1 / h[:-1]).at[j + 1, j].set(-1 / h[:-1] - 1 / h[1:])
+    q = q.at[j + 2, j].set(1 / h[1:])
+    r = jnp.diag((h[:-1] + h[1:]) / 3) + jnp.diag(h[1:-1] / 6, 1) + jnp.diag(h[1:-1] / 6, -1)
+    return jnp.matmul(q, jnp.linalg.solve(r, q.T), precision=lax.Precision.HIGHEST)
+
+
+def _candidate_fits(beta, y, lam, keeps):
+    """Values at ``beta`` ``(c, n, m)`` of the splines fitted to the workers of each row of
+    ``keeps``, and whether each fit is usable. Up to :data:`_DENSE_MAX` workers: the dense
+    normal equations ``(W + λ Σw K) g = W y`` (one small batched solve); above, the batched
+    Kalman pass."""
+    if beta.shape[0] > _DENSE_MAX:
+        values, status = smooth_batch_with_status(beta, keeps, lam, y, beta)
+        return values, status == 0
+    w = keeps.astype(y.dtype)
+    a = jax.vmap(jnp.diag)(w) + (lam * jnp.sum(w, axis=1))[:, None, None] * penalty_matrix(beta)
+    values = jnp.linalg.solve(a, w[:, :, None] * y[None])
+    return values, (jnp.sum(keeps, axis=1) >= 2) & jnp.all(jnp.isfinite(values), axis=(1, 2))
+
+
+def _trimmed_objective(beta, y, lam, mask, keeps, h):
+    """LTS objective of each candidate: the sum of the ``h`` smallest live squared residual
+    norms of the spline fitted to the workers of ``keeps[c]`` (``+inf`` where it fails)."""
+    values, ok = _candidate_fits(beta, y, lam, keeps)
+    r2 = jnp.mean((y[None] - jnp.where(ok[:, None, None], values, 0.0)) ** 2, axis=2)
+    ranked = jnp.sort(jnp.where(mask[None], r2, jnp.inf), axis=1)
+    head = jnp.arange(beta.shape[0]) < h
+    obj = jnp.sum(jnp.where(head[None], ranked, 0.0), axis=1)
+    return jnp.where(ok & jnp.isfinite(obj), obj, jnp.inf)
+
+
+def _best(candidates, objective, fallback):
+    """The candidate with the smallest objective (``fallback`` if every one failed)."""
+    obj = objective(candidates)
+    best = jnp.argmin(obj)
+    return jnp.where(jnp.isfinite(obj[best]), candidates[best], fallback)
+
+
+def lts_start(
+    beta: Float[Array, " n"],
+    y: Float[Array, "n m"],
+    lam: Float[Array, ""],
+    mask: Bool[Array, " n"],
+    *,
+    trim: int,
+    max_subsets: int,
+) -> Bool[Array, " n"]:
+    """The live workers kept by a least-trimmed-squares start that drops ``trim`` of them.
+
+    Minimises, over the sets ``D`` of ``trim`` workers, the LTS objective
+    ``Σ_{i ≤ h} r²_(i)`` (the ``h = max(n_live − trim, 2)`` smallest squared residual norms
+    over the live workers) of the spline fitted without ``D``: exhaustively over all
+    ``C(n, trim)`` sets when that is at most ``max_subsets`` (one batched fit of every set),
+    else greedily (``trim`` rounds, each dropping the one further worker that lowers the
+    objective most: ``n`` fits a round). Discrete: no gradient flows through the choice.
+    """
+    n = beta.shape[0]
+    h = jnp.maximum(jnp.sum(mask) - trim, 2)
+    y = lax.stop_gradient(y)
+
+    def objective(keeps):
+        return _trimmed_objective(beta, y, lax.stop_gradient(lam), mask, keeps, h)
+
+    sets = drop_sets(n, trim, max_subsets)
+    if sets is not None:
+        return _best(mask[None] & ~jnp.asarray(sets), objective, mask)
+    one = ~jnp.eye(n, dtype=bool)
+    return lax.fori_loop(0, trim, lambda _, keep: _best(keep[None] & one, objective, keep), mask)
 
 
 def _weighted_fit(beta, y_flat, lam, w, alpha, solver):
@@ -148,7 +246,16 @@ def _weighted_fit(beta, y_flat, lam, w, alpha, solver):
     return spline.values, spline(alpha)
 
 
-@functools.partial(jax.jit, static_argnames=("iterations", "trim", "min_scale", "solver"))
+def _power_of_two_scale(y: Array, mask: Array) -> Array:
+    """``2^e`` nearest the largest live ``|y|`` (1 if that is 0): dividing by it is exact."""
+    big = lax.stop_gradient(jnp.max(jnp.where(mask[:, None], jnp.abs(y), 0.0)))
+    _, e = jnp.frexp(jnp.where(big > 0, big, 1.0))
+    return jnp.ldexp(jnp.ones((), y.dtype), e)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("iterations", "trim", "min_scale", "max_subsets", "solver")
+)
 def robust_fit(
     beta: Array,
     y_flat: Array,
@@ -161,24 +268,30 @@ def robust_fit(
     tuning: Real[ArrayLike, ""],
     trim: int,
     min_scale: float = 0.0,
+    max_subsets: int = 256,
     solver: str = "kalman",
 ) -> tuple[Array, Array]:
     """Fixed-count IRLS: decoded values at ``alpha`` ``(q, r)`` and the final weights ``(n,)``.
 
-    Start from the ordinary (mask-weighted) smoothing spline; each step computes residual norms
-    ``r_i = ‖y_i − s(β_i)‖ / √m`` at the live workers, reweights (:func:`robust_weights`) and
-    refits. ``kind`` is the loss's index in ``("huber", "tukey", "trim")``, an array (the three
-    losses share one compiled program). Tukey runs its first ``iterations // 2`` steps with
-    Huber weights (a redescending loss needs a robust start). Every step is a fixed-shape
-    weighted fit, so the whole decoder is one ``lax.fori_loop``: jit/vmap-able and
+    The outputs are first divided by ``s = 2^e`` near their largest live magnitude (exact; the
+    weights are scale-free and the fits linear, so the decode is ``s`` times the decode of
+    ``y/s`` with ``min_scale/s``): no square overflows or underflows at any output scale.
+    The start is the live mask (``trim = 0``) or :func:`lts_start`; each step computes residual
+    norms ``r_i = ‖y_i − s(β_i)‖ / √m`` at the live workers, reweights
+    (:func:`robust_weights`) and refits. ``kind`` is the loss's index in
+    ``("huber", "tukey", "trim")``, an array (the three losses share one compiled program).
+    Tukey runs its first ``iterations // 2`` steps with Huber weights. Every step is a
+    fixed-shape weighted fit, so the whole decoder is one ``lax.fori_loop``: jit/vmap-able and
     differentiable.
     """
     dtype = y_flat.dtype
     m = y_flat.shape[1]
-    w0 = mask.astype(dtype)
-    live_y = jnp.where(mask[:, None], y_flat, 0.0)
-    scale = jnp.sqrt(jnp.sum(live_y * live_y) / jnp.maximum(jnp.sum(w0) * m, 1.0))
-    floor = jnp.maximum(jnp.finfo(dtype).eps * 16 * (scale + jnp.finfo(dtype).tiny), min_scale)
+    scale = _power_of_two_scale(y_flat, mask)
+    y_flat = jnp.where(mask[:, None], y_flat, 0.0) / scale
+    live = jnp.maximum(jnp.sum(mask) * m, 1).astype(dtype)
+    rms = lax.stop_gradient(jnp.sqrt(jnp.sum(y_flat * y_flat) / live))
+    eps = jnp.finfo(dtype).eps
+    floor = jnp.maximum(jnp.where(rms > 0, 16 * eps * rms, 1.0), min_scale / scale)
 
     def residuals(w):
         at_nodes, _ = _weighted_fit(beta, y_flat, lam, w, alpha, solver)
@@ -190,16 +303,23 @@ def robust_fit(
     kind = jnp.asarray(kind)
     tuning = jnp.asarray(tuning, dtype)
 
+    huber_steps = iterations // 2 if trim == 0 else 0  # an LTS start needs no Huber phase
+
     def step(i, w):
         # Tukey's first half: Huber weights with Huber's constant
-        start = (kind == _TUKEY) & (i < iterations // 2)
+        start = (kind == _TUKEY) & (i < huber_steps)
         step_kind = jnp.where(start, _HUBER, kind)
         step_tuning = jnp.where(start, jnp.asarray(_TUNING["huber"], dtype), tuning)
         return robust_weights(residuals(w), mask, step_kind, step_tuning, trim, floor)
 
-    w = lax.fori_loop(0, iterations, step, w0)
+    w0 = (
+        mask
+        if trim == 0
+        else lts_start(beta, y_flat, lam, mask, trim=trim, max_subsets=max_subsets)
+    )
+    w = lax.fori_loop(0, iterations, step, w0.astype(dtype))
     _, at_alpha = _weighted_fit(beta, y_flat, lam, w, alpha, solver)
-    return at_alpha, w
+    return at_alpha * scale, w
 
 
 # ------------------------------------------------------------------------------------------------
@@ -213,21 +333,39 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
     Encoder: GCC's (``X~ = E X``, the smoothing spline through ``(alpha_k, x_k)`` with
     ``lam_enc``; identical to :class:`gcc_jax.SplineCode`). Decoder: the weighted smoothing
     spline ``u_dec`` minimising ``(1/Σw) Σ_n w_n ‖y~_n − u(beta_n)‖² + lam_dec ∫ ‖u''‖²`` with
-    weights found by ``iterations`` steps of iteratively reweighted least squares, starting
-    from the live mask:
+    weights found by ``iterations`` steps of iteratively reweighted least squares.
 
-    * ``"huber"``: ``w_n = min(1, c/u_n)`` (``c = 1.345``), a convex loss, bounded influence;
+    **High-breakdown start** (``trim = γ > 0``). IRLS from the ordinary fit fails when liars
+    pull that fit towards themselves (two garbage workers beside an input node). The start is
+    least trimmed squares (Rousseeuw, "Least median of squares regression", JASA 79, 1984;
+    Rousseeuw & Leroy, *Robust Regression and Outlier Detection*, 1987): over the sets ``D`` of
+    ``γ`` workers, minimise ``Σ_{i ≤ h} r²_(i)(D)``, the ``h = max(n_live − γ, 2)`` smallest
+    squared residual norms over the live workers of the spline fitted without ``D``. All
+    ``C(N, γ)`` sets are tried when there are at most ``max_subsets`` (N = 12: 66 pairs, 220
+    triples; one batched solve of the dense normal equations ``(W + λ Σw K) g = W y``, ``K``
+    Reinsch's penalty matrix), else ``γ`` greedy rounds of ``N`` fits each. As long as the
+    ``γ`` liars are among the dropped the start is the oracle fit, wherever the liars sit. The
+    IRLS steps then start from the kept workers (weights 0/1; the choice carries no gradient):
+
+    * ``"huber"``: ``w_n = min(1, c/u_n)`` (``c = 1.345``), a convex loss, bounded influence
+      (never rejects: an in-range liar keeps some weight);
     * ``"tukey"``: Tukey's biweight ``w_n = (1 − (u_n/c)²)²₊`` (``c = 4.685``), which rejects
-      outliers completely (first half of the steps use Huber weights as a robust start);
-    * ``"trim"``: ``w_n = 1`` for the ``n_live − trim`` live workers with the smallest residuals,
-      0 for the rest (least trimmed squares by alternation); with fewer than ``trim + 2`` live
-      workers it keeps the 2 best (a spline needs 2), so it decodes whatever a spline decodes
-      (deadline decoding, and services that treat codes decoding from fewer than ``K`` results
-      as approximate, rely on this).
+      outliers completely (with ``trim = 0`` the first half of the steps use Huber weights as
+      the start; an MM-estimate in the sense of Yohai, Ann. Statist. 15, 1987, otherwise);
+    * ``"trim"``: reweighted LTS: ``w_n = 0`` for the live workers that are among the ``γ``
+      largest residuals *and* have ``u_n > c`` (``c = 2.5``, Rousseeuw & Leroy's cut-off; ``c
+      = 0``: always drop ``γ``), 1 for the rest. The budget ``γ`` bounds the rejections; the
+      cut-off keeps honest workers, so clean data lose no accuracy. With fewer than ``γ + 2``
+      live workers it keeps the 2 best (a spline needs 2), so it decodes whatever a spline
+      decodes (deadline decoding, and services that treat codes decoding from fewer than
+      ``K`` results as approximate, rely on this).
 
     ``u_n = r_n/σ`` with ``r_n = ‖y~_n − u_dec(beta_n)‖/√m`` the worker's RMS residual over the
     output coordinates (an adversary corrupts a whole worker, so one weight per worker) and
-    ``σ = 1.4826 · median_live(r)`` (MAD about 0, with a round-off floor). ``lam_dec`` must be
+    ``σ = max(1.4826 · median_live(r), floor)`` (MAD about 0; ``floor`` = ``min_scale`` or
+    round-off). The outputs are divided by a power of two near their largest live magnitude
+    before anything else (exact), so no square overflows and the gradient stays finite at any
+    output scale, all-zero outputs included. ``lam_dec`` must be
     positive for the residuals to say anything (at ``λ = 0`` the spline interpolates every
     worker, outliers included); :func:`adversarial_lam_dec` gives the paper's choice.
 
@@ -238,7 +376,7 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
     ``loss`` (stored as its index in ``("huber", "tukey", "trim")``, an int32 array; the name is
     :attr:`loss_name`) and ``tuning`` are array leaves, so the three losses share every compiled
     program (a decode, a gradient attack) at the same sizes; ``iterations``, ``trim``,
-    ``min_scale`` and ``solver`` are static.
+    ``min_scale``, ``max_subsets`` and ``solver`` are static.
 
     Attributes:
         alpha: ascending input nodes ``(K,)``.
@@ -247,15 +385,20 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
         lam_dec: decoder smoothing ``≥ 0``.
         loss: ``"huber"``, ``"tukey"`` or ``"trim"`` (or its index 0, 1, 2); stored as the
             index, an int32 array leaf.
-        iterations: IRLS steps (fixed; ``0`` = the plain :class:`SplineCode` decoder).
-        tuning: the Huber/Tukey constant ``c`` (in units of σ; ``None``: 1.345 / 4.685; unused
-            by ``"trim"``); an array leaf.
-        trim: workers dropped by ``"trim"`` (typically ``γ``).
+        iterations: IRLS steps (fixed; ``0`` with ``trim = 0``: the plain
+            :class:`SplineCode` decoder; with ``trim > 0``: the LTS start alone).
+        tuning: the constant ``c`` in units of σ (``None``: 1.345 Huber, 4.685 Tukey, 2.5
+            trim's cut-off); ``> 0`` (trim: ``≥ 0``); an array leaf (a traced bad value gives
+            ``Status.BAD_ARGUMENT``).
+        trim: ``γ``, the liars guarded against: the LTS start drops that many, ``"trim"``
+            rejects at most that many (0: no start, plain IRLS).
         min_scale: a floor on the residual scale ``σ``, in output units (default 0: only a
             round-off floor). With noiseless workers the honest residuals are pure smoothing
             bias, concentrated where the spline bends most; a MAD scale of such tiny, structured
             residuals lets Huber/Tukey down-weight honest workers. Set it to the residual level
             that does not matter for your outputs (e.g. ``1e-2`` for probabilities).
+        max_subsets: the most drop sets the LTS start tries exhaustively (static; past it,
+            greedy).
         solver: the spline solver of the encoder and of every weighted fit (see
             :class:`gcc_jax.SplineCode`).
 
@@ -276,6 +419,7 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
     tuning: Real[ArrayLike, ""] | None = None  # stored as an array leaf
     trim: int = dataclasses.field(default=0, metadata=dict(static=True))
     min_scale: float = dataclasses.field(default=0.0, metadata=dict(static=True))
+    max_subsets: int = dataclasses.field(default=_MAX_SUBSETS, metadata=dict(static=True))
     solver: str = dataclasses.field(
         default=SplineCode.__dataclass_fields__["solver"].default, metadata=dict(static=True)
     )
@@ -308,14 +452,12 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
             if name is None:
                 raise TypeError("`tuning` must be given when `loss` is a traced index")
             tuning = _TUNING[name]
-        if isinstance(tuning, bool | np.bool_ | str | bytes):
-            raise TypeError(f"`tuning` must be a positive number; got {self.tuning!r}")
-        if isinstance(tuning, int | float | np.number):
-            value = float(tuning)
-            if name != "trim" and not (np.isfinite(value) and value > 0):
-                raise ValueError(f"`tuning` must be finite and > 0; got {self.tuning!r}")
-            tuning = jnp.asarray(value, dtype)
-        object.__setattr__(self, "tuning", tuning)
+        if not is_concrete(tuning):
+            object.__setattr__(self, "tuning", tuning)  # a tracer: checked in the status
+        else:  # > 0 (Huber, Tukey; also an unknown loss), >= 0 (trim: 0 = plain LTS steps)
+            value = as_real(tuning, "tuning", 0.0, lo_open=name != "trim")
+            object.__setattr__(self, "tuning", jnp.asarray(value, dtype))
+        object.__setattr__(self, "max_subsets", as_int(self.max_subsets, "max_subsets", 0))
         min_scale = float(self.min_scale)
         if not (np.isfinite(min_scale) and min_scale >= 0):
             raise ValueError(f"`min_scale` must be finite and >= 0; got {self.min_scale!r}")
@@ -340,6 +482,7 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
         tuning: float | None = None,
         trim: int = 0,
         min_scale: float = 0.0,
+        max_subsets: int = _MAX_SUBSETS,
         solver: str | None = None,
         dtype=None,
     ) -> "RobustSplineCode":
@@ -353,7 +496,13 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
             **({} if solver is None else {"solver": solver}),
         )
         return cls.from_spline(
-            base, loss=loss, iterations=iterations, tuning=tuning, trim=trim, min_scale=min_scale
+            base,
+            loss=loss,
+            iterations=iterations,
+            tuning=tuning,
+            trim=trim,
+            min_scale=min_scale,
+            max_subsets=max_subsets,
         )
 
     @classmethod
@@ -366,6 +515,7 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
         tuning: float | None = None,
         trim: int = 0,
         min_scale: float = 0.0,
+        max_subsets: int = _MAX_SUBSETS,
     ) -> "RobustSplineCode":
         """The robust decoder on top of an existing :class:`SplineCode` (same leaves)."""
         if not isinstance(code, SplineCode):
@@ -380,6 +530,7 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
             tuning=tuning,
             trim=trim,
             min_scale=min_scale,
+            max_subsets=max_subsets,
             solver=code.solver,
         )
 
@@ -424,7 +575,7 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
         lam = jnp.asarray(self.lam_dec, dtype)
         # flags, and harmless inputs for a failed pattern (the value is NaN afterwards)
         s = sanitise(beta, lam, y_flat, mask, nodes=(alpha,), min_live=self.min_live)
-        status = s.status
+        status = s.status | self._tuning_status(dtype)
         value, _ = self._robust_fit(s.t, s.y, s.lam, s.masks, alpha)
         status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
         value = jnp.where(status == 0, value, jnp.nan)
@@ -441,6 +592,13 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
         )
         return w
 
+    def _tuning_status(self, dtype) -> Array:
+        """``BAD_ARGUMENT`` when ``tuning`` (traced under a transform) is not finite or not
+        ``> 0`` (``>= 0`` for ``"trim"``)."""
+        c = jnp.asarray(self.tuning, dtype)
+        ok = jnp.isfinite(c) & ((c > 0) | ((c == 0) & (jnp.asarray(self.loss) == _TRIM)))
+        return combine((~ok, Status.BAD_ARGUMENT))
+
     def _robust_fit(self, beta, y_flat, lam, mask, alpha) -> tuple[Array, Array]:
         """:func:`robust_fit` with this code's loss, iterations, tuning, trim, scale floor and
         solver: the values at ``alpha`` and the final weights."""
@@ -455,5 +613,6 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
             tuning=self.tuning,
             trim=self.trim,
             min_scale=self.min_scale,
+            max_subsets=self.max_subsets,
             solver=self.solver,
         )
