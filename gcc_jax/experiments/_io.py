@@ -245,7 +245,7 @@ def save_result(
     Example:
         >>> import json, tempfile
         >>> r = ExperimentResult("demo", {"n": 3}, {"seed": 0}, {"loss": "mean squared error"},
-        ...                      {"loss": float("nan")})
+        ...                      {"loss": float("nan")}, toy=False)
         >>> paths = save_result(r, tempfile.mkdtemp(), summary="loss: nan")
         >>> rec = json.loads(paths["json"].read_text())
         >>> rec["schema_version"], rec["results"], paths["table"].read_text()
