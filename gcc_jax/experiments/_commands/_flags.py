@@ -23,6 +23,7 @@ __all__ = [
     "SETTINGS",
     "Setting",
     "add_settings",
+    "config_from",
     "flag",
     "settings_config",
     "shared_keys",
@@ -160,4 +161,16 @@ def settings_config(
     config = merge_config(defaults, toy, {k: getattr(args, k) for k in keys})
     if isinstance(defaults.get("search"), Mapping):
         config["search"] = search_config(args, config["search"])
+    return config
+
+
+def config_from(
+    defaults: Mapping[str, Any], toy: Mapping[str, Any] | None, *extra: str
+) -> Callable[[argparse.Namespace, bool], dict[str, Any]]:
+    """A command's ``config(args, toy)``: :func:`settings_config` of ``defaults``, the ``toy``
+    sizes when asked for, and the flags ``extra``."""
+
+    def config(args: argparse.Namespace, is_toy: bool) -> dict[str, Any]:
+        return settings_config(args, defaults, toy if is_toy else None, *extra)
+
     return config

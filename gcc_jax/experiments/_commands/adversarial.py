@@ -4,7 +4,7 @@ import argparse
 
 from .._checks import SEARCH, choice, count, nested, real, sizes
 from .._command import Command, float_list, str_list
-from ._flags import add_settings, flag, settings_config
+from ._flags import add_settings, config_from, flag
 
 __all__ = [
     "COMMAND",
@@ -104,10 +104,6 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    return settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
-
-
 COMMAND = Command(
     name="adversarial",
     help="Byzantine workers: the adversarial GCC rate experiment and decoder × adversary table",
@@ -121,7 +117,7 @@ COMMAND = Command(
     "decoders at searched positions; docs/cli.md gives the full-size run. Ctrl-C saves the "
     "finished rows (exit status 130).",
     add_arguments=_add_arguments,
-    config=_config,
+    config=config_from(DEFAULTS, TOY, *_OWN),
     module="gcc_jax.experiments.adversarial",
     defaults=DEFAULTS,
     rules=(

@@ -4,7 +4,7 @@ import argparse
 
 from .._checks import count, lam, sizes
 from .._command import Command
-from ._flags import add_settings, flag, settings_config
+from ._flags import add_settings, config_from, flag
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY"]
 
@@ -27,10 +27,6 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", type=int, help="input dimension d (default 4)")
 
 
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    return settings_config(args, DEFAULTS, TOY if toy else None, "dim")
-
-
 COMMAND = Command(
     name="demo",
     help="synthetic GCC demo: loss versus S on a smooth vector-valued function",
@@ -38,7 +34,7 @@ COMMAND = Command(
     "largest loss versus the number of stragglers S over random straggler sets (loss = "
     "(1/K) sum_k ||f^(x_k) - f(x_k)||^2). Writes demo.json, demo.txt and demo.png.",
     add_arguments=_add_arguments,
-    config=_config,
+    config=config_from(DEFAULTS, TOY, "dim"),
     module="gcc_jax.experiments.demo",
     defaults=DEFAULTS,
     rules=(

@@ -4,7 +4,7 @@ import argparse
 
 from .._checks import SEARCH, choice, count, lam, nested, real, sizes
 from .._command import Command, float_list
-from ._flags import add_settings, flag, settings_config
+from ._flags import add_settings, config_from, flag
 
 __all__ = ["COMMAND", "DEFAULTS", "FUNCTION_NAMES", "TOY"]
 
@@ -58,10 +58,6 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"))
 
 
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    return settings_config(args, DEFAULTS, TOY if toy else None, *_OWN)
-
-
 COMMAND = Command(
     name="rates",
     help="convergence rates of GCC vs BACC in N (worst case, iid, noisy workers)",
@@ -71,7 +67,7 @@ COMMAND = Command(
     "noisy workers (f + N(0, σ²)). Prints medians and means with bootstrap CIs, fitted log-log "
     "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png.",
     add_arguments=_add_arguments,
-    config=_config,
+    config=config_from(DEFAULTS, TOY, *_OWN),
     module="gcc_jax.experiments.rates",
     defaults=DEFAULTS,
     rules=(
