@@ -1,6 +1,8 @@
 """RobustSplineCode and adversarial_lam_dec: IRLS against a NumPy/SciPy loop, transforms, status."""
 
 import dataclasses
+import itertools
+import math
 
 import chex
 import jax
@@ -12,7 +14,7 @@ from scipy.interpolate import make_smoothing_spline
 
 import gcc_jax as gcc
 
-HUBER, TUKEY, MAD = 1.345, 4.685, 1.482602218505602
+HUBER, TUKEY, TRIM, MAD = 1.345, 4.685, 2.5, 1.482602218505602
 
 
 def _scipy_fit(t, y, w, lam):
@@ -33,29 +35,58 @@ def _scipy_fit(t, y, w, lam):
     return call
 
 
-def numpy_irls(t, y, mask, lam, tq, loss, iterations, trim):
+def numpy_lts_start(t, y, mask, lam, trim, max_subsets=256):
+    """Independent reference of the LTS start: SciPy fits of every drop set (itertools), or
+    greedy rounds past ``max_subsets``; the kept live workers."""
+    n, m = len(t), y.shape[1]
+    h = max(mask.sum() - trim, 2)
+
+    def objective(keep):
+        if keep.sum() < 2:
+            return np.inf
+        r2 = np.sum((y - _scipy_fit(t, y, keep.astype(float), lam)(t)) ** 2, axis=1) / m
+        return np.sort(r2[mask])[:h].sum()
+
+    def best(candidates, fallback):
+        obj = [objective(c) for c in candidates]
+        i = int(np.argmin(obj))
+        return candidates[i] if np.isfinite(obj[i]) else fallback
+
+    if math.comb(n, trim) <= max_subsets:
+        drops = [np.isin(np.arange(n), d) for d in itertools.combinations(range(n), trim)]
+        return best([mask & ~d for d in drops], mask)
+    keep = mask.copy()
+    for _ in range(trim):
+        keep = best([keep & (np.arange(n) != i) for i in range(n)], keep)
+    return keep
+
+
+def numpy_irls(t, y, mask, lam, tq, loss, iterations, trim, tuning=None, min_scale=0.0):
     """Independent reference: a Python IRLS loop over SciPy fits (float64)."""
-    w = mask.astype(float)
+    c = {"huber": HUBER, "tukey": TUKEY, "trim": TRIM}[loss] if tuning is None else tuning
+    w = (mask if trim == 0 else numpy_lts_start(t, y, mask, lam, trim)).astype(float)
     m = y.shape[1]
     scale = np.sqrt(np.sum(y[mask] ** 2) / (mask.sum() * m))
-    floor = np.finfo(float).eps * 16 * (scale + np.finfo(float).tiny)
+    floor = max(np.finfo(float).eps * 16 * scale, min_scale)
     for i in range(iterations):
         s = _scipy_fit(t, y, w, lam)
         r = np.sqrt(np.sum((y - s(t)) ** 2, axis=1) / m)
         r_live = r[mask]
-        if loss == "trim":
-            keep = np.zeros(mask.sum(), bool)
-            keep[np.argsort(r_live)[: mask.sum() - trim]] = True
-            w = np.zeros(len(t))
-            w[mask] = keep
-            continue
         sigma = max(MAD * np.median(r_live), floor)
         u = r / sigma
-        kind = "huber" if (loss == "huber" or i < iterations // 2) else "tukey"
+        if loss == "trim":
+            order = np.argsort(r_live)
+            drop = np.zeros(mask.sum(), bool)
+            drop[order[max(mask.sum() - trim, 2) :]] = True
+            w = np.zeros(len(t))
+            w[mask] = ~(drop & (u[mask] > c))
+            continue
+        kind = "huber" if (loss == "huber" or (trim == 0 and i < iterations // 2)) else "tukey"
         if kind == "huber":
-            new = np.minimum(1.0, HUBER / np.maximum(u, 1e-300))
+            cc = c if loss == "huber" else HUBER
+            new = np.minimum(1.0, cc / np.maximum(u, 1e-300))
         else:
-            new = np.where(u < TUKEY, (1 - np.minimum(u / TUKEY, 1) ** 2) ** 2, 0.0)
+            new = np.where(u < c, (1 - np.minimum(u / c, 1) ** 2) ** 2, 0.0)
         w = np.where(mask, new, 0.0)
     return _scipy_fit(t, y, w, lam)(tq)
 
