@@ -248,7 +248,7 @@ def deadline_sweep(
     return out
 
 
-def _parm_scheme(tm, ds, k: int, epochs: int, seed: int, progress: bool):
+def parm_scheme(tm, ds, k: int, epochs: int, seed: int, progress: bool):
     """ParM's code, its ``K + 1`` worker functions (logits; parity model last) and its notes."""
     from ..nn.models import make_model
     from ..nn.training import TrainSettings, train_parity_model
@@ -387,7 +387,7 @@ class _Serving(NamedTuple):
         )
 
 
-def _stream(model, dataset, epochs, data_path, num_queries, rate, seed, progress) -> _Stream:
+def query_stream(model, dataset, epochs, data_path, num_queries, rate, seed, progress) -> _Stream:
     """Train (or load) the classifier and draw the queries, their labels and arrival times."""
     from ..nn.data import load_dataset
     from ..nn.training import train_classifier
@@ -647,7 +647,7 @@ def run_serve_bench(
     plan, notes = _plan(schemes, k, g, lam_dec, dispatch)
     config["schemes"] = list(schemes)
     config["sweep_deadlines_ms"] = list(sweep_deadlines_ms)
-    stream = _stream(model, dataset, epochs, data_path, num_queries, rate, seed, progress)
+    stream = query_stream(model, dataset, epochs, data_path, num_queries, rate, seed, progress)
     sv = _Serving(
         shift_ms=shift_ms,
         scale_ms=scale_ms,
@@ -681,7 +681,7 @@ def run_serve_bench(
 
     parm_fns = None
     if "parm" in plan:
-        code, parm_fns, note = _parm_scheme(stream.tm, stream.ds, k, parm_epochs, seed, progress)
+        code, parm_fns, note = parm_scheme(stream.tm, stream.ds, k, parm_epochs, seed, progress)
         plan["parm"] = (code, *plan["parm"][1:])
         notes.append(note)
 

@@ -200,16 +200,16 @@ def _accuracy_tables(cfg: dict, schemes, seed: int, progress: bool) -> dict:
     import jax.numpy as jnp
 
     from ..codes import BerrutCode, SplineCode
-    from .serve import _parm_scheme, _stream
+    from .serve import parm_scheme, query_stream
 
     num = cfg["accuracy_queries"]
-    st = _stream(cfg["model"], cfg["dataset"], cfg["epochs"], cfg.get("data_path"), num, 1.0,
+    st = query_stream(cfg["model"], cfg["dataset"], cfg["epochs"], cfg.get("data_path"), num, 1.0,
                  seed, progress)  # fmt: skip
     tables: dict = dict(base=float(np.mean(st.base == st.labels)), notes=[])
     for k in cfg["ks"]:
         codes = {}
         if "parm" in schemes:
-            code, _, note = _parm_scheme(st.tm, st.ds, k, cfg["parm_epochs"], seed, progress)
+            code, _, note = parm_scheme(st.tm, st.ds, k, cfg["parm_epochs"], seed, progress)
             codes["parm"] = code
             tables["notes"].append(f"k={k} {note}")
         if "gcc" in schemes:
