@@ -357,13 +357,13 @@ def test_serve_bench_toy_run(cluster, model_cache, tmp_path):
 def test_parm_scheme_of_serve_bench_decodes_by_subtraction(model_cache):
     """serve-bench's ParM plumbing in process: K base-logit workers + the parity worker."""
     from gcc_jax.distributed import LocalExecutor
-    from gcc_jax.experiments.serve import _parm_scheme
+    from gcc_jax.experiments.serve import parm_scheme
     from gcc_jax.nn.data import load_digits
     from gcc_jax.nn.training import train_classifier
 
     tm = train_classifier("mlp", "digits", epochs=1, progress=False)
     ds = load_digits()
-    code, fns, note = _parm_scheme(tm, ds, k=2, epochs=1, seed=0, progress=False)
+    code, fns, note = parm_scheme(tm, ds, k=2, epochs=1, seed=0, progress=False)
     assert len(fns) == 3 and "parity model trained 1 epochs" in note
     x = ds.x_test[:2].astype(np.float32)
     logits = np.asarray(tm.apply(tm.params, x))
