@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray,docs,experiments]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,docs,experiments,serving]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -31,7 +31,8 @@ WORKERS      ?= 2
 RAY_TESTS    := tests/test_distributed_ray.py
 INTEGRATION  := tests/test_dnn.py tests/test_regimes.py tests/test_rates.py \
                 tests/test_tune_experiment.py tests/test_adversarial_experiment.py \
-                tests/test_compare_learned.py tests/test_sharding.py tests/test_harness.py
+                tests/test_compare_learned.py tests/test_sharding.py tests/test_harness.py \
+                tests/test_serve_sim_toy.py tests/test_toy_outputs.py
 TEST_TIMEOUT ?= 600
 PYTEST       := $(BIN)/python -m pytest -q -p no:cacheprovider --timeout=$(TEST_TIMEOUT)
 XDIST        := -n $(WORKERS) --dist worksteal --reruns 2 --only-rerun 'never rerun a failing test'
