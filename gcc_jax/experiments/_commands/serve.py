@@ -148,6 +148,7 @@ COMMAND = Command(
     add_arguments=add_serve_bench_arguments,
     config=serve_bench_config,
     module="gcc_jax.experiments.serve",
+    extras=("experiments", "ray"),
     defaults=DEFAULTS,
     rules=(
         count("num_inputs", "--num-inputs"),
