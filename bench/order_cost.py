@@ -59,7 +59,13 @@ def main() -> None:
             compile_s = time.perf_counter() - t0
             wall, cpu = best_of(call, args.repeat)
             rows.append(
-                {"K": k, "method": method, "compile_s": compile_s, "best_s": wall, "best_cpu_s": cpu}
+                {
+                    "K": k,
+                    "method": method,
+                    "compile_s": compile_s,
+                    "best_s": wall,
+                    "best_cpu_s": cpu,
+                }
             )
             print(f"K={k:4d} {method:9s} compile {compile_s:6.2f} s  best {1e3 * wall:8.3f} ms")
     out = {

@@ -73,15 +73,18 @@ _EXPORTS: dict[str, str] = {
     "Spline": "spline",
     "chebyshev_nodes": "spline",
     "effective_dof": "spline",
+    "effective_dof_with_status": "spline",
     "equispaced_nodes": "spline",
     "fit_smoothing_spline": "spline",
     "fit_smoothing_spline_with_status": "spline",
     "lam_from_dof": "spline",
+    "lam_from_dof_with_status": "spline",
     "resolve_solver": "spline",
     "smoother_matrix": "spline",
     "smoother_matrix_with_status": "spline",
     "StragglerModel": "tuning",
     "expected_loss": "tuning",
+    "expected_loss_with_status": "tuning",
     "gcv_lam_dec": "tuning",
     "tune": "tuning",
 }
@@ -157,14 +160,17 @@ if TYPE_CHECKING:  # the same names, for type checkers and documentation tools
     from .spline import Spline as Spline
     from .spline import chebyshev_nodes as chebyshev_nodes
     from .spline import effective_dof as effective_dof
+    from .spline import effective_dof_with_status as effective_dof_with_status
     from .spline import equispaced_nodes as equispaced_nodes
     from .spline import fit_smoothing_spline as fit_smoothing_spline
     from .spline import fit_smoothing_spline_with_status as fit_smoothing_spline_with_status
     from .spline import lam_from_dof as lam_from_dof
+    from .spline import lam_from_dof_with_status as lam_from_dof_with_status
     from .spline import resolve_solver as resolve_solver
     from .spline import smoother_matrix as smoother_matrix
     from .spline import smoother_matrix_with_status as smoother_matrix_with_status
     from .tuning import StragglerModel as StragglerModel
     from .tuning import expected_loss as expected_loss
+    from .tuning import expected_loss_with_status as expected_loss_with_status
     from .tuning import gcv_lam_dec as gcv_lam_dec
     from .tuning import tune as tune

@@ -156,10 +156,14 @@ def as_lam(lam, name: str, dtype, *, check_value: bool = True) -> Float[Array, "
         raise TypeError(f"`{name}` must be a real number; got the string {lam!r}")
     if isinstance(lam, bool | np.bool_):
         raise TypeError(f"`{name}` must be a real number; got bool {lam!r}")
+    if lam is None:
+        raise TypeError(f"`{name}` must be a real number; got None")
     try:
         lam = jnp.asarray(lam)
-    except TypeError:
-        raise TypeError(f"`{name}` must be a real number; got {type(lam).__name__}") from None
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"`{name}` must be a real number; got {type(lam).__name__} {_describe(lam)}"
+        ) from None
     if lam.ndim != 0:
         raise ValueError(f"`{name}` must be a scalar; got shape {lam.shape}")
     if not (jnp.issubdtype(lam.dtype, jnp.floating) or jnp.issubdtype(lam.dtype, jnp.integer)):

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .status import Status, combine
-from .types import Array, Bool, Float, Int
+from .types import Array, Bool, Float, Int, Shaped
 
 __all__ = [
     "Sanitised",
@@ -53,7 +53,7 @@ def weight_status(w: Float[Array, "*p n"], used: Bool[Array, "*p n"] | None = No
     return combine((jnp.any(bad, axis=-1), Status.BAD_WEIGHTS))
 
 
-def data_status(y_flat: Float[Array, "n m"], used: Bool[Array, " n"]) -> Int[Array, ""]:
+def data_status(y_flat: Shaped[Array, "n m"], used: Bool[Array, " n"]) -> Int[Array, ""]:
     """``NONFINITE_DATA`` when a used (live) row of ``y`` holds NaN or Inf."""
     finite = jnp.all(jnp.isfinite(y_flat), axis=1)
     return combine((jnp.any(used & ~finite), Status.NONFINITE_DATA))

@@ -38,6 +38,7 @@ class Status(enum.IntFlag):
     TOO_MANY_ERASURES = 64
     BAD_WEIGHTS = 128
     ILL_CONDITIONED = 256
+    BAD_ARGUMENT = 512
 
 
 _MESSAGES = {
@@ -61,6 +62,10 @@ _MESSAGES = {
     Status.ILL_CONDITIONED: (
         "the kernel (Gram-form) solve is too ill-conditioned for this precision (its estimated "
         "error exceeds the tolerance); use solver='kalman'"
+    ),
+    Status.BAD_ARGUMENT: (
+        "an argument is outside its domain (NaN/Inf query points `tq`, `dof` outside "
+        "(2, n_live], non-finite targets f(x))"
     ),
 }
 
@@ -126,11 +131,23 @@ def combine(*flags) -> jax.Array:
     return out
 
 
+class _Messages:
+    """Per-flag messages in the place of a code's :meth:`status_message` (for
+    :func:`describe_status`): what a function says about a flag, naming its arguments."""
+
+    def __init__(self, messages: dict):
+        self.messages = messages
+
+    def status_message(self, flag) -> str | None:
+        return self.messages.get(flag)
+
+
 def raising_form(
     what: str,
     split: Callable[[Any], tuple[Any, Any]],
     check: Callable[..., None] | None = None,
     returns: Any = None,
+    messages: dict | None = None,
 ) -> Callable[[Callable], Callable]:
     """Decorator: the raising form of a function that reports value problems as a status.
 
@@ -144,6 +161,8 @@ def raising_form(
     ``with_status`` attribute, named ``what + "_with_status"``, for callers that need the
     status as data. The decorated function's return annotation is what it returns (the value
     with its status); ``returns``, when given, is the raising form's (the value alone).
+    ``messages`` (``{Status flag: text}``) replaces a flag's generic message in the error, so
+    that it names the argument at fault (``{Status.BAD_ARGUMENT: "`f(x)` is not finite"}``).
 
     Example:
         >>> import jax.numpy as jnp
@@ -156,13 +175,15 @@ def raising_form(
         (0.0, 2)
     """
 
+    described = None if messages is None else _Messages(messages)
+
     def wrap(status_form: Callable) -> Callable:
         @functools.wraps(status_form)
         def raising(*args, **kwargs):
             if check is not None and is_concrete(args, kwargs):
                 check(*args, **kwargs)
             value, status = split(status_form(*args, **kwargs))
-            raise_if_bad(status, what)
+            raise_if_bad(status, what, described)
             return value
 
         @functools.wraps(status_form)

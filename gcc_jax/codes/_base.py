@@ -31,7 +31,7 @@ from .._core.checks import (
     map_chunks,
 )
 from .._core.pytree import AbstractVar, missing_abstract_vars, pytree_dataclass
-from .._core.status import Status, combine, raise_if_bad
+from .._core.status import Status, combine, is_concrete, raise_if_bad
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 from ..spline import chebyshev_nodes, check_chebyshev_count
 
@@ -183,6 +183,19 @@ class AbstractCode(abc.ABC):
     makes the service wait longer.
     """
 
+    max_liars: ClassVar[int] = 0
+    """How many *liars* per decode the decoder locates and corrects: live workers that return a
+    wrong but finite result (Byzantine workers, silent data corruption). A class constant, or a
+    property where it depends on the code's settings.
+
+    ``0`` (the default) means that every live result goes into the estimates unchecked: one
+    liar changes them and nothing reports it (a straggler's NaN/Inf is always caught; a finite
+    lie is not). The error-locating codes (ApproxIFER, LCC with error correction) correct
+    their ``A = num_adversaries``; the robust spline decoder its trimming budget. The
+    distributed service warns when its code has ``max_liars = 0`` and its executor checks no
+    result (:class:`gcc_jax.distributed.CodedInferenceService`, ``on_liars``).
+    """
+
     # -- encoder -------------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -198,6 +211,8 @@ class AbstractCode(abc.ABC):
                 unsorted nodes). Under ``jit`` the value is NaN instead; use
                 :meth:`encode_with_status` to get the status.
         """
+        if is_concrete(x):  # a message naming `x` before the status is read
+            check_inputs(x, self.num_inputs)
         out = self.encode_with_status(x)
         raise_if_bad(out.status, f"{type(self).__name__}.encode", self)
         return out.value
@@ -383,7 +398,8 @@ class AbstractLinearCode(AbstractCode):
         dtype = float_dtype(e, x)
         status = status | input_status(x)
         value = apply_rows(e.astype(dtype), x.astype(dtype))
-        status = status | combine((~jnp.all(jnp.isfinite(value)), Status.NONFINITE_RESULT))
+        bad_value = ~jnp.all(jnp.isfinite(value)) & (status == 0)  # not a NaN of x's
+        status = status | combine((bad_value, Status.NONFINITE_RESULT))
         return Encoded(jnp.where(status == 0, value, jnp.nan), status)
 
     @jit_method
@@ -518,6 +534,11 @@ class AbstractErrorLocatingCode(NodeSizes, AbstractCode):
 
     recovery_rule: AbstractVar[str]
     """The formula of :attr:`recovery_threshold` in ``K``, ``A`` (and ``deg f``), for messages."""
+
+    @property
+    def max_liars(self) -> int:
+        """``A``: the adversaries located and dropped (see :attr:`AbstractCode.max_liars`)."""
+        return int(self.num_adversaries)
 
     @property
     def min_live(self) -> int:

@@ -12,9 +12,9 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from .._core.checks import as_int, check_inputs, check_outputs
+from .._core.checks import as_int, check_inputs, check_outputs, float_dtype
 from .._core.status import Status
-from .._core.types import Array, ArrayLike, Bool, Float
+from .._core.types import Array, ArrayLike, Bool, Shaped
 from ._base import AbstractCode, Decoded, Encoded, jit_method, pytree_dataclass
 from ._fill import check_fill, check_fill_value, fill_missing
 from .parity import ParityModelCode
@@ -89,14 +89,14 @@ class GroupedParityCode(AbstractCode):
         return a.reshape(self.groups, -1, *a.shape[1:])
 
     @jit_method
-    def encode_with_status(self, x: Float[ArrayLike, "k *d"]) -> Encoded:
+    def encode_with_status(self, x: Shaped[ArrayLike, "k *d"]) -> Encoded:
         """Each group's ``k`` inputs and its parity query, groups one after the other."""
         x = check_inputs(x, self.num_inputs)
         out = jax.vmap(self.parity.encode_with_status)(self._split(x))
         value = out.value.reshape(self.num_workers, *out.value.shape[2:])
         return Encoded(value, _or_reduce(out.status))
 
-    def worker_outputs(self, f: Callable[[Array], Array], x: Float[ArrayLike, "k *d"]) -> Array:
+    def worker_outputs(self, f: Callable[[Array], Array], x: Shaped[ArrayLike, "k *d"]) -> Array:
         """``f`` on every input and each group's parity model on its parity query."""
         x = check_inputs(x, self.num_inputs)
         y = jax.vmap(lambda xg: self.parity.worker_outputs(f, xg))(self._split(x))
@@ -115,7 +115,7 @@ class GroupedParityCode(AbstractCode):
 
     @jit_method
     def decode_with_status(
-        self, y: Float[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
+        self, y: Shaped[ArrayLike, "n *m"], mask: Bool[ArrayLike, " n"]
     ) -> Decoded:
         """Subtraction decoding per group; live base outputs and the rule ``fill`` for a group
         with two or more missing workers (status OK)."""
@@ -129,7 +129,7 @@ class GroupedParityCode(AbstractCode):
         fallback = jnp.where(live, yg[:, :k], 0.0)
         value = jnp.where(erasures.reshape(-1, *([1] * y.ndim)), fallback, dec.value)
         have = (~erasures[:, None] | mg[:, :k]).reshape(self.num_inputs)
-        flat = value.reshape(self.num_inputs, -1).astype(yg.dtype)
+        flat = value.reshape(self.num_inputs, -1).astype(float_dtype(yg))  # integer y: float
         value = fill_missing(flat, have, self.fill, self.fill_value)
         status = _or_reduce(jnp.where(erasures, 0, dec.status))
         value = jnp.where(status == 0, value, jnp.nan)

@@ -535,6 +535,13 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
         )
 
     @property
+    def max_liars(self) -> int:
+        """``trim`` (``γ``): the liars the least-trimmed-squares start drops (see
+        :attr:`AbstractCode.max_liars`); Tukey and trimming then reject them, Huber only bounds
+        their weight."""
+        return self.trim
+
+    @property
     def loss_name(self) -> str:
         """``"huber"``, ``"tukey"`` or ``"trim"`` (outside ``jit``: :attr:`loss` is an index)."""
         return _LOSSES[int(self.loss)]

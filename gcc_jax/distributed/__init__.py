@@ -16,6 +16,8 @@
   batched ``K`` at a time whenever a round may start, encoded, dispatched, decoded; each query
   released as soon as its own estimate is ready (or at the round's cut-off, by option), with
   deadline decoding; every query gets an `Answer` or an explicit error.
+  It warns (`UncheckedResultsWarning`) when nothing protects its answers from workers that
+  return wrong finite results: a code with ``max_liars = 0`` and an executor without ``validate``.
 - `poisson_arrivals`, `init_local_ray`, `default_wait_for`, `probability_check`: helpers.
 - `simulate`: a discrete-event model of a serving cluster in model time (one queue per pool of
   instances, Poisson arrivals, `ServiceTime` work, persistent `Background` load episodes, no
@@ -40,10 +42,12 @@ from ._executor import probability_check as probability_check
 from ._local import LocalExecutor as LocalExecutor
 from ._ray import RayExecutor as RayExecutor
 from ._ray import init_local_ray as init_local_ray
+from ._service import LIARS as LIARS
 from ._service import RELEASES as RELEASES
 from ._service import Answer as Answer
 from ._service import CodedInferenceService as CodedInferenceService
 from ._service import Overloaded as Overloaded
+from ._service import UncheckedResultsWarning as UncheckedResultsWarning
 from ._service import poisson_arrivals as poisson_arrivals
 from ._sim import SIM_SCHEMES as SIM_SCHEMES
 from ._sim import Background as Background
@@ -54,6 +58,7 @@ from ._sim import simulate as simulate
 
 __all__ = [
     "FAULT_KINDS",
+    "LIARS",
     "RELEASES",
     "SIM_SCHEMES",
     "Answer",
@@ -71,6 +76,7 @@ __all__ = [
     "RoundRobinExecutor",
     "ServiceTime",
     "SimResult",
+    "UncheckedResultsWarning",
     "WaitFor",
     "cluster_sizes",
     "default_wait_for",

@@ -408,6 +408,8 @@ class Executor(abc.ABC):
     """
 
     num_workers: int
+    validate: Callable[[np.ndarray], bool] | None = None
+    """The check every result passes before it counts (``None``: none)."""
 
     def run_round(
         self,
@@ -499,6 +501,8 @@ class RoundRobinExecutor(Executor):
             raise ValueError(f"`executors` must have equal num_workers; got {sorted(sizes)}")
         self.executors = executors
         self.num_workers = sizes.pop()
+        if all(e.validate is not None for e in executors):  # every group checks its results
+            self.validate = executors[0].validate
         for name in ("input_shape", "input_dtype", "output_shape", "output_dtype"):
             value = getattr(executors[0], name, None)
             if value is not None:

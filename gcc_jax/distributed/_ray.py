@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .._core.checks import as_int
+from .._core.checks import as_int, as_real
 from ._delays import DelayModel, Fault, check_faults, faults_for_round, garbage_like
 from ._executor import Executor, Outcome, RoundCounter, RoundRecord, RoundResult, RoundSpec
 from ._local import as_worker_fns, check_delays
@@ -101,9 +101,12 @@ class _Worker:
         self._shape = tuple(input_shape)
         np.asarray(self._f(np.zeros(self._shape, input_dtype)))  # compile now, not in round 0
         t2 = time.perf_counter()
+        import ray
+
         self._info = dict(
             worker_id=int(worker_id),
             pid=os.getpid(),
+            node_id=ray.get_runtime_context().get_node_id(),
             startup_s=t2 - t0,
             load_s=t1 - t0,
             compile_s=t2 - t1,
@@ -170,8 +173,35 @@ class _ActorPool:
         )
 
     def wait_ready(self, timeout_s: float) -> list[dict]:
-        """Block until every actor has loaded and compiled ``f``; their start-up reports."""
-        return self._ray.get(list(self._info_refs), timeout=timeout_s)
+        """Block until every actor has loaded and compiled ``f``; their start-up reports.
+
+        Raises:
+            TimeoutError: some actors were not ready within ``timeout_s`` (naming them and
+                ``startup_timeout_s``).
+            RuntimeError: an actor failed to start (its error attached as the cause).
+        """
+        ray = self._ray
+        refs = list(self._info_refs)
+        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        if pending:
+            slow = [i for i, ref in enumerate(refs) if ref in set(pending)]
+            raise TimeoutError(
+                f"{len(slow)} of {len(refs)} Ray worker actors (workers {slow[:16]}) were not "
+                f"ready within startup_timeout_s={timeout_s:g} s (each loads the worker "
+                "function, imports JAX and compiles it; on a busy machine that takes minutes): "
+                "raise `startup_timeout_s`, or check that the cluster has room for the actors "
+                "(ray.cluster_resources(), `actor_options`)"
+            )
+        infos = []
+        for i, ref in enumerate(refs):
+            try:
+                infos.append(ray.get(ref))
+            except Exception as err:
+                raise RuntimeError(
+                    f"Ray worker actor {i} failed to start: {type(err).__name__}: "
+                    f"{str(err).splitlines()[0] if str(err) else ''}"
+                ) from err
+        return infos
 
     def infos(self) -> list[dict | None]:
         """Each actor's start-up report, ``None`` while it is still starting (or failed)."""
@@ -320,7 +350,8 @@ class RayExecutor(Executor):
         validate: optional check of one output; rejected results are ``INVALID``.
         x64: run the actors with ``jax_enable_x64`` (default: as in this process).
         max_restarts: restarts per worker before it is left dead.
-        startup_timeout_s: how long to wait for the actors to be ready.
+        startup_timeout_s: how long to wait for the actors to be ready (past it: a
+            ``TimeoutError`` naming the actors not ready, and the actors are stopped).
         actor_options: extra ``.options(...)`` for the actors.
         xla_single_thread: one XLA thread per actor.
         cancel_late: cancel the tasks still pending at a round's cut-off (default). ``False``
@@ -349,6 +380,7 @@ class RayExecutor(Executor):
         import jax
 
         fns = as_worker_fns(fn, num_workers)
+        startup_timeout_s = as_real(startup_timeout_s, "startup_timeout_s", 0.0, lo_open=True)
         self.num_workers = num_workers
         self.delays = check_delays(delays, num_workers)
         self.faults = check_faults(faults, num_workers)
@@ -393,7 +425,8 @@ class RayExecutor(Executor):
     @property
     def startup(self) -> list[dict]:
         """Per actor: ``startup_s`` = ``load_s`` (unpickle ``f``, importing what it needs) +
-        ``compile_s`` (jit for one input), and its ``pid``; a restarted actor's once ready."""
+        ``compile_s`` (jit for one input), its ``pid`` and the Ray ``node_id`` it runs on; a
+        restarted actor's once ready."""
         infos = self._pool.infos()
         return [dict(infos[w]) for w in self._workers if infos[w] is not None]
 

@@ -7,6 +7,7 @@ import functools
 import itertools
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -28,13 +29,32 @@ from ._executor import (
     systematic_workers,
 )
 
-__all__ = ["RELEASES", "Answer", "CodedInferenceService", "Overloaded", "poisson_arrivals"]
+__all__ = [
+    "LIARS",
+    "RELEASES",
+    "Answer",
+    "CodedInferenceService",
+    "Overloaded",
+    "UncheckedResultsWarning",
+    "poisson_arrivals",
+]
 
 RELEASES = ("query", "batch")
 """Release policies: ``"query"`` answers each query as soon as its own estimate is ready,
 ``"batch"`` answers the whole batch at the round's cut-off."""
 
 _OVERLOAD = ("reject", "block")
+
+LIARS = ("warn", "raise", "ignore")
+"""What the service does when nothing checks the workers' results against liars (its code has
+``max_liars = 0`` and its executor no ``validate``): warn (:class:`UncheckedResultsWarning`),
+raise a ``ValueError``, or accept it silently (the caller trusts its workers)."""
+
+
+class UncheckedResultsWarning(UserWarning):
+    """A :class:`CodedInferenceService` whose answers no check protects from a worker that
+    returns a wrong but finite result: its code corrects no liar (``code.max_liars == 0``)
+    and its executor has no ``validate``."""
 
 
 class Overloaded(RuntimeError):
@@ -214,6 +234,14 @@ class CodedInferenceService:
         input_shape: the shape of one query (default: the executor's ``input_shape`` if it has
             one, else the first query's). Queries are cast to the executor's ``input_dtype``
             if it has one, else to the first query's floating dtype.
+        on_liars: what to do when nothing protects the answers from *liars* (workers that
+            return a wrong but finite result): the code corrects none
+            (:attr:`gcc_jax.AbstractCode.max_liars` is 0: GCC, BACC, LCC, uncoded,
+            replication, ParM, learned codes) and the executor has no ``validate``. ``"warn"``
+            (default) issues an :class:`UncheckedResultsWarning`, ``"raise"`` refuses with a
+            ``ValueError``, ``"ignore"`` says the workers are trusted. A code that corrects
+            liars (``RobustSplineCode``, ``ApproxIFERCode``, ``LagrangeECCode``) or an
+            executor with a ``validate`` never warns. See docs/adversarial.md.
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
@@ -244,13 +272,32 @@ class CodedInferenceService:
         max_queue: int = 1024,
         on_overload: str = "reject",
         input_shape: Sequence[int] | None = None,
+        on_liars: str = "warn",
     ):
         code = check_code(code)
+        if not isinstance(executor, Executor):
+            raise TypeError(
+                "`executor` must be a gcc_jax.distributed Executor (LocalExecutor, RayExecutor, "
+                f"RoundRobinExecutor); got {type(executor).__name__}"
+            )
         if executor.num_workers != code.num_workers:
             raise ValueError(
                 f"the executor has {executor.num_workers} workers but the code needs "
                 f"{code.num_workers}"
             )
+        self.on_liars = as_choice(on_liars, "on_liars", LIARS)
+        if int(code.max_liars) == 0 and executor.validate is None and self.on_liars != "ignore":
+            message = (
+                f"{type(code).__name__} cannot detect corrupted results (max_liars = 0) and the "
+                "executor has no `validate`: a worker that returns a wrong but finite result "
+                "changes the answers and nothing reports it. Give the executor a `validate` "
+                "(e.g. probability_check()), use a code that corrects liars (RobustSplineCode, "
+                "ApproxIFERCode, LagrangeECCode), or pass on_liars='ignore' if the workers are "
+                "trusted"
+            )
+            if self.on_liars == "raise":
+                raise ValueError(f"`on_liars`='raise': {message}")
+            warnings.warn(message, UncheckedResultsWarning, stacklevel=2)
         self.executor = executor
         self.code = code
         self.wait_for = default_wait_for(code, stragglers) if wait_for is None else wait_for
@@ -353,9 +400,9 @@ class CodedInferenceService:
         """Queue one query (an array of the service's input shape); returns a future of its
         :class:`Answer`.
 
-        Any value is accepted: a malformed query (wrong shape, not numeric, NaN/Inf — which the
-        encoder would spread to every query of its batch) is answered at once with an error and
-        never batched.
+        Any value is accepted: a malformed query (wrong shape, not real and numeric — complex,
+        boolean, strings, objects —, NaN/Inf, which the encoder would spread to every query of
+        its batch) is answered at once with an error and never batched.
 
         Raises:
             Overloaded: ``max_queue`` queries are waiting and ``on_overload="reject"``.
@@ -365,11 +412,16 @@ class CodedInferenceService:
         fut: concurrent.futures.Future = concurrent.futures.Future()
         problem = None
         try:
-            arr = np.asarray(x, dtype=float) if not hasattr(x, "dtype") else np.asarray(x)
-            if not np.issubdtype(arr.dtype, np.number):
+            arr = np.asarray(x)
+            if arr.dtype.kind == "c":
+                raise TypeError(
+                    f"complex dtype {arr.dtype}: the service does not drop imaginary parts; "
+                    "send the real and imaginary parts as separate entries"
+                )
+            if arr.dtype.kind not in "iuf":
                 raise TypeError(f"dtype {arr.dtype}")
         except (TypeError, ValueError) as err:
-            arr, problem = None, f"query is not a numeric array ({err})"
+            arr, problem = None, f"query is not a real numeric array ({err})"
         with self._cond:
             if self._closed:
                 raise RuntimeError("the service is closed")

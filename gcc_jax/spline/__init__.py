@@ -33,4 +33,6 @@ from ._nodes import check_chebyshev_count as check_chebyshev_count
 from ._nodes import equispaced_nodes as equispaced_nodes
 from ._nodes import max_chebyshev_nodes as max_chebyshev_nodes
 from ._smoothing import effective_dof as effective_dof
+from ._smoothing import effective_dof_with_status as effective_dof_with_status
 from ._smoothing import lam_from_dof as lam_from_dof
+from ._smoothing import lam_from_dof_with_status as lam_from_dof_with_status

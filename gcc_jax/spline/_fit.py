@@ -26,10 +26,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._core.checks import as_float_array, as_lam, as_mask, as_nodes, as_weights, float_dtype
 from .._core.sanitise import sanitise
-from .._core.status import Status, combine, raising_form
+from .._core.status import GCCValueError, Status, combine, is_concrete, raising_form
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 from ._kalman import evaluate, solve_kalman
 from ._kernel import solve_kernel
@@ -123,7 +124,7 @@ class Spline:
             fit has NaN values and slopes.
 
     Call ``spline(tq)`` to evaluate at query points ``tq`` of shape ``(q,)`` → ``(q, *tail)``
-    (a scalar ``tq`` → ``tail``).
+    (a scalar ``tq`` → ``tail``); :meth:`evaluate_with_status` also returns a status.
     """
 
     knots: Float[Array, " n"]
@@ -136,26 +137,103 @@ class Spline:
     def __call__(
         self, tq: Float[ArrayLike, " q"] | Float[ArrayLike, ""]
     ) -> Float[Array, "q ..."] | Float[Array, "..."]:
-        tq = jnp.asarray(tq)
+        """``s(tq)``: the spline at query points ``tq`` (a scalar or shape ``(q,)``).
+
+        Raises:
+            TypeError/ValueError: ``tq`` not real, or of more than one dimension.
+            GCCValueError: in eager calls, NaN or Inf in ``tq``. Under ``jit`` the value at such
+                a point is NaN; :meth:`evaluate_with_status` reports it as
+                ``Status.BAD_ARGUMENT``.
+        """
+        tq = self._query_points(tq)
+        if is_concrete(tq) and not bool(np.all(np.isfinite(np.asarray(tq)))):
+            bad = np.flatnonzero(~np.isfinite(np.atleast_1d(np.asarray(tq))))
+            raise GCCValueError(
+                f"`tq` (the query points) must be finite; got {bad.size} NaN/Inf entries "
+                f"(first at index {bad[0]})"
+            )
+        return self._evaluate(tq)
+
+    def evaluate_with_status(
+        self, tq: Float[ArrayLike, " q"] | Float[ArrayLike, ""]
+    ) -> tuple[Float[Array, "q ..."] | Float[Array, "..."], Int[Array, ""]]:
+        """``(s(tq), status)``: never raises on value problems (use under ``jit``/``vmap``).
+
+        The status is the fit's (:attr:`status`) with ``Status.BAD_ARGUMENT`` added when
+        ``tq`` holds NaN or Inf (the value is NaN at those points).
+
+        Example:
+            >>> import jax.numpy as jnp, gcc_jax as gcc
+            >>> t = jnp.linspace(-1.0, 1.0, 5)
+            >>> s = gcc.fit_smoothing_spline(t, t**2, lam=0.0)
+            >>> value, status = s.evaluate_with_status(jnp.array([jnp.nan, 0.5]))
+            >>> bool(jnp.isnan(value[0])), gcc.describe_status(status).startswith("an argument")
+            (True, True)
+        """
+        tq = self._query_points(tq)
+        status = self.status | combine((~jnp.all(jnp.isfinite(tq)), Status.BAD_ARGUMENT))
+        return self._evaluate(tq), status
+
+    @staticmethod
+    def _query_points(tq) -> Array:
+        tq = as_float_array(tq, "tq")
         if tq.ndim > 1:
-            raise ValueError(f"query points must be a scalar or 1-D array; got shape {tq.shape}")
+            raise ValueError(f"`tq` (the query points) must be a scalar or 1-D; got {tq.shape}")
+        return tq
+
+    def _evaluate(self, tq: Array) -> Array:
+        """The values at ``tq``; NaN at a NaN/Inf query point (never an extrapolated Inf)."""
         scalar = tq.ndim == 0
         tq = jnp.atleast_1d(tq).astype(self.knots.dtype)
         n, tail = self.values.shape[0], self.values.shape[1:]
-        out = evaluate(
+        out = _evaluate_at(
             self.knots, self.values.reshape(n, -1), self.slopes.reshape(n, -1), tq
         ).reshape((tq.shape[0], *tail))
         return out[0] if scalar else out
 
 
-def _check_values(t, data, lam, mask=None, *, weights=None, solver=None) -> None:
-    """The eager value checks of :func:`fit_smoothing_spline` and :func:`smoother_matrix`
-    (``data`` is ``y`` or ``tq``): a message naming the argument before the status is read."""
-    del mask, solver
+@jax.jit
+def _evaluate_at(knots: Array, values: Array, slopes: Array, tq: Array) -> Array:
+    """:func:`evaluate` at finite query points, NaN at the others (one compiled call when
+    eager; inlined under an outer ``jit``)."""
+    finite = jnp.isfinite(tq)
+    out = evaluate(knots, values, slopes, jnp.where(finite, tq, knots[0]))
+    return jnp.where(finite[:, None], out, jnp.nan)
+
+
+def _check_common(t, data, lam, mask, weights) -> np.ndarray:
+    """The eager value checks shared by :func:`fit_smoothing_spline` and
+    :func:`smoother_matrix` (``data`` is ``y`` or ``tq``), each naming its argument; the live
+    points (``mask`` and a positive weight)."""
     dtype = float_dtype(t, data)
-    as_nodes(t, "t", dtype)
+    t = as_nodes(t, "t", dtype)
+    n = t.shape[0]
     as_lam(lam, "lam", dtype)
-    as_weights(weights, jnp.shape(t)[0], dtype)
+    w = np.asarray(as_weights(weights, n, dtype))
+    live = np.asarray(as_mask(mask, n)) & (w > 0)
+    if live.sum() < 2:
+        who = "`mask` and `weights` leave" if weights is not None else "`mask` leaves"
+        raise GCCValueError(
+            f"{who} fewer than 2 live points (with a positive weight) for a smoothing "
+            f"spline: {int(live.sum())} of {n}"
+        )
+    return live
+
+
+def _check_values(t, y, lam, mask=None, *, weights=None, solver=None) -> None:
+    """The eager value checks of :func:`fit_smoothing_spline`: a message naming the argument
+    before the status is read."""
+    del solver
+    live = _check_common(t, y, lam, mask, weights)
+    y = as_float_array(y, "y")
+    if y.ndim >= 1 and y.shape[0] == live.shape[0] and jnp.issubdtype(y.dtype, jnp.inexact):
+        rows = np.asarray(y).reshape(live.shape[0], -1)
+        bad = np.flatnonzero(live & ~np.all(np.isfinite(rows), axis=1))
+        if bad.size:
+            raise GCCValueError(
+                f"`y` holds NaN or Inf at {bad.size} live point(s) (first: index {bad[0]}); "
+                "mark them dead in `mask` or give them weight 0"
+            )
 
 
 @raising_form("fit_smoothing_spline", lambda spline: (spline, spline.status), _check_values)
@@ -286,10 +364,19 @@ def _fit_core(t, mask, weights, lam, y_flat, *, solver):
     return jnp.where(ok, values, jnp.nan), jnp.where(ok, slopes, jnp.nan), status, w
 
 
+def _check_smoother_values(t, tq, lam, mask=None, *, weights=None, solver=None) -> None:
+    """The eager value checks of :func:`smoother_matrix`, and finite query points ``tq``."""
+    del solver
+    _check_common(t, tq, lam, mask, weights)
+    tq = as_float_array(tq, "tq")
+    if jnp.issubdtype(tq.dtype, jnp.inexact) and not bool(np.all(np.isfinite(np.asarray(tq)))):
+        raise GCCValueError("`tq` (the query points) contains NaN or Inf")
+
+
 @raising_form(
     "smoother_matrix",
     lambda out: out,
-    _check_values,
+    _check_smoother_values,
     returns=Float[Array, "q n"],
 )
 def smoother_matrix(
@@ -329,7 +416,7 @@ def smoother_matrix(
     spline = fit_smoothing_spline_with_status(
         t.astype(dtype), jnp.eye(n, dtype=dtype), lam, mask, weights=weights, solver=solver
     )
-    return spline(tq.astype(dtype)), spline.status
+    return spline.evaluate_with_status(tq.astype(dtype))
 
 
 smoother_matrix_with_status = smoother_matrix.with_status

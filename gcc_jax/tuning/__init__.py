@@ -20,6 +20,7 @@ graph. This subpackage uses that:
 from ._evaluate import Evaluation as Evaluation
 from ._evaluate import evaluate as evaluate
 from ._loss import expected_loss as expected_loss
+from ._loss import expected_loss_with_status as expected_loss_with_status
 from ._params import SplineParams as SplineParams
 from ._params import logits_from_nodes as logits_from_nodes
 from ._params import nodes_from_logits as nodes_from_logits

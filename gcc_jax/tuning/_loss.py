@@ -6,22 +6,31 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .._core.checks import as_choice, as_masks, check_inputs
-from .._core.status import Status
+from .._core.checks import as_choice, as_float_array, as_mask_rows, as_masks, check_inputs
+from .._core.status import GCCValueError, Status, combine, raising_form
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode
 from ..evaluation import pattern_loss
 from ._params import SplineParams
 
-__all__ = ["expected_loss", "as_code"]
+__all__ = ["expected_loss", "expected_loss_with_status", "as_code"]
 
 REDUCTIONS = ("mean", "max")
 
 
-def as_code(params: Any) -> Any:
-    """A code from :class:`SplineParams` (``to_code()``), or the code itself."""
-    return params.to_code() if isinstance(params, SplineParams) else params
+def as_code(params: Any, name: str = "params") -> Any:
+    """A code from :class:`SplineParams` (``to_code()``), or the code itself; anything else
+    raises a ``TypeError`` naming ``name``."""
+    if isinstance(params, SplineParams):
+        return params.to_code()
+    if not isinstance(params, AbstractCode):
+        raise TypeError(
+            f"`{name}` must be SplineParams (gcc_jax.tuning.params_from_code) or a gcc_jax code "
+            f"(a gcc_jax.AbstractCode); got {type(params).__name__}"
+        )
+    return params
 
 
 def worker_outputs(code: AbstractCode, f: Callable, xs: Array) -> Array:
@@ -74,6 +83,48 @@ def reduce_losses(losses: Array, status: Array, use_max) -> Float[Array, ""]:
     return jnp.where(other | (count == 0), jnp.nan, value)
 
 
+def reduce_status(status: Int[Array, " p"]) -> Int[Array, ""]:
+    """The status of :func:`reduce_losses`' value: the flags of the patterns that make it NaN
+    (any failure but ``TOO_FEW_LIVE``), and ``TOO_FEW_LIVE`` when no pattern is decodable."""
+    skip = status == int(Status.TOO_FEW_LIVE)
+    ok = status == 0
+    failed = jax.lax.reduce(
+        jnp.where(~ok & ~skip, status, 0).astype(jnp.int32),
+        jnp.int32(0),
+        jax.lax.bitwise_or,
+        (0,),
+    )
+    return failed | combine((~jnp.any(ok) & (failed == 0), Status.TOO_FEW_LIVE))
+
+
+def _check_expected_loss(params, f, x, masks, *, reduce="mean") -> None:
+    """The eager checks of :func:`expected_loss`: a message naming the argument."""
+    del f, reduce
+    code = as_code(params)
+    check_inputs(x, code.num_inputs)
+    masks = as_masks(masks, code.num_workers)
+    live = np.asarray(masks).sum(axis=1)
+    if not np.any(live >= code.min_live):
+        raise GCCValueError(
+            f"`masks`: no pattern leaves the {code.min_live} live workers {type(code).__name__} "
+            f"needs to decode (most live in a pattern: {int(live.max(initial=0))} of "
+            f"{code.num_workers}); the expected loss is undefined"
+        )
+
+
+_MESSAGES = {
+    Status.NONFINITE_DATA: "`f` returned NaN or Inf on a coded input (a live worker's output)",
+    Status.BAD_ARGUMENT: "`f(x)` on the inputs is not finite: the loss is undefined",
+}
+
+
+@raising_form(
+    "expected_loss",
+    lambda out: out,
+    _check_expected_loss,
+    returns=Float[Array, ""],
+    messages=_MESSAGES,
+)
 def expected_loss(
     params: Any,
     f: Callable,
@@ -81,7 +132,7 @@ def expected_loss(
     masks: Bool[ArrayLike, "p n"],
     *,
     reduce: str = "mean",
-) -> Float[Array, ""]:
+) -> tuple[Float[Array, ""], Int[Array, ""]]:
     """Mean end-to-end loss ``(1/P) Σ_p (1/K) Σ_k ‖f^_p(x_k) − f(x_k)‖²`` over straggler masks.
 
     ``f^_p(x_k) = u_dec(alpha_k)`` is the code's estimate of ``f(x_k)`` when the workers of
@@ -104,10 +155,16 @@ def expected_loss(
 
     Returns:
         Scalar loss. Patterns with fewer than 2 live workers are left out of the mean (a master
-        cannot decode them); any other value problem gives NaN.
+        cannot decode them); any other value problem gives NaN, and so does a batch with no
+        decodable pattern. :func:`expected_loss_with_status` returns ``(loss, status)``
+        instead, under ``jit`` and ``grad`` too: the failed patterns' flags, ``TOO_FEW_LIVE``
+        when no pattern decodes, ``BAD_ARGUMENT`` when ``f(x)`` itself is not finite.
 
     Raises:
-        ValueError/TypeError: wrong shapes, a non-boolean mask, an unknown ``reduce``.
+        ValueError/TypeError: wrong shapes, a non-boolean mask, an unknown ``reduce``,
+            ``params`` neither :class:`SplineParams` nor a code.
+        GCCValueError: (eager calls) NaN/Inf in ``x``, no decodable pattern in ``masks``, or
+            a value problem in the loss (a worker output or ``f(x)`` not finite).
 
     Example:
         >>> import jax, jax.numpy as jnp, gcc_jax as gcc
@@ -122,9 +179,25 @@ def expected_loss(
     """
     reduce = as_choice(reduce, "reduce", REDUCTIONS)
     code = as_code(params)
-    x = check_inputs(x, code.num_inputs)
-    masks = jnp.asarray(as_masks(masks, code.num_workers))
+    if not callable(f):
+        raise TypeError(f"`f` must be a function (one input -> one output); got {type(f).__name__}")
+    x = _static_inputs(as_float_array(x, "x"), code)
+    masks = as_mask_rows(masks, code.num_workers)  # traced masks too (jit of this form)
     return _expected_loss(params, f, x, masks, jnp.asarray(reduce == "max"))
+
+
+expected_loss_with_status = expected_loss.with_status
+"""Like :func:`expected_loss` but returns ``(loss, status)`` and never raises on value problems
+(the loss is then NaN): jittable and differentiable (``jax.grad(..., has_aux=True)``)."""
+
+
+def _static_inputs(x: Array, code) -> Array:
+    """``x`` checked for its shape only (its values are the status's business)."""
+    if x.ndim < 1 or x.shape[0] != code.num_inputs:
+        raise ValueError(
+            f"`x` must have shape ({code.num_inputs}, ...), one row per input; got {x.shape}"
+        )
+    return x
 
 
 @functools.partial(jax.jit, static_argnames="f")
@@ -133,5 +206,9 @@ def _expected_loss(params, f, x, masks, use_max):
     code = as_code(params)
     xs = x[None]
     yt = worker_outputs(code, f, xs)
-    losses, status = mask_losses(code, yt, targets(f, xs), masks)
-    return reduce_losses(losses, status, use_max)
+    fx = targets(f, xs)
+    losses, status = mask_losses(code, yt, fx, masks)
+    value = reduce_losses(losses, status, use_max)
+    status = reduce_status(status) | combine((~jnp.all(jnp.isfinite(fx)), Status.BAD_ARGUMENT))
+    status = status | combine((~jnp.isfinite(value) & (status == 0), Status.NONFINITE_RESULT))
+    return jnp.where(status == 0, value, jnp.nan), status
