@@ -197,9 +197,10 @@ def test_bad_arguments_raise():
         exp.run_compare_learned(lam_dec_grid=(-1.0,), progress=False)
 
 
-def test_fashion_mnist_absent_falls_back_to_digits(tmp_path):
-    ds, requested, note = exp._load("fashion_mnist", tmp_path)  # an empty directory
+def test_only_the_unnamed_default_falls_back_to_digits(tmp_path):
+    ds, requested, note = exp._load(None, tmp_path)  # no --dataset, an empty directory
     assert ds.name == "digits" and requested == "fashion_mnist"
     assert "Fashion-MNIST not found" in note and str(tmp_path) in note
-    with pytest.raises(gcc.nn.data.DatasetNotFoundError):
-        exp._load("mnist", tmp_path)  # only Fashion-MNIST falls back
+    for name in ("fashion_mnist", "mnist"):  # a named data set is never replaced
+        with pytest.raises(gcc.nn.data.DatasetNotFoundError):
+            exp._load(name, tmp_path)
