@@ -58,7 +58,10 @@ def test_heuristic_is_a_lower_bound_and_finds_the_brute_force_maximum(name, x):
     budget = THOROUGH_SEARCH._replace(max_exhaustive=0, proposals=64)
     wc = gcc.worst_case_mask(code, xsinx, x, stragglers=3, key=jax.random.key(1), search=budget)
     assert not wc.exhaustive and int((~wc.mask).sum()) == 3
-    assert wc.num_evaluated < math.comb(11, 3) * 4
+    # decodes: the N − S + 1 contiguous blocks, the restarts, then S(N − S) swaps per chain and
+    # step (the full neighbourhood: 24 ≤ 64 proposals) for at most max_iters steps
+    steps, extra = divmod(wc.num_evaluated - (11 - 3 + 1) - budget.restarts, budget.restarts * 24)
+    assert extra == 0 and 1 <= steps <= budget.max_iters
     assert wc.loss <= best * (1 + 1e-12)
     np.testing.assert_allclose(wc.loss, best, rtol=1e-9)
 
@@ -95,3 +98,22 @@ def test_edge_cases_and_validation(x):
         gcc.worst_case_mask(code, xsinx, x, stragglers=1, search=dict(restart=2))
     with pytest.raises(TypeError, match="SearchBudget"):
         gcc.worst_case_mask(code, xsinx, x, stragglers=1, search=[1, 2])
+
+
+def test_local_search_is_one_compiled_program_reused_for_new_lams(x):
+    """The heuristic search runs as one compiled program (its steps a ``lax.while_loop`` on the
+    device); a code with new λs and nodes of the same structure reuses it, and the result still
+    matches brute force."""
+    from gcc_jax.evaluation import _worst_case
+
+    budget = dict(max_exhaustive=0, proposals=1000)  # the full neighbourhood: S(N − S) = 24
+    search = _worst_case._local_search_on(())
+    a = gcc.SplineCode.chebyshev(num_inputs=4, num_workers=11, lam_dec=1e-3)
+    gcc.worst_case_mask(a, xsinx, x, stragglers=3, search=budget)
+    size = search._cache_size()
+    assert size >= 1  # this is the program the search ran
+    b = gcc.SplineCode(alpha=a.alpha * 0.9, beta=a.beta, lam_enc=1e-4, lam_dec=1e-2)
+    wc = gcc.worst_case_mask(b, xsinx, x, stragglers=3, search=budget)
+    assert search._cache_size() == size
+    best, _ = brute_force(b, xsinx, x, 3)
+    assert wc.loss <= best * (1 + 1e-12)

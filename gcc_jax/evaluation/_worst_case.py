@@ -1,19 +1,21 @@
 """Worst-case straggler patterns: exhaustive search when small, local search otherwise."""
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
 from .._core.checks import as_float_array, as_int, check_inputs, check_key
 from .._core.status import GCCValueError
-from .._core.types import ArrayLike, Bool, PRNGKeyArray
+from .._core.types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 from ..codes import AbstractCode, check_code
-from ._evaluator import MaskEvaluator
+from ._evaluator import MaskEvaluator, _blocks_fn
 from ._pipeline import outputs_and_targets as _outputs_and_targets
 
 __all__ = [
@@ -117,7 +119,7 @@ class WorstCase(NamedTuple):
         status: its :class:`gcc_jax.Status` (non-zero: the code cannot decode that pattern).
         exhaustive: True when every ``S``-subset was evaluated (``loss`` is the exact maximum);
             False for the heuristic search (``loss`` is a lower bound on the true worst case).
-        num_evaluated: number of patterns decoded.
+        num_evaluated: number of patterns decoded (the local search may decode one twice).
     """
 
     mask: Bool[np.ndarray, " n"]
@@ -144,42 +146,6 @@ def _contiguous(n: int, s: int) -> np.ndarray:
     start = np.arange(n - s + 1)[:, None]
     idx = np.arange(n)[None, :]
     return ~((idx >= start) & (idx < start + s))
-
-
-def _random_masks(rng: np.random.Generator, n: int, s: int, num: int) -> np.ndarray:
-    ranks = np.argsort(np.argsort(rng.random((num, n)), axis=1), axis=1)
-    return ranks >= s
-
-
-def _all_swaps(mask: np.ndarray) -> np.ndarray:
-    """Every pattern reached by reviving one dead worker and killing one live one."""
-    dead = np.flatnonzero(~mask)
-    live = np.flatnonzero(mask)
-    out = np.repeat(mask[None, :], dead.size * live.size, axis=0)
-    rows = np.arange(out.shape[0])
-    out[rows, np.repeat(dead, live.size)] = True
-    out[rows, np.tile(live, dead.size)] = False
-    return out
-
-
-def _random_swaps(rng: np.random.Generator, mask: np.ndarray, num: int, radius: int) -> np.ndarray:
-    """``num`` swap neighbours: half move a dead worker by ≤ ``radius`` places, half anywhere."""
-    n = mask.shape[0]
-    dead = np.flatnonzero(~mask)
-    live = np.flatnonzero(mask)
-    i = dead[rng.integers(dead.size, size=num)]
-    shift = rng.integers(1, radius + 1, size=num) * rng.choice([-1, 1], size=num)
-    j_local = i + shift
-    j_any = live[rng.integers(live.size, size=num)]
-    ok = (j_local >= 0) & (j_local < n)
-    ok[ok] &= mask[j_local[ok]]
-    ok &= np.arange(num) % 2 == 0
-    j = np.where(ok, j_local, j_any)
-    out = np.repeat(mask[None, :], num, axis=0)
-    rows = np.arange(num)
-    out[rows, i] = True
-    out[rows, j] = False
-    return out
 
 
 def worst_case_mask(
@@ -213,8 +179,11 @@ def worst_case_mask(
       ``proposals`` random ones (half move a straggler by at most ``max(1, N // 16)`` places,
       half anywhere), and each chain moves to its best neighbour if that is strictly worse
       (higher loss). A chain stops at a local optimum of the full neighbourhood, or after
-      ``patience`` steps without gain; the search stops after ``max_iters`` steps. A pattern
-      is decoded at most once (the search remembers every loss it has computed).
+      ``patience`` steps without gain; the search stops after ``max_iters`` steps. The whole
+      search is one compiled program (a ``lax.while_loop`` over the steps, proposals drawn
+      with ``key`` on the device): no step waits on the host, and only the worst pattern comes
+      back. Every step decodes the neighbours of every chain, stopped chains included, so a
+      pattern may be decoded more than once (``num_evaluated`` counts every decode).
 
     Args:
         code: any :class:`gcc_jax.AbstractCode`.
@@ -298,61 +267,183 @@ def search_worst_case(
                 best = (float(loss[i]), block[i].copy(), int(status[i]))
         return WorstCase(best[1], best[0], best[2], True, evaluator.count)
 
-    seed = np.asarray(jr.key_data(key)).ravel().astype(np.uint32)
-    rng = np.random.default_rng(seed)
-    cache: dict[bytes, tuple[float, int]] = {}
+    budget = SearchBudget(max_exhaustive, restarts, proposals, max_iters, patience)
+    first = _contiguous(n, s)[:1]  # every pattern of the search has S stragglers
+    state = evaluator._state_for(first)
+    options = tuple(sorted(evaluator.policy.compiler_options(state).items()))
+    full = s * (n - s) <= proposals
+    width = s * (n - s) if full else proposals
+    chunk = min(evaluator.chunk, 1 << (restarts * width - 1).bit_length())
+    found = _local_search_on(options)(
+        evaluator.per_mask,
+        evaluator._treedef,
+        _Sizes(n, s, chunk),
+        budget,
+        evaluator._leaves,
+        evaluator.yt,
+        evaluator.fx,
+        state,
+        key,
+    )
+    mask, loss, status, count = jax.device_get(found)
+    evaluator.count += int(count)
+    return WorstCase(np.asarray(mask), float(loss), int(status), False, evaluator.count)
 
-    def evaluate(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``ev`` with memory: a pattern already decoded is never decoded again."""
-        keys = [row.tobytes() for row in np.packbits(masks, axis=1)]
-        new: dict[bytes, int] = {}
-        for i, k in enumerate(keys):
-            if k not in cache and k not in new:
-                new[k] = i
-        if new:
-            loss, status = ev(masks[list(new.values())])
-            cache.update(zip(new, zip(loss.tolist(), status.tolist(), strict=True), strict=True))
-        return (
-            np.array([cache[k][0] for k in keys]),
-            np.array([cache[k][1] for k in keys], np.int32),
+
+class _Sizes(NamedTuple):
+    """The static sizes of one local search: ``N``, ``S`` and the masks per chunk."""
+
+    n: int
+    s: int
+    chunk: int
+
+
+class _Chains(NamedTuple):
+    """The local search's loop state: one row per chain."""
+
+    step: Int[Array, ""]
+    key: PRNGKeyArray
+    masks: Bool[Array, "r n"]
+    loss: Float[Array, " r"]
+    status: Int[Array, " r"]
+    stale: Int[Array, " r"]
+    active: Bool[Array, " r"]
+    count: Int[Array, ""]
+
+
+def _score(per_mask, treedef, sizes: _Sizes, leaves, yt, fx, state, masks):
+    """Loss and status of every row of ``masks`` through the evaluator's compiled block
+    (:func:`gcc_jax.evaluation._evaluator._blocks_fn`), padded to whole chunks with copies of
+    the first row; a pattern the code cannot decode scores ``+inf`` (the worst outcome)."""
+    num = masks.shape[0]
+    groups = -(-num // sizes.chunk)
+    pad = groups * sizes.chunk - num
+    padded = jnp.concatenate([masks, jnp.repeat(masks[:1], pad, axis=0)], axis=0)
+    out = _blocks_fn(
+        per_mask, treedef, leaves, yt, fx, padded.reshape(groups, sizes.chunk, sizes.n), state
+    )
+    loss = out[0].reshape(-1)[:num]
+    status = out[-1].reshape(-1)[:num].astype(jnp.int32)
+    bad = (status != 0) | ~jnp.isfinite(loss)
+    return jnp.where(bad, jnp.inf, loss), status
+
+
+def _dead_and_live(mask: Bool[Array, " n"], s: int) -> tuple[Int[Array, " s"], Int[Array, " l"]]:
+    """The indices of the ``s`` dead and the ``n − s`` live workers of ``mask``."""
+    order = jnp.argsort(mask, stable=True)  # False (dead) first
+    return order[:s], order[s:]
+
+
+def _all_swaps(mask: Bool[Array, " n"], s: int) -> Bool[Array, "q n"]:
+    """Every pattern reached by reviving one dead worker and killing one live one."""
+    n = mask.shape[0]
+    dead, live = _dead_and_live(mask, s)
+    rows = jnp.arange(s * (n - s))
+    out = jnp.broadcast_to(mask, (rows.size, n))
+    out = out.at[rows, jnp.repeat(dead, n - s)].set(True)
+    return out.at[rows, jnp.tile(live, s)].set(False)
+
+
+def _random_swaps(
+    key: PRNGKeyArray, mask: Bool[Array, " n"], s: int, num: int, radius: int
+) -> Bool[Array, "q n"]:
+    """``num`` swap neighbours: half move a dead worker by ≤ ``radius`` places, half anywhere."""
+    n = mask.shape[0]
+    dead, live = _dead_and_live(mask, s)
+    k_dead, k_shift, k_sign, k_live = jr.split(key, 4)
+    i = dead[jr.randint(k_dead, (num,), 0, s)]
+    shift = jr.randint(k_shift, (num,), 1, radius + 1) * jnp.where(
+        jr.bernoulli(k_sign, 0.5, (num,)), 1, -1
+    )
+    j_local = i + shift
+    inside = (j_local >= 0) & (j_local < n)
+    ok = inside & mask[jnp.clip(j_local, 0, n - 1)] & (jnp.arange(num) % 2 == 0)
+    j = jnp.where(ok, j_local, live[jr.randint(k_live, (num,), 0, n - s)])
+    rows = jnp.arange(num)
+    out = jnp.broadcast_to(mask, (num, n))
+    return out.at[rows, i].set(True).at[rows, j].set(False)
+
+
+def _random_starts(key: PRNGKeyArray, n: int, s: int, num: int) -> Bool[Array, "r n"]:
+    """``num`` uniformly random patterns with exactly ``s`` stragglers."""
+    ranks = jnp.argsort(jnp.argsort(jr.uniform(key, (num, n)), axis=1), axis=1)
+    return ranks >= s
+
+
+def _local_search(
+    per_mask, treedef, sizes: _Sizes, budget: SearchBudget, leaves, yt, fx, state, key
+):
+    """The heuristic search of :func:`worst_case_mask`, every step on the device: the
+    contiguous blocks, the restarts, and ``lax.while_loop`` over the chains' steps; only the
+    best pattern, its loss and status and the number of decoded patterns leave it."""
+    n, s, _ = sizes
+    restarts, proposals, max_iters, patience = budget[1:]
+    score = functools.partial(_score, per_mask, treedef, sizes, leaves, yt, fx, state)
+    full = s * (n - s) <= proposals
+    width = s * (n - s) if full else proposals
+    radius = max(1, n // 16)
+
+    blocks = jnp.asarray(_contiguous(n, s))
+    block_loss, block_status = score(blocks)
+    n_block = min(max(restarts // 2, 1), blocks.shape[0])
+    best_blocks = jnp.argsort(-block_loss, stable=True)[:n_block]
+    key, k_start = jr.split(key)
+    starts = jnp.concatenate(
+        [blocks[best_blocks], _random_starts(k_start, n, s, restarts - n_block)]
+    )
+    loss, status = score(starts)
+    init = _Chains(
+        step=jnp.zeros((), jnp.int32),
+        key=key,
+        masks=starts,
+        loss=loss,
+        status=status,
+        stale=jnp.zeros(restarts, jnp.int32),
+        active=jnp.ones(restarts, bool),
+        count=jnp.asarray(blocks.shape[0] + restarts, jnp.int32),
+    )
+
+    def go_on(c: _Chains):
+        return (c.step < max_iters) & jnp.any(c.active)
+
+    def step(c: _Chains) -> _Chains:
+        key, k_prop = jr.split(c.key)
+        if full:
+            cands = jax.vmap(lambda m: _all_swaps(m, s))(c.masks)
+        else:
+            keys = jr.split(k_prop, restarts)
+            cands = jax.vmap(lambda k, m: _random_swaps(k, m, s, proposals, radius))(keys, c.masks)
+        cand_loss, cand_status = score(cands.reshape(restarts * width, n))
+        cand_loss = cand_loss.reshape(restarts, width)
+        j = jnp.argmax(cand_loss, axis=1)
+        rows = jnp.arange(restarts)
+        gain = c.active & (cand_loss[rows, j] > c.loss)
+        stale = jnp.where(gain, 0, c.stale + c.active)
+        return _Chains(
+            step=c.step + 1,
+            key=key,
+            masks=jnp.where(gain[:, None], cands[rows, j], c.masks),
+            loss=jnp.where(gain, cand_loss[rows, j], c.loss),
+            status=jnp.where(gain, cand_status.reshape(restarts, width)[rows, j], c.status),
+            stale=stale,
+            active=c.active & (gain | (not full) & (stale < patience)),
+            count=c.count + restarts * width,
         )
 
-    full = s * (n - s) <= proposals
-    step_size = s * (n - s) if full else proposals
-    blocks = _contiguous(n, s)
-    block_loss, block_status = evaluate(blocks)
-    order = np.argsort(-block_loss, kind="stable")
-    n_block = min(max(restarts // 2, 1), blocks.shape[0])
-    starts = np.concatenate([blocks[order[:n_block]], _random_masks(rng, n, s, restarts - n_block)])
-    cur, cur_status = evaluate(starts)
-    cur_masks = starts.copy()
-    stale = np.zeros(restarts, int)
-    active = np.ones(restarts, bool)
-    radius = max(1, n // 16)
-    for _ in range(max_iters):
-        if not active.any():
-            break
-        chains = np.flatnonzero(active)
-        cands = [
-            _all_swaps(cur_masks[c])
-            if full
-            else _random_swaps(rng, cur_masks[c], proposals, radius)
-            for c in chains
-        ]
-        loss, status = evaluate(np.concatenate(cands))
-        loss = loss.reshape(chains.size, step_size)
-        status = status.reshape(chains.size, step_size)
-        for row, c in enumerate(chains):
-            j = int(np.argmax(loss[row]))
-            if loss[row, j] > cur[c]:
-                cur[c], cur_status[c], cur_masks[c] = loss[row, j], status[row, j], cands[row][j]
-                stale[c] = 0
-            else:
-                stale[c] += 1
-                if full or stale[c] >= patience:
-                    active[c] = False
-    all_loss = np.concatenate([block_loss, cur])
-    all_status = np.concatenate([block_status, cur_status])
-    all_masks = np.concatenate([blocks, cur_masks])
-    i = int(np.argmax(all_loss))
-    return WorstCase(all_masks[i], float(all_loss[i]), int(all_status[i]), False, evaluator.count)
+    end = jax.lax.while_loop(go_on, step, init)
+    all_loss = jnp.concatenate([block_loss, end.loss])
+    i = jnp.argmax(all_loss)
+    return (
+        jnp.concatenate([blocks, end.masks])[i],
+        all_loss[i],
+        jnp.concatenate([block_status, end.status])[i],
+        end.count,
+    )
+
+
+@functools.cache
+def _local_search_on(options: tuple[tuple[str, Any], ...]) -> Callable:
+    """:func:`_local_search` compiled with XLA ``options`` (the evaluator's backend policy):
+    one compile per code structure, sizes and budget; new λs, nodes or outputs reuse it."""
+    kw = dict(compiler_options=dict(options)) if options else {}
+    return jax.jit(_local_search, static_argnames=("per_mask", "treedef", "sizes", "budget"), **kw)
