@@ -208,3 +208,28 @@ def test_gradient_through_the_lts_start_matches_finite_differences():
             down = float(_decode_and_grad(code, y - eps * v)[0].value.sum())
             fd = (up - down) / (2 * eps)
             assert abs(fd - float(jnp.sum(grad * v))) < 1e-6 * (1 + abs(fd)), loss
+
+
+def _berrut(nodes, values, z):
+    """Berrut's first-form interpolant through ``(nodes, values)`` (ascending) at the points
+    ``z`` off the nodes, in NumPy: ``Σ (−1)^i v_i/(z − t_i) / Σ (−1)^i/(z − t_i)``."""
+    c = (-1.0) ** np.arange(nodes.size) / (z[:, None] - nodes[None, :])
+    return (c @ values) / c.sum(axis=1, keepdims=True)
+
+
+def test_approxifer_drops_exactly_the_garbage_pair_and_no_honest_worker():
+    """ApproxIFER (A = 2) in the same setting: with no liar it drops no one (BACC's answers);
+    with garbage on any pair it locates that pair, so its decode equals BACC's through the
+    honest workers (a NumPy Berrut interpolant), whatever the oracle gets right or wrong."""
+    code = gcc.ApproxIFERCode.chebyshev(num_inputs=K, num_workers=N, num_adversaries=2)
+    x, _ = _queries()
+    clean = np.stack([np.asarray(code.worker_outputs(model, jnp.asarray(xb))) for xb in x])
+    pairs = list(itertools.combinations(range(N), 2))
+    ys = np.concatenate([clean[None], _lies(clean, pairs, "garbage")])
+    out = np.asarray(_decode_all(code, jnp.asarray(ys)))
+    beta, alpha = np.asarray(code.beta), np.asarray(code.alpha)
+    for i, liars in enumerate([(), *pairs]):
+        live = ~np.isin(np.arange(N), liars)
+        for b in range(clean.shape[0]):
+            ref = _berrut(beta[live], clean[b, live], alpha)
+            np.testing.assert_allclose(out[i, b], ref, rtol=1e-9, atol=1e-12, err_msg=str(liars))

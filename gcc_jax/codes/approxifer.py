@@ -11,9 +11,17 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from .._core.checks import as_int, check_node_leaves, check_outputs, float_dtype, node_status
+from .._core.checks import (
+    as_int,
+    as_real,
+    check_node_leaves,
+    check_outputs,
+    float_dtype,
+    node_status,
+)
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Shaped
+from ._barycentric import barycentric_matrix, berrut_weights
 from ._base import (
     AbstractErrorLocatingCode,
     AbstractNodeCode,
@@ -58,6 +66,39 @@ def locate_rational(
     return jnp.where(mask, jnp.abs(jnp.matmul(t, q, precision=jax.lax.Precision.HIGHEST)), jnp.inf)
 
 
+def _inconsistent(
+    beta: Float[Array, " n"],
+    y: Float[Array, "n m"],
+    mask: Bool[Array, " n"],
+    keep: Bool[Array, " n"],
+    ratio: float,
+) -> Bool[Array, " n"]:
+    """The live workers whose outputs the other live workers do not predict:
+    ``‖y_n − ŷ_n‖ > ratio · s``.
+
+    ``ŷ_n`` is Berrut's interpolant at ``beta_n`` through every live worker but ``n``, and ``s``
+    the median of the leave-one-out errors of the ``keep`` workers (those the locator does not
+    suspect), each predicted from the other ``keep`` workers: the honest workers' scale, with a
+    floor of ``ε`` times the outputs' magnitude where they fit exactly. The locator's
+    candidates are dropped only when inconsistent in this sense, so that honest workers are not
+    dropped when no one lies.
+    """
+    eye = jnp.eye(beta.shape[0], dtype=bool)
+    others = jnp.where(keep[:, None], keep, mask) & ~eye  # row j: the workers predicting j
+    weights = jax.vmap(lambda o: berrut_weights(o, beta.dtype))(others)
+    rows = jax.vmap(lambda w, o, q: barycentric_matrix(beta, w, o, q[None])[0])(
+        weights, others, beta
+    )
+    err = jnp.linalg.norm(y - jnp.matmul(rows, y, precision=jax.lax.Precision.HIGHEST), axis=1)
+    # the local scale: the larger leave-one-out error of the two nearest other keep workers
+    idx = jnp.arange(beta.shape[0])
+    near = jnp.where(keep[None, :] & ~eye, jnp.abs(idx[:, None] - idx[None, :]), idx.size + 1)
+    nearest = jnp.argsort(near, axis=1, stable=True)[:, :2]
+    scale = jnp.max(err[nearest], axis=1)
+    floor = jnp.finfo(y.dtype).eps * jnp.max(jnp.where(keep[:, None], jnp.abs(y), 0.0))
+    return mask & (err > ratio * jnp.maximum(scale, floor))
+
+
 @pytree_dataclass
 class ApproxIFERCode(AbstractErrorLocatingCode):
     """ApproxIFER: BACC with error location against ``A`` Byzantine workers.
@@ -69,9 +110,15 @@ class ApproxIFERCode(AbstractErrorLocatingCode):
        with ``deg P_j, deg Q_j ≤ K + A − 1`` (BACC's interpolant of the honest values is a
        rational function of type ``(K − 1, K − 1)``; ``A`` errors multiply both by the error
        locator) and the ``A`` live workers with the smallest ``|Q_j(beta_n)|`` get a vote;
-    2. the ``A`` workers with the most votes over the coordinates are declared adversarial
-       (ties broken by the mean rank of ``|Q_j|``);
-    3. Berrut decoding (:class:`gcc_jax.BerrutCode`) over the live workers minus those.
+    2. the ``A`` workers with the most votes over the coordinates are the candidates (ties
+       broken by the mean rank of ``|Q_j|``);
+    3. a candidate is declared adversarial only if the other live workers do not predict it:
+       its leave-one-out error under Berrut's interpolant, ``‖y~_n − ŷ_n‖``, exceeds
+       ``outlier_ratio`` times the larger leave-one-out error of its two nearest
+       non-candidates (the honest variation there). The locator always names ``A``
+       candidates; without this check honest workers would be dropped when fewer than ``A``
+       lie, which costs accuracy next to an input node where the interpolant bends most;
+    4. Berrut decoding (:class:`gcc_jax.BerrutCode`) over the live workers minus those declared.
 
     The rational fit has ``2(K + A) − 1`` free coefficients, so location needs at least
     ``2K + 2A − 1`` live workers (ApproxIFER's ``N ≥ 2K + 2A − 1 + S``); below that the status
@@ -86,7 +133,9 @@ class ApproxIFERCode(AbstractErrorLocatingCode):
     Attributes:
         alpha: ascending input nodes ``(K,)``.
         beta: ascending worker nodes ``(N,)``.
-        num_adversaries: ``A``, the number of workers to locate and drop (static).
+        num_adversaries: ``A``, the most workers located and dropped (static).
+        outlier_ratio: how many times its neighbours' leave-one-out error a candidate's must
+            exceed to be dropped (static, ``≥ 1``; default 3).
 
     Example:
         >>> import jax.numpy as jnp, gcc_jax as gcc
@@ -100,11 +149,13 @@ class ApproxIFERCode(AbstractErrorLocatingCode):
     alpha: Float[ArrayLike, " k"]  # a JAX or NumPy array
     beta: Float[ArrayLike, " n"]
     num_adversaries: int = dataclasses.field(default=1, metadata=dict(static=True))
+    outlier_ratio: float = dataclasses.field(default=3.0, metadata=dict(static=True))
 
     def __post_init__(self):
         object.__setattr__(
             self, "num_adversaries", as_int(self.num_adversaries, "num_adversaries", 0)
         )
+        object.__setattr__(self, "outlier_ratio", as_real(self.outlier_ratio, "outlier_ratio", 1.0))
         check_node_leaves(self, ("alpha", "beta"))
 
     @classmethod
@@ -147,8 +198,8 @@ class ApproxIFERCode(AbstractErrorLocatingCode):
         score = votes + 0.5 * (1.0 - jnp.mean(rank, axis=1) / n)  # tie-break < 1 vote
         score = jnp.where(mask, score, -jnp.inf)
         order = jnp.argsort(-score)
-        chosen = jnp.argsort(order) < a
-        return chosen & mask
+        chosen = (jnp.argsort(order) < a) & mask
+        return chosen & _inconsistent(beta, y_flat, mask, mask & ~chosen, self.outlier_ratio)
 
     @jit_method
     def decode_with_status(
