@@ -4,7 +4,8 @@ Setting (the adversarial service tests'): N = 12 workers, K = 3 inputs, a 4-clas
 on R³, 12 queries (4 batches of K) with a top-2 margin ≥ 0.1; a wrong answer is a decoded class
 (argmax) that differs from the model's on the true input. Sweeps: no liar; garbage (finite,
 ~10³) on every pair (γ = 2) and every triple (γ = 3) of workers; the in-range swap lie (top-2
-classes swapped) on every adjacent pair. Codes: RobustSplineCode (huber, tukey, trim; trim = γ,
+classes swapped) on every adjacent pair; for ApproxIFER also the oracle (BACC through the honest
+workers of each pair). Codes: RobustSplineCode (huber, tukey, trim; trim = γ,
 min_scale = 10⁻², λ_dec by the paper's rule with c = ``--constant``) and ApproxIFERCode (A = γ).
 Cost: one jitted decode (µs, best of repeats, compile apart) against the plain SplineCode
 decode, float64 and float32, in the same run. Usage: ``python bench/robust_decode.py
@@ -97,6 +98,14 @@ def sweep(constant):
             "triples_all_right": int((~wt.any((1, 2))).sum()),
             "swap_wrong": int(wrong(c2, lies(clean, adjacent, "swap"), truth).sum()),
         }
+        if name == "approxifer":  # the oracle: BACC through the honest workers only
+            bacc = c2.berrut
+            live = np.stack([~np.isin(np.arange(N), p) for p in pairs])
+            f = jax.jit(jax.vmap(lambda y, m: jax.vmap(lambda yb: bacc.decode(yb, m))(y)))
+            out = np.asarray(f(jnp.asarray(lies(clean, pairs, "garbage")), jnp.asarray(live)))
+            result[name]["oracle_pairs_wrong"] = int(
+                (np.argmax(out, -1) != truth.reshape(1, 4, K)).sum()
+            )
         print(name, result[name], flush=True)
     return result
 
