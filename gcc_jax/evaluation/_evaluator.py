@@ -98,7 +98,7 @@ def _losses(dec, fx: Array) -> tuple[Array, Array]:
     return jnp.where(ok, loss, jnp.nan), dec.status
 
 
-def _blocks_fn(per_mask, treedef, leaves, yt, fx, masks, state):
+def blocks_fn(per_mask, treedef, leaves, yt, fx, masks, state):
     """``per_mask`` over masks ``(g, chunk, n)``: ``lax.map`` over ``g``, ``vmap`` over chunks.
 
     The code comes as its structure (static) and its array leaves: it is rebuilt here, under the
@@ -113,7 +113,7 @@ def _blocks_fn(per_mask, treedef, leaves, yt, fx, masks, state):
     return jax.lax.map(jax.vmap(lambda mask: per_mask(code, yt, fx, mask)), masks)
 
 
-_blocks = jax.jit(_blocks_fn, static_argnames=("per_mask", "treedef"))
+_blocks = jax.jit(blocks_fn, static_argnames=("per_mask", "treedef"))
 
 
 @functools.cache
@@ -126,12 +126,12 @@ def _mesh(devices: tuple[jax.Device, ...]) -> jax.sharding.Mesh:
 def _blocks_on(
     devices: tuple[jax.Device, ...], options: tuple[tuple[str, Any], ...] = ()
 ) -> Callable:
-    """:func:`_blocks_fn` compiled for ``devices`` with XLA ``options``
+    """:func:`blocks_fn` compiled for ``devices`` with XLA ``options``
     (:meth:`BackendPolicy.compiler_options`). One jitted function per pair, so each still
     compiles once per shape.
 
     One device: the shared :data:`_blocks` when there are no options. Several: each device runs
-    :func:`_blocks_fn` on its own slice of every chunk (``shard_map`` over the chunk axis; the
+    :func:`blocks_fn` on its own slice of every chunk (``shard_map`` over the chunk axis; the
     code, outputs and targets replicated), so a device never waits for another: its chunk's
     decoder choices (the downdate's per-chunk gates) and its batched decoder's shared fit are
     its own, and no value crosses devices until the losses come back (under automatic
@@ -141,14 +141,14 @@ def _blocks_on(
     if options:
         jit = functools.partial(jit, compiler_options=dict(options))
     if len(devices) == 1:
-        return jit(_blocks_fn) if options else _blocks
+        return jit(blocks_fn) if options else _blocks
     from jax.sharding import PartitionSpec as P
 
     mesh = _mesh(devices)
 
     def sharded(per_mask, treedef, leaves, yt, fx, masks, state):
         return jax.shard_map(
-            functools.partial(_blocks_fn, per_mask, treedef),
+            functools.partial(blocks_fn, per_mask, treedef),
             mesh=mesh,
             in_specs=(P(), P(), P(), P(None, "p", None), P()),
             out_specs=P(None, "p"),

@@ -15,7 +15,7 @@ from .._core.checks import as_float_array, as_int, check_inputs, check_key
 from .._core.status import GCCValueError
 from .._core.types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 from ..codes import AbstractCode, check_code
-from ._evaluator import MaskEvaluator, _blocks_fn
+from ._evaluator import MaskEvaluator, blocks_fn
 from ._pipeline import outputs_and_targets as _outputs_and_targets
 
 __all__ = [
@@ -313,13 +313,13 @@ class _Chains(NamedTuple):
 
 def _score(per_mask, treedef, sizes: _Sizes, leaves, yt, fx, state, masks):
     """Loss and status of every row of ``masks`` through the evaluator's compiled block
-    (:func:`gcc_jax.evaluation._evaluator._blocks_fn`), padded to whole chunks with copies of
+    (:func:`gcc_jax.evaluation._evaluator.blocks_fn`), padded to whole chunks with copies of
     the first row; a pattern the code cannot decode scores ``+inf`` (the worst outcome)."""
     num = masks.shape[0]
     groups = -(-num // sizes.chunk)
     pad = groups * sizes.chunk - num
     padded = jnp.concatenate([masks, jnp.repeat(masks[:1], pad, axis=0)], axis=0)
-    out = _blocks_fn(
+    out = blocks_fn(
         per_mask, treedef, leaves, yt, fx, padded.reshape(groups, sizes.chunk, sizes.n), state
     )
     loss = out[0].reshape(-1)[:num]
