@@ -214,7 +214,7 @@ def test_condition_check_is_numpys_condition_number():
         masks[p, 3 * p : 3 * p + 10] = False
     masks = jnp.asarray(masks)
     s = sanitise(t, jnp.asarray(0.0), y, masks)
-    base = jax.jit(dd.prepare)(s.t, s.lam, s.y, tq, jnp.asarray(10))
+    base = jax.jit(dd.prepare)(dd.downdate_plan(s.t, s.lam, tq, jnp.int32(10)), s.y)
     good = np.asarray(jax.jit(dd.downdate, static_argnums=2)(base, masks, 12)[1])
     omega, dead = _roughness(np.asarray(t)), (~np.asarray(masks)).nonzero()[1].reshape(P, 10)
     kappa = []

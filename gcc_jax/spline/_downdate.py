@@ -252,7 +252,8 @@ def interpolation_matrix(tau: Float[Array, " n"], x: Float[Array, " q"]) -> Floa
 
 class DowndatePlan(NamedTuple):
     """What a :class:`Base` takes from the nodes, ``λ`` and ``S`` only (not the outputs ``y``):
-    computed once per code and straggler count by :func:`downdate_plan`, or inside :func:`prepare`.
+    computed once per code and straggler count by :func:`downdate_plan`, or per call of
+    :func:`downdate_chunks`.
 
     It keeps the nodes, ``λ`` and query points it was computed from, so a plan passed to
     :func:`smooth_chunks` is used only when they are the ones decoded with (and ``S`` is the
@@ -325,20 +326,13 @@ def downdate_plan(
     return operator(t, lam, tq, dead)
 
 
-def prepare(
-    t: Float[Array, " n"],
-    lam: Float[Array, ""],
-    y: Float[Array, "n r"],
-    tq: Float[Array, " q"],
-    dead: Int[Array, ""],
-    op: DowndatePlan | None = None,
-) -> Base:
-    """The base for masks with ``dead`` stragglers (sanitised ``t``, ``lam``, finite ``y``),
-    from the operator ``op`` if given (which must be :func:`operator` of the same arguments)."""
-    if op is None:
-        op = operator(t, lam, tq, dead)
-    dtype = t.dtype
-    n = t.shape[0]
+def prepare(plan: DowndatePlan, y: Float[Array, "n r"]) -> Base:
+    """The base for masks with ``plan.dead`` stragglers: the ``y``-independent ``plan``
+    (:func:`operator` of the sanitised nodes, ``λ``, query points and ``S``) applied to the
+    finite data ``y``."""
+    dtype = plan.t.dtype
+    n = plan.t.shape[0]
+    dead = plan.dead
     mag = jnp.abs(y)
     top = jnp.max(mag, axis=0)
     # the (S+1)-th largest |y| of each column is within SPREAD of its largest exactly when at
@@ -347,13 +341,13 @@ def prepare(
     scale = jnp.where(top > 0, top, 1.0)
     ys = y / scale
     # D^{1/2} y: G y = (G D^{-1/2}) D^{1/2} y and D^{-1/2} P y = P̃ D^{1/2} y
-    yr = ys * op.root[:, None]
-    gy, py = _mm(op.g[:, :n], yr), _mm(op.p, yr)
-    ok = solvable(dead, n) & jnp.all(near >= dead + 1) & op.ok
+    yr = ys * plan.root[:, None]
+    gy, py = _mm(plan.g[:, :n], yr), _mm(plan.p, yr)
+    ok = solvable(dead, n) & jnp.all(near >= dead + 1) & plan.ok
     zero_row = jnp.zeros((1, y.shape[1]), dtype)
     return Base(
-        g=op.g,
-        p=op.p,
+        g=plan.g,
+        p=plan.p,
         gy=gy,
         py=jnp.concatenate([py, zero_row], axis=0),
         scale=scale,
@@ -557,27 +551,32 @@ def downdate_chunks(
     dead = _first_ok_dead(s0)
     same = jnp.all((s0.dead == dead) | (s0.status != 0))
     usable = same & solvable(dead, n)
-    shapes = jax.eval_shape(prepare, s0.t, s0.lam, s0.y, tq, dead)
+    expected = jax.eval_shape(operator, s0.t, s0.lam, tq, dead)
+    shapes = jax.eval_shape(prepare, expected, s0.y)
     unused = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)  # ok = False
-    fits = False
-    if plan is not None:  # static: a plan of another structure, shape or dtype is not used
-        expected = jax.eval_shape(operator, s0.t, s0.lam, tq, dead)
-        fits = jax.tree.structure(plan) == jax.tree.structure(expected) and all(
+    # static: a plan of another structure, shape or dtype is not used
+    fits = (
+        plan is not None
+        and jax.tree.structure(plan) == jax.tree.structure(expected)
+        and all(
             (jnp.shape(a), jnp.result_type(a)) == (b.shape, b.dtype)
             for a, b in zip(jax.tree.leaves(plan), jax.tree.leaves(expected), strict=True)
         )
+    )
 
     def build():
-        op = None
-        if fits:
-            matches = (
-                (plan.dead == dead)
-                & (plan.lam == s0.lam)
-                & jnp.all(plan.t == s0.t)
-                & jnp.all(plan.tq == tq)
-            )
-            op = lax.cond(matches, lambda: plan, lambda: operator(s0.t, s0.lam, tq, dead))
-        return prepare(s0.t, s0.lam, s0.y, tq, dead, op)
+        def fresh():
+            return operator(s0.t, s0.lam, tq, dead)
+
+        if not fits:
+            return prepare(fresh(), s0.y)
+        matches = (
+            (plan.dead == dead)
+            & (plan.lam == s0.lam)
+            & jnp.all(plan.t == s0.t)
+            & jnp.all(plan.tq == tq)
+        )
+        return prepare(lax.cond(matches, lambda: plan, fresh), s0.y)
 
     base = lax.cond(usable, build, lambda: unused)
     fill = jnp.arange(n, dtype=jnp.int32)[None, :] >= base.dead  # a mask with S stragglers

@@ -111,31 +111,28 @@ class Noise(NamedTuple):
 
 
 class Prediction(NamedTuple):
-    """The filter's predicted state at one position: where a checkpointed block restarts.
+    """The filter's predicted state at one position: where a checkpointed block restarts."""
 
-    Values and slopes (in units of ``ρ``) of the data columns and of the two diffuse (β)
-    columns of de Jong's augmented filter, and the normalised covariance ``P̂``.
-    """
-
-    value: Float[Array, "r p"]
-    slope: Float[Array, "r p"]
-    value_b: Float[Array, "2 p"]
-    slope_b: Float[Array, "2 p"]
-    p00: Float[Array, " p"]
-    p01: Float[Array, " p"]
-    p11: Float[Array, " p"]
+    value: Float[Array, "r p"]  # predicted s of the data columns
+    slope: Float[Array, "r p"]  # predicted ρ s' (the slope in units of ρ) of the data columns
+    value_b: Float[Array, "2 p"]  # predicted s of the two diffuse (β) columns of de Jong's filter
+    slope_b: Float[Array, "2 p"]  # predicted ρ s' of the diffuse columns
+    p00: Float[Array, " p"]  # the normalised covariance P̂: value, value
+    p01: Float[Array, " p"]  # value, slope
+    p11: Float[Array, " p"]  # slope, slope
     value_err: Float[Array, "r p"] | None  # Kahan compensation of value (None in float64)
     value_b_err: Float[Array, "2 p"] | None  # Kahan compensation of value_b (None in float64)
 
 
 class Gls(NamedTuple):
-    """Running sums of the GLS estimate of the diffuse initial state ``β``: ``I β = −s``."""
+    """Running sums of the GLS estimate of the diffuse initial state ``β``: ``I β = −s``, over
+    the innovations ``v_b`` (diffuse columns) and ``v_d`` (data columns) weighted by ``1/F``."""
 
-    i00: Float[Array, " p"]
-    i01: Float[Array, " p"]
-    i11: Float[Array, " p"]
-    s0: Float[Array, "r p"]
-    s1: Float[Array, "r p"]
+    i00: Float[Array, " p"]  # I = Σ v_b v_bᵀ / F: entry (0, 0)
+    i01: Float[Array, " p"]  # entry (0, 1)
+    i11: Float[Array, " p"]  # entry (1, 1)
+    s0: Float[Array, "r p"]  # s = Σ v_b v_d / F: the row of β_0
+    s1: Float[Array, "r p"]  # the row of β_1
 
 
 class FilterState(NamedTuple):
@@ -164,15 +161,14 @@ class Saved(NamedTuple):
 
 
 class SmootherState(NamedTuple):
-    """The backward (de Jong) scan carry: ``r̂`` of the data and diffuse columns, and its
-    values saved at the emission slots."""
+    """The backward (de Jong) scan carry."""
 
-    r_value: Float[Array, "r p"]
-    r_slope: Float[Array, "r p"]
-    r_value_b: Float[Array, "2 p"]
-    r_slope_b: Float[Array, "2 p"]
-    saved: Float[Array, "E1 2 r p"]
-    saved_b: Float[Array, "E1 2 2 p"]
+    r_value: Float[Array, "r p"]  # r̂ of the data columns: value component
+    r_slope: Float[Array, "r p"]  # slope component
+    r_value_b: Float[Array, "2 p"]  # r̂ of the diffuse columns: value component
+    r_slope_b: Float[Array, "2 p"]  # slope component
+    saved: Float[Array, "E1 2 r p"]  # (r_value, r_slope) saved at each emission slot
+    saved_b: Float[Array, "E1 2 2 p"]  # (r_value_b, r_slope_b) saved at each emission slot
 
 
 def _coefficients(noise: Noise, x: Grid) -> tuple[Array, Array, Array, Array]:
