@@ -83,10 +83,12 @@ BAD = [
     (["regimes", "--fractions", "0.1,1"], "--fractions", "[0, 1)"),
     (["regimes", "--workloads", "resnet"], "--workloads", "unknown name"),
     (["regimes", "-K", "1"], "--num-inputs/-K", ">= 2"),
+    (["regimes", "--worst-batches", "0"], "--worst-case-batches", ">= 1"),
     (["poly", "--trials", "0"], "--masks/-M", ">= 1"),
     (["poly", "-M", "0"], "--masks/-M", ">= 1"),
     (["adversarial", "--jobs", "0"], "--jobs", ">= 1"),
-    (["run", "--trials", "0"], "--trials", ">= 1"),
+    (["run", "--trials", "0"], "--masks/-M", ">= 1"),
+    (["run", "-M", "0"], "--masks/-M", ">= 1"),
     (["run", "--batches", "0"], "--batches", ">= 1"),
     (["run", "--cv-batches", "0"], "--cv-batches", ">= 1"),
     (["run", "--epochs", "0"], "--epochs", ">= 1"),
@@ -191,6 +193,14 @@ def test_explicit_flags_win_over_toy(argv, key, value, no_compute, tmp_path):
         (["poly", "--toy", "-M", "5"], ["poly", "--toy", "--trials", "5"]),
         (["adversarial", "--toy", "--jobs", "3"], ["adversarial", "--toy", "--trials", "3"]),
         (
+            ["run", "--toy", "-N", "12", "-M", "3"],
+            ["run", "--toy", "--num-workers", "12", "--trials", "3"],
+        ),
+        (
+            ["regimes", "--toy", "-M", "3", "--worst-case-batches", "2"],
+            ["regimes", "--toy", "--trials", "3", "--worst-batches", "2"],
+        ),
+        (
             ["compare-learned", "--toy", "--gcc-masks", "3"],
             ["compare-learned", "--toy", "--gcc-trials", "3"],
         ),
@@ -206,12 +216,7 @@ def test_old_flag_names_are_aliases(argv, old, no_compute, tmp_path):
     assert configs[0] == configs[1]
 
 
-# Commands whose flag tables do not use the shared settings yet (their own names: `run`'s
-# --num-workers and --trials, `regimes`' --trials and --worst-batches).
-NOT_SHARED_YET = {"run", "regimes"}
-
-
-@pytest.mark.parametrize("name", sorted(set(NAMES) - NOT_SHARED_YET))
+@pytest.mark.parametrize("name", NAMES)
 def test_shared_settings_have_one_flag_everywhere(name):
     """A setting shared by several commands (N, K, S, random straggler sets, data set, ...)
     is spelled as its shared flag first wherever a command takes it, by run keyword or by
@@ -436,8 +441,17 @@ def test_progress_goes_to_stderr_only(capsys):
 def test_command_name_lists_match_the_experiments():
     """The names a command accepts are the ones its experiment knows."""
     from gcc_jax.experiments import adversarial, rates
+    from gcc_jax.experiments._commands import _flags
     from gcc_jax.experiments._commands import adversarial as adversarial_command
     from gcc_jax.experiments._commands import rates as rates_command
+    from gcc_jax.nn.models import MODEL_NAMES
 
     assert tuple(rates.FUNCTIONS) == rates_command.FUNCTION_NAMES
+    assert _flags.MODELS == MODEL_NAMES  # what `--model` lists, the names `make_model` accepts
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = [
+        a.help for p in sub.choices.values() for a in p._actions if "--model" in a.option_strings
+    ]
+    assert helps and all(name in text for text in helps for name in MODEL_NAMES), helps
     assert set(adversarial_command.FUNCTION_NAMES) == {*adversarial._ANALYTIC, "lenet5"}

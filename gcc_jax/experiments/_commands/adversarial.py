@@ -1,10 +1,8 @@
 """``gcc-jax adversarial``: flags, sizes and rules of :mod:`gcc_jax.experiments.adversarial`."""
 
-import argparse
-
 from .._checks import SEARCH, choice, count, nested, real, sizes
-from .._command import Command, float_list, str_list
-from ._flags import add_settings, config_from, flag
+from .._command import Command
+from ._flags import Flags, flag, own, shared_sizes
 
 __all__ = [
     "COMMAND",
@@ -76,32 +74,23 @@ TOY = dict(
 against the largest value, the gradient attack and the targeted one (each compiles anew)."""
 
 
-_OWN = (
-    *("exponents", "table_functions", "table_workers", "table_adversaries", "trials"),
-    *("pgd_steps", "lenet_epochs", "rate_positions", "decoders", "strategies"),
+_FLAGS = Flags(
+    DEFAULTS,
+    TOY,
+    own=(
+        own("--exponents", "a values, γ = ⌈N^a⌉"),
+        own("--table-functions", "table jobs"),
+        own("--table-workers", "N of the table"),
+        own("--table-adversaries", "γ of the table"),
+        own("--decoders", "table rows"),
+        own("--strategies", "adversaries"),
+        own("--jobs", "jobs per cell", key="trials", aliases=("--trials",)),
+        own("--pgd-steps", "gradient-attack steps"),
+        own("--lenet-epochs", "LeNet-5 training epochs, cached"),
+        own("--rate-positions", "pgd positions in the rates", choices=("sample", "search")),
+    ),
+    help=dict(functions="rate jobs: xsinx, cubic, zero, lenet5"),
 )
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(p, DEFAULTS, TOY, functions="rate jobs: xsinx, cubic, zero, lenet5")
-    p.add_argument("--exponents", type=float_list, help="a values, γ = ⌈N^a⌉ (0,0.25,0.5)")
-    p.add_argument("--table-functions", type=str_list, help="table jobs (xsinx,cubic)")
-    p.add_argument("--table-workers", type=int, help="N of the table (40)")
-    p.add_argument("--table-adversaries", type=int, help="γ of the table (3)")
-    p.add_argument(
-        "--decoders", type=str_list, help=f"table rows (all; --toy: {','.join(TOY['decoders'])})"
-    )
-    p.add_argument(
-        "--strategies",
-        type=str_list,
-        help=f"adversaries (all; --toy: {','.join(TOY['strategies'])})",
-    )
-    p.add_argument("--jobs", "--trials", dest="trials", type=int, help="jobs per cell (5)")
-    p.add_argument("--pgd-steps", type=int, help="gradient-attack steps (40)")
-    p.add_argument("--lenet-epochs", type=int, help="LeNet-5 training epochs (5, cached)")
-    p.add_argument(
-        "--rate-positions", choices=("sample", "search"), help="pgd positions in the rates (sample)"
-    )
 
 
 COMMAND = Command(
@@ -116,12 +105,12 @@ COMMAND = Command(
     "table at N = 40, 5 jobs per cell), most of its time the gradient attack on the robust "
     "decoders at searched positions; docs/cli.md gives the full-size run. Ctrl-C saves the "
     "finished rows (exit status 130).",
-    add_arguments=_add_arguments,
-    config=config_from(DEFAULTS, TOY, *_OWN),
+    add_arguments=_FLAGS.add_arguments,
+    config=_FLAGS.config,
     module="gcc_jax.experiments.adversarial",
     defaults=DEFAULTS,
     rules=(
-        sizes(("num_inputs", flag("num_inputs")), ("workers", flag("workers"))),
+        shared_sizes("num_inputs", "workers"),
         sizes(("num_inputs", flag("num_inputs")), ("table_workers", "--table-workers")),
         real("exponents", "--exponents", 0.0, 1.0, hi_open=True),
         choice("functions", flag("functions"), FUNCTION_NAMES),

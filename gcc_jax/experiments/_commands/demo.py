@@ -1,10 +1,8 @@
 """``gcc-jax demo``: flags, sizes and rules of :mod:`gcc_jax.experiments.demo`."""
 
-import argparse
-
-from .._checks import count, lam, sizes
+from .._checks import count, lam
 from .._command import Command
-from ._flags import add_settings, config_from, flag
+from ._flags import Flags, flag, own, shared_sizes
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY"]
 
@@ -21,10 +19,12 @@ DEFAULTS = dict(
 TOY = dict(num_inputs=4, num_workers=16, stragglers=(0, 3), num_masks=20, dim=2)
 """Toy sizes (``--toy``)."""
 
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(p, DEFAULTS, TOY, num_masks="random straggler sets per S")
-    p.add_argument("--dim", type=int, help="input dimension d (default 4)")
+_FLAGS = Flags(
+    DEFAULTS,
+    TOY,
+    own=(own("--dim", "input dimension d"),),
+    help=dict(num_masks="random straggler sets per S"),
+)
 
 
 COMMAND = Command(
@@ -33,16 +33,12 @@ COMMAND = Command(
     description="GCC on a smooth vector-valued function R^d -> R^(d+2): mean, median and "
     "largest loss versus the number of stragglers S over random straggler sets (loss = "
     "(1/K) sum_k ||f^(x_k) - f(x_k)||^2). Writes demo.json, demo.txt and demo.png.",
-    add_arguments=_add_arguments,
-    config=config_from(DEFAULTS, TOY, "dim"),
+    add_arguments=_FLAGS.add_arguments,
+    config=_FLAGS.config,
     module="gcc_jax.experiments.demo",
     defaults=DEFAULTS,
     rules=(
-        sizes(
-            ("num_inputs", flag("num_inputs")),
-            ("num_workers", flag("num_workers")),
-            ("stragglers", flag("stragglers")),
-        ),
+        shared_sizes("num_inputs", "num_workers", "stragglers"),
         count("num_masks", flag("num_masks")),
         count("dim", "--dim"),
         lam("lam_enc", flag("lam_enc")),

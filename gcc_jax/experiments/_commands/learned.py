@@ -3,8 +3,8 @@
 import argparse
 
 from .._checks import count, dataset, lam
-from .._command import Command, int_list, str_list
-from ._flags import add_settings, settings_config
+from .._command import Command
+from ._flags import Flags, flag, own
 
 __all__ = ["COMMAND", "DEFAULTS", "DEFAULT_LAM_DEC_GRID", "toy_config"]
 
@@ -26,6 +26,8 @@ DEFAULTS = dict(
     cv_images=1000,
     lam_dec_grid=DEFAULT_LAM_DEC_GRID,
     learned_encoder="mlp",
+    concat=True,
+    use_cache=True,
 )
 """Keyword defaults of :func:`~gcc_jax.experiments.learned.run_compare_learned` that the rules
 read."""
@@ -56,45 +58,41 @@ _DATASET_HELP = (
     "here must be found)"
 )
 
-_OWN = (
-    *("models", "ks", "base_epochs", "code_epochs", "code_train_size", "eval_images"),
-    *("learned_encoder", "learned_hidden", "gcc_groups", "gcc_trials", "cv_images"),
+_FLAGS = Flags(
+    DEFAULTS,
+    _TOY,
+    own=(
+        own("--models", "base models"),
+        own("--base-epochs", "base epochs; by default mlp 10, lenet5 3", int),
+        own("--code-epochs", "code training epochs"),
+        own("--code-train-size", "training images for the codes"),
+        own("--eval-images", "test images"),
+        own("--no-concat", "skip ParM's concatenation encoder", key="concat", switch=True),
+        own("--learned-encoder", "the learned encoder", choices=("mlp", "conv")),
+        own("--learned-hidden", "MLP encoder width / conv channels"),
+        own("--gcc-groups", "g of GCC's natural point"),
+        own(
+            "--gcc-masks",
+            "random straggler sets per batch there",
+            key="gcc_trials",
+            aliases=("--gcc-trials",),
+        ),
+        own("--cv-images", "images for GCC's λ CV"),
+    ),
+    help=dict(ks="values of k", dataset=_DATASET_HELP),
 )
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(p, DEFAULTS, _TOY, dataset=_DATASET_HELP)
-    p.add_argument("--models", type=str_list, default=None, help="base models (mlp,lenet5)")
-    p.add_argument("--ks", "-k", type=int_list, default=None, help="values of k (2,3,4)")
-    p.add_argument("--base-epochs", type=int, default=None, help="base epochs (mlp 10, lenet5 3)")
-    p.add_argument("--code-epochs", type=int, default=None, help="code training epochs (4)")
-    p.add_argument(
-        "--code-train-size", type=int, default=None, help="training images for the codes (12000)"
-    )
+    _FLAGS.add_arguments(p)
     p.add_argument("--all-train", action="store_true", help="train the codes on every image")
-    p.add_argument("--eval-images", type=int, default=None, help="test images (10000)")
-    p.add_argument("--no-concat", action="store_true", help="skip ParM's concatenation encoder")
-    p.add_argument("--learned-encoder", choices=("mlp", "conv"), default=None, help="(mlp)")
-    p.add_argument(
-        "--learned-hidden", type=int, default=None, help="MLP encoder width / conv channels (256)"
-    )
-    p.add_argument("--gcc-groups", type=int, default=None, help="g of GCC's natural point (10)")
-    p.add_argument(
-        "--gcc-masks",
-        "--gcc-trials",
-        dest="gcc_trials",
-        type=int,
-        help="random straggler sets per batch there (10)",
-    )
-    p.add_argument("--cv-images", type=int, default=None, help="images for GCC's λ CV (1000)")
-    p.add_argument("--no-cache", action="store_true", help="always train; write no checkpoint")
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = settings_config(args, DEFAULTS, toy_config() if toy else None, *_OWN)
+    config = _FLAGS.config(args, toy)
     if args.all_train:
         config["code_train_size"] = None
-    return config | dict(concat=not args.no_concat, use_cache=not args.no_cache)
+    return config
 
 
 COMMAND = Command(
@@ -115,7 +113,7 @@ COMMAND = Command(
     module="gcc_jax.experiments.learned",
     defaults=DEFAULTS,
     rules=(
-        count("ks", "--ks/-k", 2),
+        count("ks", flag("ks"), 2),
         count("base_epochs", "--base-epochs", optional=True),
         count("code_epochs", "--code-epochs", optional=True),
         count("code_train_size", "--code-train-size", optional=True),

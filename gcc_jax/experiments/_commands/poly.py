@@ -4,7 +4,7 @@ import argparse
 
 from .._checks import ConfigError, Rule, count
 from .._command import Command
-from ._flags import add_settings, flag, settings_config
+from ._flags import Flags, flag, own
 
 __all__ = ["CODES", "COMMAND", "DEFAULTS", "SETTINGS", "TOY"]
 
@@ -29,18 +29,25 @@ def _check_settings(cfg):
                 raise ConfigError(flag, f"S = {s} needs N >= S + 2; got N = {n}")
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(p, DEFAULTS, TOY, stragglers="S values (to N/2)", num_trials="random sets per S")
-    p.add_argument("--n-low", type=int, help="N for deg 3, K=5 (default 20)")
-    p.add_argument("--n-high", type=int, help="N for deg 15, K=10 (default 40)")
+_FLAGS = Flags(
+    DEFAULTS,
+    TOY,
+    own=(
+        own("--n-low", "N for deg 3, K=5 (default 20)", int, key="n_low"),
+        own("--n-high", "N for deg 15, K=10 (default 40)", int, key="n_high"),
+    ),
+    help=dict(stragglers="S values (to N/2)", num_trials="random sets per S"),
+)
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = settings_config(args, DEFAULTS, TOY if toy else None)
-    if args.n_low is not None or args.n_high is not None:
-        n_low = 20 if args.n_low is None else args.n_low
-        n_high = 40 if args.n_high is None else args.n_high
-        config["settings"] = ((3, 5, n_low), (15, 10, n_high))
+    config = _FLAGS.config(args, toy)
+    n = [config.pop(key, None) for key in ("n_low", "n_high")]
+    if n != [None, None]:
+        config["settings"] = tuple(
+            (deg, k, default if given is None else given)
+            for (deg, k, default), given in zip(SETTINGS, n, strict=True)
+        )
     return config
 
 
@@ -50,7 +57,7 @@ COMMAND = Command(
     description="LeTCC App. D: polynomial worker functions (deg 3 with K=5, deg 15 with "
     "K=10), loss versus the number of stragglers S for GCC, BACC and LCC over random "
     "straggler sets. Writes poly.json, poly.txt and poly.png.",
-    add_arguments=_add_arguments,
+    add_arguments=_FLAGS.add_arguments,
     config=_config,
     module="gcc_jax.experiments.poly",
     defaults=DEFAULTS,

@@ -1,10 +1,8 @@
 """``gcc-jax rates``: flags, sizes and rules of :mod:`gcc_jax.experiments.rates`."""
 
-import argparse
-
-from .._checks import SEARCH, choice, count, lam, nested, real, sizes
-from .._command import Command, float_list
-from ._flags import add_settings, config_from, flag
+from .._checks import SEARCH, choice, count, lam, nested, real
+from .._command import Command
+from ._flags import Flags, flag, own, shared_sizes
 
 __all__ = ["COMMAND", "DEFAULTS", "FUNCTION_NAMES", "TOY"]
 
@@ -44,18 +42,22 @@ TOY = dict(
 )
 """Toy sizes (``--toy``)."""
 
-_OWN = ("p", "draws", "cv_draws", "cv_masks", "noise", "bootstrap", "solver")
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(p, DEFAULTS, TOY, stragglers="worst-case S", num_masks="iid patterns per draw")
-    p.add_argument("--p", type=float, help="iid straggling probability (0.1)")
-    p.add_argument("--draws", type=int, help="evaluation input draws (5)")
-    p.add_argument("--cv-draws", type=int, help="held-out input draws for GCC-cv's λ (5)")
-    p.add_argument("--cv-masks", type=int, help="patterns per held-out draw in the CV (64)")
-    p.add_argument("--noise", type=float_list, help="worker-noise levels σ (default 0,0.001)")
-    p.add_argument("--bootstrap", type=int, help="bootstrap replicates (1000)")
-    p.add_argument("--solver", choices=("auto", "kalman", "banded", "parallel", "kernel"))
+_FLAGS = Flags(
+    DEFAULTS,
+    TOY,
+    own=(
+        own("--p", "iid straggling probability"),
+        own("--draws", "evaluation input draws"),
+        own("--cv-draws", "held-out input draws for GCC-cv's λ"),
+        own("--cv-masks", "patterns per held-out draw in the CV"),
+        own("--noise", "worker-noise levels σ"),
+        own("--bootstrap", "bootstrap replicates"),
+        own(
+            "--solver", "spline solver", choices=("auto", "kalman", "banded", "parallel", "kernel")
+        ),
+    ),
+    help=dict(stragglers="worst-case S", num_masks="iid patterns per draw"),
+)
 
 
 COMMAND = Command(
@@ -66,16 +68,12 @@ COMMAND = Command(
     "input draws: worst case at fixed S (local search), iid stragglers with probability p, and "
     "noisy workers (f + N(0, σ²)). Prints medians and means with bootstrap CIs, fitted log-log "
     "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png.",
-    add_arguments=_add_arguments,
-    config=config_from(DEFAULTS, TOY, *_OWN),
+    add_arguments=_FLAGS.add_arguments,
+    config=_FLAGS.config,
     module="gcc_jax.experiments.rates",
     defaults=DEFAULTS,
     rules=(
-        sizes(
-            ("num_inputs", flag("num_inputs")),
-            ("workers", flag("workers")),
-            ("stragglers", flag("stragglers")),
-        ),
+        shared_sizes("num_inputs", "workers", "stragglers"),
         count("num_masks", flag("num_masks")),
         real("p", "--p", 0.0, 1.0, lo_open=True, hi_open=True),
         count("draws", "--draws", 2),

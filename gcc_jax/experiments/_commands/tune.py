@@ -3,8 +3,8 @@
 import argparse
 
 from .._checks import choice, count
-from .._command import Command, str_list
-from ._flags import add_settings, flag, settings_config
+from .._command import Command
+from ._flags import Flags, flag, own
 
 __all__ = ["COMMAND", "DEFAULTS", "REGIMES", "TOY_WORKLOADS", "WORKLOADS"]
 
@@ -18,15 +18,15 @@ DEFAULTS = dict(workloads=WORKLOADS, regimes=REGIMES, steps=None)
 """Keyword defaults of :func:`~gcc_jax.experiments.tune.run_tune` that the rules read."""
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_settings(p, DEFAULTS, dict(workloads=TOY_WORKLOADS))
-    p.add_argument("--regimes", type=str_list, default=REGIMES, help="worst,iid (default both)")
-    p.add_argument("--steps", type=int, default=None, help="maximum tuning steps (500)")
+_FLAGS = Flags(
+    DEFAULTS,
+    dict(workloads=TOY_WORKLOADS),
+    own=(own("--regimes", "straggler regimes"), own("--steps", "maximum tuning steps (500)", int)),
+)
 
 
 def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = settings_config(args, DEFAULTS, dict(workloads=TOY_WORKLOADS) if toy else None)
-    return config | dict(regimes=args.regimes, toy=toy, steps=args.steps)
+    return _FLAGS.config(args, toy) | dict(toy=toy)
 
 
 COMMAND = Command(
@@ -38,7 +38,7 @@ COMMAND = Command(
     "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
     "patterns. Writes tune.json, tune.txt and tune.png into --out. --toy runs x·sin(x) only "
     "(--workloads adds others, each compiling every method anew).",
-    add_arguments=_add_arguments,
+    add_arguments=_FLAGS.add_arguments,
     config=_config,
     module="gcc_jax.experiments.tune",
     defaults=DEFAULTS,
