@@ -193,6 +193,27 @@ def test_toy_outputs_and_summary(toy):
     assert "xsinx — random stragglers — rmse (mean ± 95% CI half-width)" in table
 
 
+def test_exact_winner_cells_are_grey_not_the_largest_ratio_colour(toy):
+    # GCC's MSE over an exact winner's (uncoded at S = 0) is ∞: its cell takes the colour map's
+    # "over" colour, distinct from every finite ratio's colour
+    result, _ = toy
+    fig = regimes.plot_regimes(result)["regimes_xsinx"]
+    exact_cells = finite_cells = 0
+    for ax in fig.axes:
+        if "GCC's best MSE" not in ax.get_title() or not ax.get_images():
+            continue
+        im = ax.get_images()[0]
+        data = np.ma.getdata(im.get_array()).astype(float)
+        rgba = im.to_rgba(data)
+        over = np.asarray(im.cmap.get_over())
+        exact = np.isfinite(data) & (data > im.norm.vmax)
+        finite = np.isfinite(data) & ~exact
+        np.testing.assert_allclose(rgba[exact], np.broadcast_to(over, rgba[exact].shape))
+        assert not np.any(np.all(np.isclose(rgba[finite], over), axis=-1))
+        exact_cells, finite_cells = exact_cells + exact.sum(), finite_cells + finite.sum()
+    assert exact_cells > 0 and finite_cells > 0
+
+
 def test_cli_regimes_toy(tmp_path, capsys, monkeypatch):
     from gcc_jax.experiments.cli import main
 

@@ -1491,7 +1491,8 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
 
     Panels: rows are the straggler models, columns the winner by MSE, by mean L2 error, GCC's
     best MSE relative to the winner's (log colour scale; 1 = GCC wins) and, for classifiers,
-    the winner by accuracy.
+    the winner by accuracy. On the ratio panel a cell an exact code wins (ratio ∞) is grey, the
+    colour bar's "over" end, never the colour of the largest finite ratio.
     """
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap, LogNorm
@@ -1559,18 +1560,24 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                     label = _winner_label(w).replace("=", "=\n").replace("·", "\n")
                     text[y][x] = ("tie:\n" + label) if w["tie"] else label + margin
                 if panel == "gcc_rel":
+                    # an exact winner (ratio ∞) gets the colour map's "over" colour, grey,
+                    # apart from every finite ratio
                     finite = grid[np.isfinite(grid)]
                     hi = max(float(finite.max()) if finite.size else 2.0, 2.0)
-                    grid = np.where(np.isposinf(grid), hi, grid)
+                    infinite = np.isposinf(grid)
+                    grid = np.where(infinite, 10.0 * hi, grid)
+                    rel_cmap = plt.get_cmap("magma_r").with_extremes(over="0.8")
                     im = ax.imshow(
                         grid,
                         origin="lower",
                         aspect="auto",
-                        cmap="magma_r",
-                        norm=LogNorm(vmin=min(1.0, np.nanmin(grid) if finite.size else 1.0),
+                        cmap=rel_cmap,
+                        norm=LogNorm(vmin=min(1.0, float(finite.min()) if finite.size else 1.0),
                                      vmax=hi),
                     )  # fmt: skip
-                    bar = fig.colorbar(im, ax=ax, fraction=0.046)
+                    bar = fig.colorbar(
+                        im, ax=ax, fraction=0.046, extend="max" if infinite.any() else "neither"
+                    )
                     bar.set_label("GCC's best MSE / best MSE (1 = GCC best)", fontsize=8)
                     ax.set_title(f"{mode}: GCC's best MSE / best MSE{note}", fontsize=9)
                 else:
@@ -1585,7 +1592,7 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                     ax.set_title(f"{mode}: winner by {_METRIC_WORDS[panel]}{note}", fontsize=9)
                 dark = [[False] * len(ratios) for _ in fractions]
                 if panel == "gcc_rel":
-                    dark = (grid >= np.sqrt(hi)).tolist()
+                    dark = ((grid >= np.sqrt(hi)) & ~infinite).tolist()
                 for y in range(len(fractions)):
                     for x in range(len(ratios)):
                         ax.text(
