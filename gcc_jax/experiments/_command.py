@@ -6,10 +6,10 @@ path of its experiment module, whose conventional entry points ``run`` (config �
 ``report`` (records → text) and ``save`` (records → files) are imported when called. So the command
 line parses and checks its arguments before it imports JAX. Every subcommand gets the common
 flags ``--toy`` (also ``GCC_JAX_TOY=1``), ``--seed``, ``--out`` and ``--no-progress``; the
-command adds its own (:attr:`Command.add_arguments`, defaults ``None`` so an explicit flag can
-be told apart), and :attr:`Command.config` turns the flags into the keyword arguments of its
-run function: the full-size defaults, then the toy sizes when ``--toy``, then every flag given
-explicitly (explicit flags always win).
+command's :attr:`Command.flags` (:class:`gcc_jax.experiments._commands._flags.Flags`) adds its
+own (defaults ``None`` so an explicit flag can be told apart) and turns them into the keyword
+arguments of its run function: the full-size defaults, then the toy sizes when ``--toy``, then
+every flag given explicitly (explicit flags always win).
 """
 
 import argparse
@@ -18,14 +18,16 @@ import importlib
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._commands._flags import Flags
 
 __all__ = [
     "Command",
     "Interrupted",
     "Lazy",
     "StopOnInterrupt",
-    "explicit",
     "float_list",
     "int_list",
     "json_dict",
@@ -67,15 +69,13 @@ class Command:
         name: the subcommand (``"rates"``).
         help: one line for ``gcc-jax --help``.
         description: the paragraph of ``gcc-jax NAME --help``.
-        add_arguments: ``add_arguments(parser)`` adds the command's own flags.
-        config: ``config(args, toy) -> kwargs`` for ``run`` (without ``seed``/``progress``).
         module: the experiment module (``"gcc_jax.experiments.rates"``), which defines
             ``run(**kwargs, seed=, progress=) -> result``, ``report(result) -> str`` (the
             plain-text summary printed and saved) and ``save(result, out) -> {name: path}``
             (writes JSON, text and figures to ``out``); :attr:`run`, :attr:`report` and
             :attr:`save` are :class:`Lazy` references to them.
-        defaults: the run function's keyword defaults that the rules read (a test holds them
-            equal to the run function's signature).
+        flags: the command's flags, its run function's keyword defaults (which the rules
+            read; a test holds them equal to the run function's signature) and its toy sizes.
         rules: the checks of the effective settings (:mod:`gcc_jax.experiments._checks`).
         x64: enable float64 before running (``None``: leave JAX's setting alone); with
             ``float32_flag`` the command also gets ``--float32`` which turns it off.
@@ -93,16 +93,27 @@ class Command:
     name: str
     help: str
     description: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    config: Callable[[argparse.Namespace, bool], dict[str, Any]]
     module: str
-    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    flags: "Flags"
     rules: tuple[Callable[[Mapping[str, Any]], None], ...] = ()
     x64: bool | None = True
     float32_flag: bool = False
     errors: tuple[type[BaseException], ...] = (ValueError, TypeError)
     fast_toy_compile: bool = True
     extras: tuple[str, ...] = ("experiments",)
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        """The run function's keyword defaults (those of :attr:`flags`)."""
+        return self.flags.defaults
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the command's flags to ``parser``."""
+        self.flags.add_arguments(parser)
+
+    def config(self, args: argparse.Namespace, toy: bool) -> dict[str, Any]:
+        """The keyword arguments of ``run`` (without ``seed``/``progress``) from the flags."""
+        return self.flags.config(args, toy)
 
     @property
     def run(self) -> Callable[..., Any]:
@@ -193,19 +204,6 @@ def merge_config(
     out.update(toy or {})
     out.update({k: v for k, v in explicit.items() if v is not None})
     return out
-
-
-def explicit(args: argparse.Namespace, *names: str, **renamed: str) -> dict[str, Any]:
-    """The run keywords that flags set: ``name`` from ``args.name``, ``keyword`` from
-    ``args.<renamed[keyword]>`` (``None`` where a flag is not given; see :func:`merge_config`).
-
-    Example:
-        >>> explicit(argparse.Namespace(workers=(8,), masks=None), "workers", num_masks="masks")
-        {'workers': (8,), 'num_masks': None}
-    """
-    return {name: getattr(args, name) for name in names} | {
-        keyword: getattr(args, dest) for keyword, dest in renamed.items()
-    }
 
 
 def _items(text: str, what: str) -> list[str]:

@@ -55,7 +55,8 @@ class Setting:
         help: what it sets, without its default.
         type: the argparse type when the default does not tell (a ``None`` default).
         choices: the values it accepts, checked by argparse (``None``: any).
-        switch: a flag without a value that sets its keyword to ``False`` (``--no-cache``).
+        switch: for a flag without a value, the value it sets its keyword to (``False`` for
+            ``--no-cache``); ``None`` for a flag that takes a value.
     """
 
     flag: str
@@ -65,7 +66,7 @@ class Setting:
     help: str
     type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
-    switch: bool = False
+    switch: bool | None = None
 
 
 def own(
@@ -76,7 +77,7 @@ def own(
     key: str | None = None,
     aliases: tuple[str, ...] = (),
     choices: tuple[str, ...] | None = None,
-    switch: bool = False,
+    switch: bool | None = None,
 ) -> Setting:
     """A command's own setting: ``flag`` sets the run keyword ``key``, by default the flag's
     name with underscores (``--cv-draws`` sets ``cv_draws``).
@@ -137,7 +138,7 @@ SETTINGS = (
     _s("--lam-dec", None, [], ["lam_dec"], "GCC decoder smoothing λ_dec", float),
     _s("--lam-enc-grid", None, [], ["lam_enc_grid"], "GCC λ_enc candidates", float_list),
     _s("--lam-dec-grid", None, [], ["lam_dec_grid"], "GCC λ_dec candidates", float_list),
-    own("--no-cache", "always train; write no checkpoint", key="use_cache", switch=True),
+    own("--no-cache", "always train; write no checkpoint", key="use_cache", switch=False),
 )
 """Every shared setting, in ``--help`` order."""
 
@@ -196,8 +197,8 @@ def _add(parser: argparse.ArgumentParser, key: str, s: Setting, text: str, value
     """Add setting ``s`` (dest ``key``, default ``None``), its help naming ``value`` (the
     default) and the toy value."""
     names = [s.flag, *([s.short] if s.short else []), *s.aliases]
-    if s.switch:
-        parser.add_argument(*names, dest=key, action="store_const", const=False, help=text)
+    if s.switch is not None:
+        parser.add_argument(*names, dest=key, action="store_const", const=s.switch, help=text)
         return
     shown = [f"default {_show(value)}"] if value is not None else []
     if toy and key in toy:
@@ -220,12 +221,15 @@ class Flags:
         own: the command's own settings (:func:`own`), in ``--help`` order.
         help: per run keyword, this command's help of a shared setting
             (``num_masks="iid patterns per draw"``).
+        finish: ``finish(config, toy) -> config`` turns the values of own flags that are not
+            run keywords into run keywords (``poly``'s ``--n-low`` into its ``settings``).
     """
 
     defaults: Mapping[str, Any]
     toy: Mapping[str, Any] | None = None
     own: tuple[Setting, ...] = ()
     help: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    finish: Callable[[dict[str, Any], bool], dict[str, Any]] | None = None
 
     def settings(self) -> list[tuple[str, Setting]]:
         """``(run keyword, setting)`` of every flag but the search flags: the shared settings
@@ -257,4 +261,4 @@ class Flags:
         if self.search():
             searched = {key: getattr(args, key) for key, _ in self.search()}
             config["search"] = merge_config(config["search"], None, searched)
-        return config
+        return self.finish(config, toy) if self.finish else config

@@ -74,25 +74,6 @@ TOY = dict(
 against the largest value, the gradient attack and the targeted one (each compiles anew)."""
 
 
-_FLAGS = Flags(
-    DEFAULTS,
-    TOY,
-    own=(
-        own("--exponents", "a values, γ = ⌈N^a⌉"),
-        own("--table-functions", "table jobs"),
-        own("--table-workers", "N of the table"),
-        own("--table-adversaries", "γ of the table"),
-        own("--decoders", "table rows"),
-        own("--strategies", "adversaries"),
-        own("--jobs", "jobs per cell", key="trials", aliases=("--trials",)),
-        own("--pgd-steps", "gradient-attack steps"),
-        own("--lenet-epochs", "LeNet-5 training epochs, cached"),
-        own("--rate-positions", "pgd positions in the rates", choices=("sample", "search")),
-    ),
-    help=dict(functions="rate jobs: xsinx, cubic, zero, lenet5"),
-)
-
-
 COMMAND = Command(
     name="adversarial",
     help="Byzantine workers: the adversarial GCC rate experiment and decoder × adversary table",
@@ -105,10 +86,24 @@ COMMAND = Command(
     "table at N = 40, 5 jobs per cell), most of its time the gradient attack on the robust "
     "decoders at searched positions; docs/cli.md gives the full-size run. Ctrl-C saves the "
     "finished rows (exit status 130).",
-    add_arguments=_FLAGS.add_arguments,
-    config=_FLAGS.config,
     module="gcc_jax.experiments.adversarial",
-    defaults=DEFAULTS,
+    flags=Flags(
+        DEFAULTS,
+        TOY,
+        own=(
+            own("--exponents", "a values, γ = ⌈N^a⌉"),
+            own("--table-functions", "table jobs"),
+            own("--table-workers", "N of the table"),
+            own("--table-adversaries", "γ of the table"),
+            own("--decoders", "table rows"),
+            own("--strategies", "adversaries"),
+            own("--jobs", "jobs per cell", key="trials", aliases=("--trials",)),
+            own("--pgd-steps", "gradient-attack steps"),
+            own("--lenet-epochs", "LeNet-5 training epochs, cached"),
+            own("--rate-positions", "pgd positions in the rates", choices=("sample", "search")),
+        ),
+        help=dict(functions="rate jobs: xsinx, cubic, zero, lenet5"),
+    ),
     rules=(
         shared_sizes("num_inputs", "workers"),
         sizes(("num_inputs", flag("num_inputs")), ("table_workers", "--table-workers")),

@@ -19,13 +19,6 @@ DEFAULTS = dict(
 TOY = dict(num_inputs=4, num_workers=16, stragglers=(0, 3), num_masks=20, dim=2)
 """Toy sizes (``--toy``)."""
 
-_FLAGS = Flags(
-    DEFAULTS,
-    TOY,
-    own=(own("--dim", "input dimension d"),),
-    help=dict(num_masks="random straggler sets per S"),
-)
-
 
 COMMAND = Command(
     name="demo",
@@ -33,10 +26,13 @@ COMMAND = Command(
     description="GCC on a smooth vector-valued function R^d -> R^(d+2): mean, median and "
     "largest loss versus the number of stragglers S over random straggler sets (loss = "
     "(1/K) sum_k ||f^(x_k) - f(x_k)||^2). Writes demo.json, demo.txt and demo.png.",
-    add_arguments=_FLAGS.add_arguments,
-    config=_FLAGS.config,
     module="gcc_jax.experiments.demo",
-    defaults=DEFAULTS,
+    flags=Flags(
+        DEFAULTS,
+        TOY,
+        own=(own("--dim", "input dimension d"),),
+        help=dict(num_masks="random straggler sets per S"),
+    ),
     rules=(
         shared_sizes("num_inputs", "num_workers", "stragglers"),
         count("num_masks", flag("num_masks")),

@@ -76,30 +76,6 @@ def toy_config() -> dict:
     return {k: (dict(v) if isinstance(v, dict) else v) for k, v in _TOY.items()}
 
 
-_FLAGS = Flags(
-    DEFAULTS,
-    _TOY,
-    own=(
-        own(
-            "--model-kwargs",
-            "architecture options as JSON, e.g. '{\"dim\": 32}' for the ViT",
-            json_dict,
-        ),
-        own("--tune-steps", "gradient steps of GCC-tuned"),
-        own("--fill", "uncoded's and replication's estimate of a lost result", choices=FILLS),
-        own("--no-worst-case", "skip the worst-case search", key="worst_case", switch=True),
-        own("--batch-size", "training batch size"),
-        own("--lr", "learning rate"),
-    ),
-    help=dict(
-        num_inputs="K images per coded batch",
-        num_trials="random straggler sets per batch and S",
-        num_cv_batches="batches of held-out training images for the λ CV",
-        codes=f"codes compared (any case): {', '.join(CODES)}",
-    ),
-)
-
-
 COMMAND = Command(
     name="run",
     help="the main job: coded inference of a trained classifier, GCC vs BACC vs uncoded",
@@ -111,10 +87,29 @@ COMMAND = Command(
     "error, accuracy and RelAcc with 95% CIs and writes results.json (schema: "
     "gcc_jax.experiments.dnn), results.txt, results.png and cv.png into --out. Defaults: "
     "LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10. Explicit flags win over --toy.",
-    add_arguments=_FLAGS.add_arguments,
-    config=_FLAGS.config,
     module="gcc_jax.experiments.dnn",
-    defaults=DEFAULTS,
+    flags=Flags(
+        DEFAULTS,
+        _TOY,
+        own=(
+            own(
+                "--model-kwargs",
+                "architecture options as JSON, e.g. '{\"dim\": 32}' for the ViT",
+                json_dict,
+            ),
+            own("--tune-steps", "gradient steps of GCC-tuned"),
+            own("--fill", "uncoded's and replication's estimate of a lost result", choices=FILLS),
+            own("--no-worst-case", "skip the worst-case search", key="worst_case", switch=False),
+            own("--batch-size", "training batch size"),
+            own("--lr", "learning rate"),
+        ),
+        help=dict(
+            num_inputs="K images per coded batch",
+            num_trials="random straggler sets per batch and S",
+            num_cv_batches="batches of held-out training images for the λ CV",
+            codes=f"codes compared (any case): {', '.join(CODES)}",
+        ),
+    ),
     rules=(
         shared_sizes("num_inputs", "num_workers", "stragglers"),
         *shared_counts("num_trials", "num_batches", "num_cv_batches", "epochs"),

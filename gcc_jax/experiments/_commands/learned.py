@@ -1,7 +1,5 @@
 """``gcc-jax compare-learned``: flags, sizes and rules of :mod:`gcc_jax.experiments.learned`."""
 
-import argparse
-
 from .._checks import count, dataset, lam
 from .._command import Command
 from ._flags import Flags, flag, own
@@ -58,39 +56,10 @@ _DATASET_HELP = (
     "here must be found)"
 )
 
-_FLAGS = Flags(
-    DEFAULTS,
-    _TOY,
-    own=(
-        own("--models", "base models"),
-        own("--base-epochs", "base epochs; by default mlp 10, lenet5 3", int),
-        own("--code-epochs", "code training epochs"),
-        own("--code-train-size", "training images for the codes"),
-        own("--eval-images", "test images"),
-        own("--no-concat", "skip ParM's concatenation encoder", key="concat", switch=True),
-        own("--learned-encoder", "the learned encoder", choices=("mlp", "conv")),
-        own("--learned-hidden", "MLP encoder width / conv channels"),
-        own("--gcc-groups", "g of GCC's natural point"),
-        own(
-            "--gcc-masks",
-            "random straggler sets per batch there",
-            key="gcc_trials",
-            aliases=("--gcc-trials",),
-        ),
-        own("--cv-images", "images for GCC's λ CV"),
-    ),
-    help=dict(ks="values of k", dataset=_DATASET_HELP),
-)
 
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    _FLAGS.add_arguments(p)
-    p.add_argument("--all-train", action="store_true", help="train the codes on every image")
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = _FLAGS.config(args, toy)
-    if args.all_train:
+def _all_train(config: dict, toy: bool) -> dict:
+    """``--all-train``: no limit on the codes' training images."""
+    if config.pop("all_train", False):
         config["code_train_size"] = None
     return config
 
@@ -108,10 +77,32 @@ COMMAND = Command(
     "the gap to the base model (ParM published 1.79 points on Fashion-MNIST, k = 2) and "
     "each code's training time; writes compare_learned.json, .txt and .png into --out. "
     "Every trained model is cached for reruns.",
-    add_arguments=_add_arguments,
-    config=_config,
     module="gcc_jax.experiments.learned",
-    defaults=DEFAULTS,
+    flags=Flags(
+        DEFAULTS,
+        _TOY,
+        own=(
+            own("--models", "base models"),
+            own("--base-epochs", "base epochs; by default mlp 10, lenet5 3", int),
+            own("--code-epochs", "code training epochs"),
+            own("--code-train-size", "training images for the codes"),
+            own("--eval-images", "test images"),
+            own("--no-concat", "skip ParM's concatenation encoder", key="concat", switch=False),
+            own("--learned-encoder", "the learned encoder", choices=("mlp", "conv")),
+            own("--learned-hidden", "MLP encoder width / conv channels"),
+            own("--gcc-groups", "g of GCC's natural point"),
+            own(
+                "--gcc-masks",
+                "random straggler sets per batch there",
+                key="gcc_trials",
+                aliases=("--gcc-trials",),
+            ),
+            own("--cv-images", "images for GCC's λ CV"),
+            own("--all-train", "train the codes on every image", switch=True),
+        ),
+        help=dict(ks="values of k", dataset=_DATASET_HELP),
+        finish=_all_train,
+    ),
     rules=(
         count("ks", flag("ks"), 2),
         count("base_epochs", "--base-epochs", optional=True),

@@ -1,7 +1,5 @@
 """``gcc-jax poly``: flags, sizes and rules of :mod:`gcc_jax.experiments.poly`."""
 
-import argparse
-
 from .._checks import ConfigError, Rule, count
 from .._command import Command
 from ._flags import Flags, flag, own
@@ -29,19 +27,8 @@ def _check_settings(cfg):
                 raise ConfigError(flag, f"S = {s} needs N >= S + 2; got N = {n}")
 
 
-_FLAGS = Flags(
-    DEFAULTS,
-    TOY,
-    own=(
-        own("--n-low", "N for deg 3, K=5 (default 20)", int, key="n_low"),
-        own("--n-high", "N for deg 15, K=10 (default 40)", int, key="n_high"),
-    ),
-    help=dict(stragglers="S values (to N/2)", num_trials="random sets per S"),
-)
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    config = _FLAGS.config(args, toy)
+def _settings(config: dict, toy: bool) -> dict:
+    """``--n-low`` and ``--n-high`` into the ``settings`` they change."""
     n = [config.pop(key, None) for key in ("n_low", "n_high")]
     if n != [None, None]:
         config["settings"] = tuple(
@@ -57,10 +44,17 @@ COMMAND = Command(
     description="LeTCC App. D: polynomial worker functions (deg 3 with K=5, deg 15 with "
     "K=10), loss versus the number of stragglers S for GCC, BACC and LCC over random "
     "straggler sets. Writes poly.json, poly.txt and poly.png.",
-    add_arguments=_FLAGS.add_arguments,
-    config=_config,
     module="gcc_jax.experiments.poly",
-    defaults=DEFAULTS,
+    flags=Flags(
+        DEFAULTS,
+        TOY,
+        own=(
+            own("--n-low", "N for deg 3, K=5 (default 20)", int, key="n_low"),
+            own("--n-high", "N for deg 15, K=10 (default 40)", int, key="n_high"),
+        ),
+        help=dict(stragglers="S values (to N/2)", num_trials="random sets per S"),
+        finish=_settings,
+    ),
     rules=(
         count("num_trials", flag("num_trials")),
         Rule(_check_settings, ("--n-low", "--n-high"), ("settings", "stragglers")),

@@ -42,23 +42,6 @@ TOY = dict(
 )
 """Toy sizes (``--toy``)."""
 
-_FLAGS = Flags(
-    DEFAULTS,
-    TOY,
-    own=(
-        own("--p", "iid straggling probability"),
-        own("--draws", "evaluation input draws"),
-        own("--cv-draws", "held-out input draws for GCC-cv's λ"),
-        own("--cv-masks", "patterns per held-out draw in the CV"),
-        own("--noise", "worker-noise levels σ"),
-        own("--bootstrap", "bootstrap replicates"),
-        own(
-            "--solver", "spline solver", choices=("auto", "kalman", "banded", "parallel", "kernel")
-        ),
-    ),
-    help=dict(stragglers="worst-case S", num_masks="iid patterns per draw"),
-)
-
 
 COMMAND = Command(
     name="rates",
@@ -68,10 +51,25 @@ COMMAND = Command(
     "input draws: worst case at fixed S (local search), iid stragglers with probability p, and "
     "noisy workers (f + N(0, σ²)). Prints medians and means with bootstrap CIs, fitted log-log "
     "slopes over stated ranges and the chosen λ; writes rates.json, rates.txt and rates.png.",
-    add_arguments=_FLAGS.add_arguments,
-    config=_FLAGS.config,
     module="gcc_jax.experiments.rates",
-    defaults=DEFAULTS,
+    flags=Flags(
+        DEFAULTS,
+        TOY,
+        own=(
+            own("--p", "iid straggling probability"),
+            own("--draws", "evaluation input draws"),
+            own("--cv-draws", "held-out input draws for GCC-cv's λ"),
+            own("--cv-masks", "patterns per held-out draw in the CV"),
+            own("--noise", "worker-noise levels σ"),
+            own("--bootstrap", "bootstrap replicates"),
+            own(
+                "--solver",
+                "spline solver",
+                choices=("auto", "kalman", "banded", "parallel", "kernel"),
+            ),
+        ),
+        help=dict(stragglers="worst-case S", num_masks="iid patterns per draw"),
+    ),
     rules=(
         shared_sizes("num_inputs", "workers", "stragglers"),
         count("num_masks", flag("num_masks")),

@@ -84,24 +84,6 @@ TOY = dict(
 """Toy sizes (``--toy``)."""
 
 
-_FLAGS = Flags(
-    DEFAULTS | dict(search=DEFAULT_SEARCH),
-    TOY,
-    own=(
-        own("--ratios", "redundancies N/K"),
-        own("--fractions", "straggler fractions"),
-        own("--modes", "straggler models"),
-        own("--orders", f"input orders: {', '.join(ORDERS)}"),
-        own("--fills", "fill rules of uncoded, replication and ParM"),
-    ),
-    help=dict(
-        num_trials="random patterns per batch and cell",
-        dataset="the classifier's data set",
-        epochs="LeNet-5 training epochs, cached",
-    ),
-)
-
-
 COMMAND = Command(
     name="regimes",
     help="when does coding pay? the winner among GCC, BACC, LCC, uncoded, replication, ParM",
@@ -115,10 +97,23 @@ COMMAND = Command(
     "The defaults are a reduced map (20 cells x 4 workloads, 3 batches x 10 patterns per "
     "cell, λ by CV on 3 batches, worst case on 1 batch); gcc_jax.experiments.regimes.FULL "
     "lists the flags of a larger one.",
-    add_arguments=_FLAGS.add_arguments,
-    config=_FLAGS.config,
     module="gcc_jax.experiments.regimes",
-    defaults=_FLAGS.defaults,
+    flags=Flags(
+        DEFAULTS | dict(search=DEFAULT_SEARCH),
+        TOY,
+        own=(
+            own("--ratios", "redundancies N/K"),
+            own("--fractions", "straggler fractions"),
+            own("--modes", "straggler models"),
+            own("--orders", f"input orders: {', '.join(ORDERS)}"),
+            own("--fills", "fill rules of uncoded, replication and ParM"),
+        ),
+        help=dict(
+            num_trials="random patterns per batch and cell",
+            dataset="the classifier's data set",
+            epochs="LeNet-5 training epochs, cached",
+        ),
+    ),
     rules=(
         count("num_inputs", flag("num_inputs"), 2),
         real("ratios", "--ratios", 1.0, lo_open=True),

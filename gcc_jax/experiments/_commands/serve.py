@@ -74,36 +74,6 @@ TOY = dict(
 )
 """Toy sizes of ``gcc-jax serve-bench --toy`` (tests)."""
 
-_FLAGS = Flags(
-    DEFAULTS,
-    TOY,
-    own=(
-        own("--rate", "Poisson arrival rate, queries/s"),
-        own("--groups", "G coding groups of workers"),
-        own("--straggle-prob", "fraction of time under background load"),
-        own("--dispatch", "queue (one queue, idle group first) or round-robin"),
-        own("--cancel", "late tasks: none (run to the end) or all (cancelled)"),
-        own("--fail-prob", "P(a task never answers)"),
-        own("--release", "query (each query as soon as ready) or batch"),
-        own("--timeout", "a round's hard limit, s", key="timeout_s"),
-        own("--max-in-flight", "rounds in flight per scheme"),
-        own("--max-queue", "queued queries before Overloaded"),
-        own("--max-seconds", "stream time budget, split between schemes"),
-        own("--sweep-inputs", "deadline sweep: K"),
-        own("--sweep-workers", "deadline sweep: N"),
-        own("--sweep-stragglers", "deadline sweep: S"),
-        own("--sweep-queries", "deadline sweep: queries; 0 = skip"),
-        own("--sweep-deadlines-ms", "deadline sweep: deadlines in ms"),
-        own("--num-cpus", "CPUs of the local Ray cluster"),
-    ),
-    help=dict(
-        num_queries="queries per scheme; ParM used 100000",
-        num_inputs="k queries per coding group, as ParM",
-        slowdown="background slowdown factor",
-        episode_ms="mean background episode, ms; 0 = per task",
-    ),
-)
-
 
 COMMAND = Command(
     name="serve-bench",
@@ -123,11 +93,37 @@ COMMAND = Command(
     "Bounded by --queries and --max-seconds: the default (10,000 queries per scheme at 120 "
     "q/s) takes about 12 minutes plus training; --toy under a minute. It needs the whole "
     "machine: other work running beside it adds its own delays to every scheme's tail.",
-    add_arguments=_FLAGS.add_arguments,
-    config=_FLAGS.config,
     module="gcc_jax.experiments.serve",
+    flags=Flags(
+        DEFAULTS,
+        TOY,
+        own=(
+            own("--rate", "Poisson arrival rate, queries/s"),
+            own("--groups", "G coding groups of workers"),
+            own("--straggle-prob", "fraction of time under background load"),
+            own("--dispatch", "queue (one queue, idle group first) or round-robin"),
+            own("--cancel", "late tasks: none (run to the end) or all (cancelled)"),
+            own("--fail-prob", "P(a task never answers)"),
+            own("--release", "query (each query as soon as ready) or batch"),
+            own("--timeout", "a round's hard limit, s", key="timeout_s"),
+            own("--max-in-flight", "rounds in flight per scheme"),
+            own("--max-queue", "queued queries before Overloaded"),
+            own("--max-seconds", "stream time budget, split between schemes"),
+            own("--sweep-inputs", "deadline sweep: K"),
+            own("--sweep-workers", "deadline sweep: N"),
+            own("--sweep-stragglers", "deadline sweep: S"),
+            own("--sweep-queries", "deadline sweep: queries; 0 = skip"),
+            own("--sweep-deadlines-ms", "deadline sweep: deadlines in ms"),
+            own("--num-cpus", "CPUs of the local Ray cluster"),
+        ),
+        help=dict(
+            num_queries="queries per scheme; ParM used 100000",
+            num_inputs="k queries per coding group, as ParM",
+            slowdown="background slowdown factor",
+            episode_ms="mean background episode, ms; 0 = per task",
+        ),
+    ),
     extras=("experiments", "ray"),
-    defaults=DEFAULTS,
     rules=(
         *SERVING_RULES,
         count("num_inputs", flag("num_inputs")),

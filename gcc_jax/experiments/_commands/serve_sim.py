@@ -34,28 +34,6 @@ TOY = dict(
 )
 """Toy sizes of ``gcc-jax serve-sim --toy``."""
 
-_FLAGS = Flags(
-    DEFAULTS,
-    TOY,
-    own=(
-        own("--instances", "m base model instances, a multiple of every k"),
-        own("--loads", "utilisations of the m base instances"),
-        own("--fractions", "time under background load"),
-        own("--seeds", "seeds per setting, for the CIs", key="num_seeds"),
-        own("--validation-queries", "queries per queueing check"),
-        own("--accuracy-queries", "test queries per accuracy; 0 = none"),
-        own("--engine", "heap, or simpy: the reference (serving extra; slow)"),
-    ),
-    help=dict(
-        num_queries="queries per scheme, setting and seed",
-        shift_ms="a query's work: shift, ms",
-        scale_ms="a query's work: scale of its random part, ms",
-        tail="work tail: exponential or pareto",
-        max_wait_ms="GCC/BACC: longest wait for a group's k queries, ms",
-        dataset="the classifier's data set: digits, fashion_mnist, mnist, cifar10",
-    ),
-)
-
 
 def _instances_fit(cfg) -> None:
     m = cfg["instances"]
@@ -84,10 +62,28 @@ COMMAND = Command(
     "serve_sim.json, serve_sim.txt and serve_sim.png into --out. The default takes about 2 "
     "minutes on one idle core once the classifier and its three parity models are trained "
     "(cached; a few minutes more the first time); --toy under a minute.",
-    add_arguments=_FLAGS.add_arguments,
-    config=_FLAGS.config,
     module="gcc_jax.experiments.serve_sim",
-    defaults=DEFAULTS,
+    flags=Flags(
+        DEFAULTS,
+        TOY,
+        own=(
+            own("--instances", "m base model instances, a multiple of every k"),
+            own("--loads", "utilisations of the m base instances"),
+            own("--fractions", "time under background load"),
+            own("--seeds", "seeds per setting, for the CIs", key="num_seeds"),
+            own("--validation-queries", "queries per queueing check"),
+            own("--accuracy-queries", "test queries per accuracy; 0 = none"),
+            own("--engine", "heap, or simpy: the reference (serving extra; slow)"),
+        ),
+        help=dict(
+            num_queries="queries per scheme, setting and seed",
+            shift_ms="a query's work: shift, ms",
+            scale_ms="a query's work: scale of its random part, ms",
+            tail="work tail: exponential or pareto",
+            max_wait_ms="GCC/BACC: longest wait for a group's k queries, ms",
+            dataset="the classifier's data set: digits, fashion_mnist, mnist, cifar10",
+        ),
+    ),
     rules=(
         *SERVING_RULES,
         count("instances", "--instances"),

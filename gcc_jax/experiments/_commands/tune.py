@@ -1,7 +1,5 @@
 """``gcc-jax tune``: flags, sizes and rules of :mod:`gcc_jax.experiments.tune`."""
 
-import argparse
-
 from .._checks import choice, count
 from .._command import Command
 from ._flags import Flags, flag, own
@@ -18,17 +16,6 @@ DEFAULTS = dict(workloads=WORKLOADS, regimes=REGIMES, steps=None)
 """Keyword defaults of :func:`~gcc_jax.experiments.tune.run_tune` that the rules read."""
 
 
-_FLAGS = Flags(
-    DEFAULTS,
-    dict(workloads=TOY_WORKLOADS),
-    own=(own("--regimes", "straggler regimes"), own("--steps", "maximum tuning steps (500)", int)),
-)
-
-
-def _config(args: argparse.Namespace, toy: bool) -> dict:
-    return _FLAGS.config(args, toy) | dict(toy=toy)
-
-
 COMMAND = Command(
     name="tune",
     help="choose GCC's λs and nodes: defaults vs grid CV vs GCV vs gradient tuning",
@@ -38,10 +25,16 @@ COMMAND = Command(
     "(gcc_jax.tuning). Tuning sees training jobs only; evaluation uses held-out jobs and "
     "patterns. Writes tune.json, tune.txt and tune.png into --out. --toy runs x·sin(x) only "
     "(--workloads adds others, each compiling every method anew).",
-    add_arguments=_FLAGS.add_arguments,
-    config=_config,
     module="gcc_jax.experiments.tune",
-    defaults=DEFAULTS,
+    flags=Flags(
+        DEFAULTS,
+        dict(workloads=TOY_WORKLOADS),
+        own=(
+            own("--regimes", "straggler regimes"),
+            own("--steps", "maximum tuning steps (500)", int),
+        ),
+        finish=lambda config, toy: config | dict(toy=toy),  # the toy run's own tuning budget
+    ),
     rules=(
         choice("workloads", flag("workloads"), WORKLOADS),
         choice("regimes", "--regimes", REGIMES),
