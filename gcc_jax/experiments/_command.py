@@ -75,8 +75,8 @@ class Command:
             (writes JSON, text and figures to ``out``); :attr:`run`, :attr:`report` and
             :attr:`save` are :class:`Lazy` references to them.
         flags: the command's flags, its run function's keyword defaults (which the rules
-            read; a test holds them equal to the run function's signature) and its toy sizes.
-        rules: the checks of the effective settings (:mod:`gcc_jax.experiments._checks`).
+            read; a test holds them equal to the run function's signature), its toy sizes
+            and the rules of its settings.
         x64: enable float64 before running (``None``: leave JAX's setting alone); with
             ``float32_flag`` the command also gets ``--float32`` which turns it off.
         float32_flag: add a ``--float32`` flag.
@@ -95,7 +95,6 @@ class Command:
     description: str
     module: str
     flags: "Flags"
-    rules: tuple[Callable[[Mapping[str, Any]], None], ...] = ()
     x64: bool | None = True
     float32_flag: bool = False
     errors: tuple[type[BaseException], ...] = (ValueError, TypeError)
@@ -106,6 +105,11 @@ class Command:
     def defaults(self) -> Mapping[str, Any]:
         """The run function's keyword defaults (those of :attr:`flags`)."""
         return self.flags.defaults
+
+    @property
+    def rules(self) -> tuple[Callable[[Mapping[str, Any]], None], ...]:
+        """The checks of the effective settings (:mod:`gcc_jax.experiments._checks`)."""
+        return self.flags.checks()
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add the command's flags to ``parser``."""

@@ -16,23 +16,27 @@ them back as the defaults, then the toy sizes (``--toy``), then every flag given
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._checks import Rule, count, sizes
+from .._checks import Rule, choice, count, lam, nested, real, sizes
 from .._command import float_list, int_list, merge_config, str_list
 
 __all__ = [
+    "Check",
     "Flags",
     "MODELS",
     "SCHEMES",
     "SEARCH_SETTINGS",
     "SETTINGS",
     "Setting",
+    "at_least",
     "flag",
+    "one_of",
     "own",
-    "shared_counts",
     "shared_sizes",
+    "within",
 ]
 
 MODELS = ("mlp", "lenet5", "cnn", "vit", "repvgg")
@@ -41,6 +45,36 @@ MODELS = ("mlp", "lenet5", "cnn", "vit", "repvgg")
 
 SCHEMES = ("uncoded", "equal", "replication", "parm", "gcc", "bacc")
 """The serving schemes of ``serve-bench`` and ``serve-sim``, in table order."""
+
+Check = Callable[[str, str], Rule]
+"""A setting's check: ``check(key, flag)`` is the :class:`~gcc_jax.experiments._checks.Rule`
+of run keyword ``key`` set by ``flag`` (:func:`~gcc_jax.experiments._checks.count` and
+:func:`~gcc_jax.experiments._checks.lam` are checks; :func:`at_least`, :func:`within` and
+:func:`one_of` make others)."""
+
+
+def at_least(lo: int, *, optional: bool = False) -> Check:
+    """Each value an integer ``>= lo`` (``None`` allowed when ``optional``)."""
+    return functools.partial(count, lo=lo, optional=optional)
+
+
+def within(
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    optional: bool = False,
+) -> Check:
+    """Each value a finite number in the (half-)open interval from ``lo`` to ``hi``."""
+    return functools.partial(
+        real, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, optional=optional
+    )
+
+
+def one_of(allowed: Sequence[str], *, case: bool = True) -> Check:
+    """Each value one of ``allowed`` (in any case unless ``case``)."""
+    return functools.partial(choice, allowed=allowed, case=case)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +91,7 @@ class Setting:
         choices: the values it accepts, checked by argparse (``None``: any).
         switch: for a flag without a value, the value it sets its keyword to (``False`` for
             ``--no-cache``); ``None`` for a flag that takes a value.
+        check: its rule, checked before any compute (``None``: none of its own).
     """
 
     flag: str
@@ -67,6 +102,7 @@ class Setting:
     type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
     switch: bool | None = None
+    check: Check | None = None
 
 
 def own(
@@ -78,6 +114,7 @@ def own(
     aliases: tuple[str, ...] = (),
     choices: tuple[str, ...] | None = None,
     switch: bool | None = None,
+    check: Check | None = None,
 ) -> Setting:
     """A command's own setting: ``flag`` sets the run keyword ``key``, by default the flag's
     name with underscores (``--cv-draws`` sets ``cv_draws``).
@@ -87,68 +124,67 @@ def own(
         ('cv_draws',)
     """
     key = key or flag[2:].replace("-", "_")
-    return Setting(flag, None, aliases, (key,), text, kind, choices, switch)
+    return Setting(flag, None, aliases, (key,), text, kind, choices, switch, check)
 
 
-def _s(flag, short, aliases, keys, text, kind=str) -> Setting:
-    return Setting(flag, short, tuple(aliases), tuple(keys), text, kind)
+def _shared(flag, keys, text, kind=str, *, short=None, aliases=(), check=None) -> Setting:
+    return Setting(flag, short, aliases, keys, text, kind, check=check)
 
 
 SETTINGS = (
-    _s("--workers", "-N", ["--num-workers"], ["workers", "num_workers"], "N workers", int_list),
-    _s("--num-inputs", "-K", [], ["num_inputs"], "K inputs per coded computation", int),
-    _s("--stragglers", "-S", [], ["stragglers"], "S stragglers", int_list),
-    _s("--masks", "-M", ["--trials"], ["num_masks", "num_trials"], "random straggler sets", int),
-    _s("--batches", None, [], ["num_batches"], "evaluation batches", int),
-    _s("--cv-batches", None, [], ["num_cv_batches"], "held-out batches for GCC's λ CV", int),
-    _s(
-        "--worst-case-batches",
-        None,
-        ["--worst-batches"],
-        ["worst_case_batches"],
-        "batches searched for the worst case",
-        int,
-    ),
-    _s("--codes", None, [], ["codes"], "codes compared", str_list),
-    _s("--ks", "-k", [], ["ks"], "k queries per coding group", int_list),
-    _s("--schemes", None, [], ["schemes"], f"serving schemes: {', '.join(SCHEMES)}", str_list),
-    _s("--queries", None, [], ["num_queries"], "queries per scheme", int),
-    _s("--slowdown", None, [], ["slowdown"], "how much slower a worker runs in an episode", float),
-    _s("--episode-ms", None, [], ["episode_ms"], "mean background-episode length, ms", float),
-    _s("--shift-ms", None, [], ["shift_ms"], "service time: shift, ms", float),
-    _s("--scale-ms", None, [], ["scale_ms"], "service time: scale of its random part, ms", float),
-    _s("--tail", None, [], ["tail"], "service-time tail: exponential or pareto"),
-    _s("--deadline-ms", None, [], ["deadline_ms"], "GCC/BACC: N-S results or this deadline", float),
-    _s(
-        "--max-wait-ms",
-        None,
-        [],
-        ["max_wait_ms"],
-        "longest wait for a group's k queries, ms",
-        float,
-    ),
-    _s("--epochs", None, [], ["epochs"], "classifier training epochs, cached", int),
-    _s("--parm-epochs", None, [], ["parm_epochs"], "ParM parity-model epochs, cached", int),
-    _s("--model", None, [], ["model"], f"classifier: {', '.join(MODELS)}"),
-    _s("--dataset", None, [], ["dataset"], "data set: digits, fashion_mnist, mnist, cifar10"),
-    _s("--data-path", None, [], ["data_path"], "directory of the data set's files"),
-    _s("--functions", None, [], ["functions"], "worker functions", str_list),
-    _s("--workloads", None, [], ["workloads"], "worker functions", str_list),
-    _s("--lam-enc", None, [], ["lam_enc"], "GCC encoder smoothing λ_enc", float),
-    _s("--lam-dec", None, [], ["lam_dec"], "GCC decoder smoothing λ_dec", float),
-    _s("--lam-enc-grid", None, [], ["lam_enc_grid"], "GCC λ_enc candidates", float_list),
-    _s("--lam-dec-grid", None, [], ["lam_dec_grid"], "GCC λ_dec candidates", float_list),
+    _shared("--workers", ("workers", "num_workers"), "N workers", int_list, short="-N",
+            aliases=("--num-workers",)),
+    _shared("--num-inputs", ("num_inputs",), "K inputs per coded computation", int, short="-K"),
+    _shared("--stragglers", ("stragglers",), "S stragglers", int_list, short="-S"),
+    _shared("--masks", ("num_masks", "num_trials"), "random straggler sets", int, short="-M",
+            aliases=("--trials",), check=count),
+    _shared("--batches", ("num_batches",), "evaluation batches", int, check=count),
+    _shared("--cv-batches", ("num_cv_batches",), "held-out batches for GCC's λ CV", int,
+            check=count),
+    _shared("--worst-case-batches", ("worst_case_batches",), "batches searched for the worst case",
+            int, aliases=("--worst-batches",), check=count),
+    _shared("--codes", ("codes",), "codes compared", str_list),
+    _shared("--ks", ("ks",), "k queries per coding group", int_list, short="-k", check=at_least(2)),
+    _shared("--schemes", ("schemes",), f"serving schemes: {', '.join(SCHEMES)}", str_list,
+            check=one_of(SCHEMES)),
+    _shared("--queries", ("num_queries",), "queries per scheme", int),
+    _shared("--slowdown", ("slowdown",), "how much slower a worker runs in an episode", float,
+            check=within(1.0)),
+    _shared("--episode-ms", ("episode_ms",), "mean background-episode length, ms", float),
+    _shared("--shift-ms", ("shift_ms",), "service time: shift, ms", float, check=within(0.0)),
+    _shared("--scale-ms", ("scale_ms",), "service time: scale of its random part, ms", float,
+            check=within(0.0, lo_open=True)),
+    _shared("--tail", ("tail",), "service-time tail: exponential or pareto",
+            check=one_of(("exponential", "pareto"))),
+    _shared("--deadline-ms", ("deadline_ms",), "GCC/BACC: N-S results or this deadline", float,
+            check=within(0.0, lo_open=True, optional=True)),
+    _shared("--max-wait-ms", ("max_wait_ms",), "longest wait for a group's k queries, ms", float,
+            check=within(0.0)),
+    _shared("--epochs", ("epochs",), "classifier training epochs, cached", int, check=count),
+    _shared("--parm-epochs", ("parm_epochs",), "ParM parity-model epochs, cached", int,
+            check=count),
+    _shared("--model", ("model",), f"classifier: {', '.join(MODELS)}"),
+    _shared("--dataset", ("dataset",), "data set: digits, fashion_mnist, mnist, cifar10"),
+    _shared("--data-path", ("data_path",), "directory of the data set's files"),
+    _shared("--functions", ("functions",), "worker functions", str_list),
+    _shared("--workloads", ("workloads",), "worker functions", str_list),
+    _shared("--lam-enc", ("lam_enc",), "GCC encoder smoothing λ_enc", float, check=lam),
+    _shared("--lam-dec", ("lam_dec",), "GCC decoder smoothing λ_dec", float, check=lam),
+    _shared("--lam-enc-grid", ("lam_enc_grid",), "GCC λ_enc candidates", float_list,
+            check=functools.partial(lam, optional=True)),
+    _shared("--lam-dec-grid", ("lam_dec_grid",), "GCC λ_dec candidates", float_list,
+            check=functools.partial(lam, optional=True)),
     own("--no-cache", "always train; write no checkpoint", key="use_cache", switch=False),
-)
+)  # fmt: skip
 """Every shared setting, in ``--help`` order."""
 
 _BY_KEY = {key: s for s in SETTINGS for key in s.keys}
 
 SEARCH_SETTINGS = (
-    own("--restarts", "worst-case search chains", int),
-    own("--proposals", "neighbours proposed per search step", int),
-    own("--max-iters", "local-search steps", int),
-    own("--patience", "search steps without gain before stopping", int),
+    own("--restarts", "worst-case search chains", int, check=count),
+    own("--proposals", "neighbours proposed per search step", int, check=count),
+    own("--max-iters", "local-search steps", int, check=count),
+    own("--patience", "search steps without gain before stopping", int, check=count),
 )
 """The worst-case search flags: each sets its key of a command's ``search`` budget."""
 
@@ -160,7 +196,10 @@ def flag(key: str) -> str:
         >>> flag("num_workers"), flag("num_trials"), flag("epochs")
         ('--workers/-N', '--masks/-M', '--epochs')
     """
-    s = _BY_KEY[key]
+    return _label(_BY_KEY[key])
+
+
+def _label(s: Setting) -> str:
     return f"{s.flag}/{s.short}" if s.short else s.flag
 
 
@@ -168,11 +207,6 @@ def shared_sizes(k: str, n: str, s: str | None = None) -> Rule:
     """The size rule (``2 <= K <= N``, ``0 <= S <= N - 2``) of the shared run keywords ``k``,
     ``n`` and ``s``, naming their flags."""
     return sizes((k, flag(k)), (n, flag(n)), (s, flag(s)) if s else None)
-
-
-def shared_counts(*keys: str) -> tuple[Rule, ...]:
-    """The rules ``>= 1`` of the shared run keywords ``keys``, naming their flags."""
-    return tuple(count(key, flag(key)) for key in keys)
 
 
 def _show(value) -> str:
@@ -221,6 +255,8 @@ class Flags:
         own: the command's own settings (:func:`own`), in ``--help`` order.
         help: per run keyword, this command's help of a shared setting
             (``num_masks="iid patterns per draw"``).
+        rules: the rules beyond each setting's own check: across settings (``2 <= K <= N``)
+            or where a command restricts a shared setting its own way (its ``--codes``).
         finish: ``finish(config, toy) -> config`` turns the values of own flags that are not
             run keywords into run keywords (``poly``'s ``--n-low`` into its ``settings``).
     """
@@ -229,6 +265,7 @@ class Flags:
     toy: Mapping[str, Any] | None = None
     own: tuple[Setting, ...] = ()
     help: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    rules: tuple[Rule, ...] = ()
     finish: Callable[[dict[str, Any], bool], dict[str, Any]] | None = None
 
     def settings(self) -> list[tuple[str, Setting]]:
@@ -243,6 +280,13 @@ class Flags:
         budget = self.defaults.get("search")
         keys = budget if isinstance(budget, Mapping) else ()
         return [(s.keys[0], s) for s in SEARCH_SETTINGS if s.keys[0] in keys]
+
+    def checks(self) -> tuple[Rule, ...]:
+        """Every rule of the settings: each setting's own check (naming its flag as errors
+        do), those of the search budget, then :attr:`rules`."""
+        own = [s.check(key, _label(s)) for key, s in self.settings() if s.check]
+        search = [s.check(key, s.flag) for key, s in self.search()]
+        return (*own, *([nested("search", search)] if search else []), *self.rules)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add every flag (dest: its run keyword, or the key of the search budget it sets;

@@ -1,8 +1,8 @@
 """``gcc-jax adversarial``: flags, sizes and rules of :mod:`gcc_jax.experiments.adversarial`."""
 
-from .._checks import SEARCH, choice, count, nested, real, sizes
+from .._checks import choice, count, sizes
 from .._command import Command
-from ._flags import Flags, flag, own, shared_sizes
+from ._flags import Flags, at_least, flag, one_of, own, shared_sizes, within
 
 __all__ = [
     "COMMAND",
@@ -91,31 +91,22 @@ COMMAND = Command(
         DEFAULTS,
         TOY,
         own=(
-            own("--exponents", "a values, γ = ⌈N^a⌉"),
-            own("--table-functions", "table jobs"),
+            own("--exponents", "a values, γ = ⌈N^a⌉", check=within(0.0, 1.0, hi_open=True)),
+            own("--table-functions", "table jobs", check=one_of(FUNCTION_NAMES)),
             own("--table-workers", "N of the table"),
-            own("--table-adversaries", "γ of the table"),
-            own("--decoders", "table rows"),
-            own("--strategies", "adversaries"),
-            own("--jobs", "jobs per cell", key="trials", aliases=("--trials",)),
-            own("--pgd-steps", "gradient-attack steps"),
-            own("--lenet-epochs", "LeNet-5 training epochs, cached"),
+            own("--table-adversaries", "γ of the table", check=at_least(0)),
+            own("--decoders", "table rows", check=one_of(DECODERS)),
+            own("--strategies", "adversaries", check=one_of(STRATEGIES)),
+            own("--jobs", "jobs per cell", key="trials", aliases=("--trials",), check=count),
+            own("--pgd-steps", "gradient-attack steps", check=count),
+            own("--lenet-epochs", "LeNet-5 training epochs, cached", check=count),
             own("--rate-positions", "pgd positions in the rates", choices=("sample", "search")),
         ),
         help=dict(functions="rate jobs: xsinx, cubic, zero, lenet5"),
-    ),
-    rules=(
-        shared_sizes("num_inputs", "workers"),
-        sizes(("num_inputs", flag("num_inputs")), ("table_workers", "--table-workers")),
-        real("exponents", "--exponents", 0.0, 1.0, hi_open=True),
-        choice("functions", flag("functions"), FUNCTION_NAMES),
-        choice("table_functions", "--table-functions", FUNCTION_NAMES),
-        count("table_adversaries", "--table-adversaries", 0),
-        count("trials", "--jobs"),
-        count("pgd_steps", "--pgd-steps"),
-        count("lenet_epochs", "--lenet-epochs"),
-        choice("decoders", "--decoders", DECODERS),
-        choice("strategies", "--strategies", STRATEGIES),
-        nested("search", (*SEARCH, count("patience", "--patience"))),
+        rules=(
+            shared_sizes("num_inputs", "workers"),
+            sizes(("num_inputs", flag("num_inputs")), ("table_workers", "--table-workers")),
+            choice("functions", flag("functions"), FUNCTION_NAMES),
+        ),
     ),
 )

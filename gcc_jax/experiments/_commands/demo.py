@@ -1,8 +1,8 @@
 """``gcc-jax demo``: flags, sizes and rules of :mod:`gcc_jax.experiments.demo`."""
 
-from .._checks import count, lam
+from .._checks import count
 from .._command import Command
-from ._flags import Flags, flag, own, shared_sizes
+from ._flags import Flags, own, shared_sizes
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY"]
 
@@ -30,15 +30,9 @@ COMMAND = Command(
     flags=Flags(
         DEFAULTS,
         TOY,
-        own=(own("--dim", "input dimension d"),),
+        own=(own("--dim", "input dimension d", check=count),),
         help=dict(num_masks="random straggler sets per S"),
-    ),
-    rules=(
-        shared_sizes("num_inputs", "num_workers", "stragglers"),
-        count("num_masks", flag("num_masks")),
-        count("dim", "--dim"),
-        lam("lam_enc", flag("lam_enc")),
-        lam("lam_dec", flag("lam_dec")),
+        rules=(shared_sizes("num_inputs", "num_workers", "stragglers"),),
     ),
     float32_flag=True,
 )

@@ -1,8 +1,8 @@
 """``gcc-jax run``: flags, sizes and rules of :mod:`gcc_jax.experiments.dnn`."""
 
-from .._checks import SEARCH, choice, count, lam, nested, real
+from .._checks import choice, count
 from .._command import Command, json_dict
-from ._flags import Flags, flag, own, shared_counts, shared_sizes
+from ._flags import Flags, flag, own, shared_sizes, within
 from .regimes import FILLS
 
 __all__ = [
@@ -100,8 +100,8 @@ COMMAND = Command(
             own("--tune-steps", "gradient steps of GCC-tuned"),
             own("--fill", "uncoded's and replication's estimate of a lost result", choices=FILLS),
             own("--no-worst-case", "skip the worst-case search", key="worst_case", switch=False),
-            own("--batch-size", "training batch size"),
-            own("--lr", "learning rate"),
+            own("--batch-size", "training batch size", check=count),
+            own("--lr", "learning rate", check=within(0.0, lo_open=True)),
         ),
         help=dict(
             num_inputs="K images per coded batch",
@@ -109,16 +109,9 @@ COMMAND = Command(
             num_cv_batches="batches of held-out training images for the λ CV",
             codes=f"codes compared (any case): {', '.join(CODES)}",
         ),
-    ),
-    rules=(
-        shared_sizes("num_inputs", "num_workers", "stragglers"),
-        *shared_counts("num_trials", "num_batches", "num_cv_batches", "epochs"),
-        count("batch_size", "--batch-size"),
-        count("worst_case_batches", flag("worst_case_batches")),
-        real("lr", "--lr", 0.0, lo_open=True),
-        lam("lam_enc_grid", flag("lam_enc_grid"), optional=True),
-        lam("lam_dec_grid", flag("lam_dec_grid"), optional=True),
-        choice("codes", flag("codes"), CODES, case=False),
-        nested("search", SEARCH),
+        rules=(
+            shared_sizes("num_inputs", "num_workers", "stragglers"),
+            choice("codes", flag("codes"), CODES, case=False),
+        ),
     ),
 )

@@ -1,8 +1,8 @@
 """``gcc-jax compare-learned``: flags, sizes and rules of :mod:`gcc_jax.experiments.learned`."""
 
-from .._checks import count, dataset, lam
+from .._checks import dataset
 from .._command import Command
-from ._flags import Flags, flag, own
+from ._flags import Flags, at_least, own
 
 __all__ = ["COMMAND", "DEFAULTS", "DEFAULT_LAM_DEC_GRID", "toy_config"]
 
@@ -57,6 +57,9 @@ _DATASET_HELP = (
 )
 
 
+_COUNT = at_least(1, optional=True)  # None: the run's own choice (``--all-train``: every image)
+
+
 def _all_train(config: dict, toy: bool) -> dict:
     """``--all-train``: no limit on the codes' training images."""
     if config.pop("all_train", False):
@@ -83,37 +86,26 @@ COMMAND = Command(
         _TOY,
         own=(
             own("--models", "base models"),
-            own("--base-epochs", "base epochs; by default mlp 10, lenet5 3", int),
-            own("--code-epochs", "code training epochs"),
-            own("--code-train-size", "training images for the codes"),
-            own("--eval-images", "test images"),
+            own("--base-epochs", "base epochs; by default mlp 10, lenet5 3", int, check=_COUNT),
+            own("--code-epochs", "code training epochs", check=_COUNT),
+            own("--code-train-size", "training images for the codes", check=_COUNT),
+            own("--eval-images", "test images", check=at_least(2, optional=True)),
             own("--no-concat", "skip ParM's concatenation encoder", key="concat", switch=False),
             own("--learned-encoder", "the learned encoder", choices=("mlp", "conv")),
-            own("--learned-hidden", "MLP encoder width / conv channels"),
-            own("--gcc-groups", "g of GCC's natural point"),
+            own("--learned-hidden", "MLP encoder width / conv channels", check=_COUNT),
+            own("--gcc-groups", "g of GCC's natural point", check=_COUNT),
             own(
                 "--gcc-masks",
                 "random straggler sets per batch there",
                 key="gcc_trials",
                 aliases=("--gcc-trials",),
+                check=_COUNT,
             ),
-            own("--cv-images", "images for GCC's λ CV"),
+            own("--cv-images", "images for GCC's λ CV", check=at_least(2, optional=True)),
             own("--all-train", "train the codes on every image", switch=True),
         ),
         help=dict(ks="values of k", dataset=_DATASET_HELP),
+        rules=(dataset(),),
         finish=_all_train,
-    ),
-    rules=(
-        count("ks", flag("ks"), 2),
-        count("base_epochs", "--base-epochs", optional=True),
-        count("code_epochs", "--code-epochs", optional=True),
-        count("code_train_size", "--code-train-size", optional=True),
-        count("eval_images", "--eval-images", 2, optional=True),
-        count("learned_hidden", "--learned-hidden", optional=True),
-        count("gcc_groups", "--gcc-groups", optional=True),
-        count("gcc_trials", "--gcc-masks", optional=True),
-        count("cv_images", "--cv-images", 2, optional=True),
-        lam("lam_dec_grid", "--lam-dec-grid", optional=True),
-        dataset(),
     ),
 )

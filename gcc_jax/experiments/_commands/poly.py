@@ -1,8 +1,8 @@
 """``gcc-jax poly``: flags, sizes and rules of :mod:`gcc_jax.experiments.poly`."""
 
-from .._checks import ConfigError, Rule, count
+from .._checks import ConfigError, Rule
 from .._command import Command
-from ._flags import Flags, flag, own
+from ._flags import Flags, own
 
 __all__ = ["CODES", "COMMAND", "DEFAULTS", "SETTINGS", "TOY"]
 
@@ -53,10 +53,7 @@ COMMAND = Command(
             own("--n-high", "N for deg 15, K=10 (default 40)", int, key="n_high"),
         ),
         help=dict(stragglers="S values (to N/2)", num_trials="random sets per S"),
+        rules=(Rule(_check_settings, ("--n-low", "--n-high"), ("settings", "stragglers")),),
         finish=_settings,
-    ),
-    rules=(
-        count("num_trials", flag("num_trials")),
-        Rule(_check_settings, ("--n-low", "--n-high"), ("settings", "stragglers")),
     ),
 )

@@ -1,8 +1,8 @@
 """``gcc-jax rates``: flags, sizes and rules of :mod:`gcc_jax.experiments.rates`."""
 
-from .._checks import SEARCH, choice, count, lam, nested, real
+from .._checks import choice, count
 from .._command import Command
-from ._flags import Flags, flag, own, shared_sizes
+from ._flags import Flags, at_least, flag, own, shared_sizes, within
 
 __all__ = ["COMMAND", "DEFAULTS", "FUNCTION_NAMES", "TOY"]
 
@@ -56,12 +56,16 @@ COMMAND = Command(
         DEFAULTS,
         TOY,
         own=(
-            own("--p", "iid straggling probability"),
-            own("--draws", "evaluation input draws"),
-            own("--cv-draws", "held-out input draws for GCC-cv's λ"),
-            own("--cv-masks", "patterns per held-out draw in the CV"),
-            own("--noise", "worker-noise levels σ"),
-            own("--bootstrap", "bootstrap replicates"),
+            own(
+                "--p",
+                "iid straggling probability",
+                check=within(0.0, 1.0, lo_open=True, hi_open=True),
+            ),
+            own("--draws", "evaluation input draws", check=at_least(2)),
+            own("--cv-draws", "held-out input draws for GCC-cv's λ", check=count),
+            own("--cv-masks", "patterns per held-out draw in the CV", check=count),
+            own("--noise", "worker-noise levels σ", check=within(0.0)),
+            own("--bootstrap", "bootstrap replicates", check=at_least(10)),
             own(
                 "--solver",
                 "spline solver",
@@ -69,19 +73,10 @@ COMMAND = Command(
             ),
         ),
         help=dict(stragglers="worst-case S", num_masks="iid patterns per draw"),
-    ),
-    rules=(
-        shared_sizes("num_inputs", "workers", "stragglers"),
-        count("num_masks", flag("num_masks")),
-        real("p", "--p", 0.0, 1.0, lo_open=True, hi_open=True),
-        count("draws", "--draws", 2),
-        count("cv_draws", "--cv-draws"),
-        count("cv_masks", "--cv-masks"),
-        count("bootstrap", "--bootstrap", 10),
-        real("noise", "--noise", 0.0),
-        lam("lam_dec_grid", flag("lam_dec_grid"), optional=True),
-        choice("functions", flag("functions"), FUNCTION_NAMES),
-        nested("search", SEARCH),
+        rules=(
+            shared_sizes("num_inputs", "workers", "stragglers"),
+            choice("functions", flag("functions"), FUNCTION_NAMES),
+        ),
     ),
     float32_flag=True,
 )

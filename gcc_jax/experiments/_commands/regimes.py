@@ -1,8 +1,8 @@
 """``gcc-jax regimes``: flags, sizes and rules of :mod:`gcc_jax.experiments.regimes`."""
 
-from .._checks import SEARCH, choice, count, nested, real
+from .._checks import choice, count
 from .._command import Command
-from ._flags import Flags, flag, own, shared_counts
+from ._flags import Flags, flag, one_of, own, within
 
 __all__ = [
     "CODES",
@@ -102,35 +102,21 @@ COMMAND = Command(
         DEFAULTS | dict(search=DEFAULT_SEARCH),
         TOY,
         own=(
-            own("--ratios", "redundancies N/K"),
-            own("--fractions", "straggler fractions"),
-            own("--modes", "straggler models"),
-            own("--orders", f"input orders: {', '.join(ORDERS)}"),
-            own("--fills", "fill rules of uncoded, replication and ParM"),
+            own("--ratios", "redundancies N/K", check=within(1.0, lo_open=True)),
+            own("--fractions", "straggler fractions", check=within(0.0, 1.0, hi_open=True)),
+            own("--modes", "straggler models", check=one_of(MODES)),
+            own("--orders", f"input orders: {', '.join(ORDERS)}", check=one_of(ORDERS)),
+            own("--fills", "fill rules of uncoded, replication and ParM", check=one_of(FILLS)),
         ),
         help=dict(
             num_trials="random patterns per batch and cell",
             dataset="the classifier's data set",
             epochs="LeNet-5 training epochs, cached",
         ),
-    ),
-    rules=(
-        count("num_inputs", flag("num_inputs"), 2),
-        real("ratios", "--ratios", 1.0, lo_open=True),
-        real("fractions", "--fractions", 0.0, 1.0, hi_open=True),
-        choice("workloads", flag("workloads"), WORKLOADS),
-        choice("codes", flag("codes"), CODES),
-        choice("modes", "--modes", MODES),
-        choice("orders", "--orders", ORDERS),
-        choice("fills", "--fills", FILLS),
-        *shared_counts(
-            "num_trials",
-            "num_batches",
-            "num_cv_batches",
-            "worst_case_batches",
-            "epochs",
-            "parm_epochs",
+        rules=(
+            count("num_inputs", flag("num_inputs"), 2),
+            choice("workloads", flag("workloads"), WORKLOADS),
+            choice("codes", flag("codes"), CODES),
         ),
-        nested("search", SEARCH),
     ),
 )

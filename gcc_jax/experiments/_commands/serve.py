@@ -1,10 +1,10 @@
 """``gcc-jax serve-bench``: flags, sizes and rules of :mod:`gcc_jax.experiments.serve`."""
 
-from .._checks import choice, count, lam, real, sizes
+from .._checks import count, real, sizes
 from .._command import Command
-from ._flags import SCHEMES, Flags, flag, own, shared_counts
+from ._flags import SCHEMES, Flags, at_least, flag, one_of, own, within
 
-__all__ = ["COMMAND", "DEFAULTS", "SCHEMES", "SERVING", "SERVING_RULES", "TOY"]
+__all__ = ["COMMAND", "DEFAULTS", "SCHEMES", "SERVING", "TOY"]
 
 SERVING = dict(
     model="mlp",
@@ -22,18 +22,6 @@ SERVING = dict(
 )
 """The defaults that ``serve-bench`` and its model, ``serve-sim``, share: the classifier, the
 service time, the background episodes and GCC/BACC's decoding."""
-SERVING_RULES = (
-    *shared_counts("epochs", "parm_epochs"),
-    real("shift_ms", flag("shift_ms"), 0.0),
-    real("scale_ms", flag("scale_ms"), 0.0, lo_open=True),
-    choice("tail", flag("tail"), ("exponential", "pareto")),
-    real("slowdown", flag("slowdown"), 1.0),
-    lam("lam_dec", flag("lam_dec")),
-    real("deadline_ms", flag("deadline_ms"), 0.0, lo_open=True, optional=True),
-    real("max_wait_ms", flag("max_wait_ms"), 0.0),
-)
-"""The rules of the settings that ``serve-bench`` and ``serve-sim`` share (the episode length
-aside: ``serve-bench`` allows 0, a slowdown per task)."""
 
 DEFAULTS = SERVING | dict(
     num_queries=10_000,
@@ -74,6 +62,8 @@ TOY = dict(
 )
 """Toy sizes of ``gcc-jax serve-bench --toy`` (tests)."""
 
+_POSITIVE = within(0.0, lo_open=True)
+
 
 COMMAND = Command(
     name="serve-bench",
@@ -98,23 +88,35 @@ COMMAND = Command(
         DEFAULTS,
         TOY,
         own=(
-            own("--rate", "Poisson arrival rate, queries/s"),
-            own("--groups", "G coding groups of workers"),
-            own("--straggle-prob", "fraction of time under background load"),
-            own("--dispatch", "queue (one queue, idle group first) or round-robin"),
-            own("--cancel", "late tasks: none (run to the end) or all (cancelled)"),
-            own("--fail-prob", "P(a task never answers)"),
-            own("--release", "query (each query as soon as ready) or batch"),
-            own("--timeout", "a round's hard limit, s", key="timeout_s"),
-            own("--max-in-flight", "rounds in flight per scheme"),
-            own("--max-queue", "queued queries before Overloaded"),
-            own("--max-seconds", "stream time budget, split between schemes"),
+            own("--rate", "Poisson arrival rate, queries/s", check=_POSITIVE),
+            own("--groups", "G coding groups of workers", check=count),
+            own("--straggle-prob", "fraction of time under background load", check=within(0, 1)),
+            own(
+                "--dispatch",
+                "queue (one queue, idle group first) or round-robin",
+                check=one_of(("queue", "round-robin")),
+            ),
+            own(
+                "--cancel",
+                "late tasks: none (run to the end) or all (cancelled)",
+                check=one_of(("none", "all")),
+            ),
+            own("--fail-prob", "P(a task never answers)", check=within(0, 1, hi_open=True)),
+            own(
+                "--release",
+                "query (each query as soon as ready) or batch",
+                check=one_of(("query", "batch")),
+            ),
+            own("--timeout", "a round's hard limit, s", key="timeout_s", check=_POSITIVE),
+            own("--max-in-flight", "rounds in flight per scheme", check=count),
+            own("--max-queue", "queued queries before Overloaded", check=count),
+            own("--max-seconds", "stream time budget, split between schemes", check=_POSITIVE),
             own("--sweep-inputs", "deadline sweep: K"),
             own("--sweep-workers", "deadline sweep: N"),
             own("--sweep-stragglers", "deadline sweep: S"),
-            own("--sweep-queries", "deadline sweep: queries; 0 = skip"),
-            own("--sweep-deadlines-ms", "deadline sweep: deadlines in ms"),
-            own("--num-cpus", "CPUs of the local Ray cluster"),
+            own("--sweep-queries", "deadline sweep: queries; 0 = skip", check=at_least(0)),
+            own("--sweep-deadlines-ms", "deadline sweep: deadlines in ms", check=_POSITIVE),
+            own("--num-cpus", "CPUs of the local Ray cluster", check=count),
         ),
         help=dict(
             num_queries="queries per scheme; ParM used 100000",
@@ -122,34 +124,18 @@ COMMAND = Command(
             slowdown="background slowdown factor",
             episode_ms="mean background episode, ms; 0 = per task",
         ),
+        rules=(
+            count("num_inputs", flag("num_inputs")),
+            count("num_queries", flag("num_queries")),
+            real("episode_ms", flag("episode_ms"), 0.0),
+            sizes(
+                ("sweep_inputs", "--sweep-inputs"),
+                ("sweep_workers", "--sweep-workers"),
+                ("sweep_stragglers", "--sweep-stragglers"),
+            ),
+        ),
     ),
     extras=("experiments", "ray"),
-    rules=(
-        *SERVING_RULES,
-        count("num_inputs", flag("num_inputs")),
-        count("groups", "--groups"),
-        count("num_queries", flag("num_queries")),
-        real("rate", "--rate", 0.0, lo_open=True),
-        real("straggle_prob", "--straggle-prob", 0.0, 1.0),
-        real("episode_ms", flag("episode_ms"), 0.0),
-        choice("dispatch", "--dispatch", ("queue", "round-robin")),
-        choice("cancel", "--cancel", ("none", "all")),
-        real("fail_prob", "--fail-prob", 0.0, 1.0, hi_open=True),
-        choice("release", "--release", ("query", "batch")),
-        real("timeout_s", "--timeout", 0.0, lo_open=True),
-        count("max_in_flight", "--max-in-flight"),
-        count("max_queue", "--max-queue"),
-        real("max_seconds", "--max-seconds", 0.0, lo_open=True),
-        choice("schemes", flag("schemes"), SCHEMES),
-        sizes(
-            ("sweep_inputs", "--sweep-inputs"),
-            ("sweep_workers", "--sweep-workers"),
-            ("sweep_stragglers", "--sweep-stragglers"),
-        ),
-        count("sweep_queries", "--sweep-queries", 0),
-        real("sweep_deadlines_ms", "--sweep-deadlines-ms", 0.0, lo_open=True),
-        count("num_cpus", "--num-cpus"),
-    ),
     x64=None,
     fast_toy_compile=False,  # the toy run measures latencies: keep XLA's optimised code
 )

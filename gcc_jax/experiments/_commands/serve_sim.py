@@ -1,9 +1,9 @@
 """``gcc-jax serve-sim``: flags, sizes and rules of :mod:`gcc_jax.experiments.serve_sim`."""
 
-from .._checks import ConfigError, Rule, choice, count, real
+from .._checks import ConfigError, Rule, count, real
 from .._command import Command
-from ._flags import SCHEMES, Flags, flag, own
-from .serve import SERVING, SERVING_RULES
+from ._flags import SCHEMES, Flags, at_least, flag, one_of, own, within
+from .serve import SERVING
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY"]
 
@@ -67,13 +67,21 @@ COMMAND = Command(
         DEFAULTS,
         TOY,
         own=(
-            own("--instances", "m base model instances, a multiple of every k"),
-            own("--loads", "utilisations of the m base instances"),
-            own("--fractions", "time under background load"),
-            own("--seeds", "seeds per setting, for the CIs", key="num_seeds"),
-            own("--validation-queries", "queries per queueing check"),
-            own("--accuracy-queries", "test queries per accuracy; 0 = none"),
-            own("--engine", "heap, or simpy: the reference (serving extra; slow)"),
+            own("--instances", "m base model instances, a multiple of every k", check=count),
+            own(
+                "--loads",
+                "utilisations of the m base instances",
+                check=within(0.0, 1.0, lo_open=True, hi_open=True),
+            ),
+            own("--fractions", "time under background load", check=within(0, 1, hi_open=True)),
+            own("--seeds", "seeds per setting, for the CIs", key="num_seeds", check=at_least(2)),
+            own("--validation-queries", "queries per queueing check", check=at_least(0)),
+            own("--accuracy-queries", "test queries per accuracy; 0 = none", check=at_least(0)),
+            own(
+                "--engine",
+                "heap, or simpy: the reference (serving extra; slow)",
+                check=one_of(("heap", "simpy")),
+            ),
         ),
         help=dict(
             num_queries="queries per scheme, setting and seed",
@@ -83,21 +91,11 @@ COMMAND = Command(
             max_wait_ms="GCC/BACC: longest wait for a group's k queries, ms",
             dataset="the classifier's data set: digits, fashion_mnist, mnist, cifar10",
         ),
-    ),
-    rules=(
-        *SERVING_RULES,
-        count("instances", "--instances"),
-        count("ks", flag("ks"), 2),
-        real("loads", "--loads", 0.0, 1.0, lo_open=True, hi_open=True),
-        real("fractions", "--fractions", 0.0, 1.0, hi_open=True),
-        real("episode_ms", flag("episode_ms"), 0.0, lo_open=True),
-        count("num_queries", flag("num_queries"), 100),
-        count("num_seeds", "--seeds", 2),
-        choice("schemes", flag("schemes"), SCHEMES),
-        count("validation_queries", "--validation-queries", 0),
-        count("accuracy_queries", "--accuracy-queries", 0),
-        choice("engine", "--engine", ("heap", "simpy")),
-        Rule(_instances_fit, ("--instances", flag("ks")), ("instances", "ks")),
+        rules=(
+            real("episode_ms", flag("episode_ms"), 0.0, lo_open=True),
+            count("num_queries", flag("num_queries"), 100),
+            Rule(_instances_fit, ("--instances", flag("ks")), ("instances", "ks")),
+        ),
     ),
     x64=None,
 )

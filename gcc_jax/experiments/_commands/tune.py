@@ -1,8 +1,8 @@
 """``gcc-jax tune``: flags, sizes and rules of :mod:`gcc_jax.experiments.tune`."""
 
-from .._checks import choice, count
+from .._checks import choice
 from .._command import Command
-from ._flags import Flags, flag, own
+from ._flags import Flags, at_least, flag, one_of, own
 
 __all__ = ["COMMAND", "DEFAULTS", "REGIMES", "TOY_WORKLOADS", "WORKLOADS"]
 
@@ -30,14 +30,10 @@ COMMAND = Command(
         DEFAULTS,
         dict(workloads=TOY_WORKLOADS),
         own=(
-            own("--regimes", "straggler regimes"),
-            own("--steps", "maximum tuning steps (500)", int),
+            own("--regimes", "straggler regimes", check=one_of(REGIMES)),
+            own("--steps", "maximum tuning steps (500)", int, check=at_least(0, optional=True)),
         ),
+        rules=(choice("workloads", flag("workloads"), WORKLOADS),),
         finish=lambda config, toy: config | dict(toy=toy),  # the toy run's own tuning budget
-    ),
-    rules=(
-        choice("workloads", flag("workloads"), WORKLOADS),
-        choice("regimes", "--regimes", REGIMES),
-        count("steps", "--steps", 0, optional=True),
     ),
 )
