@@ -58,18 +58,10 @@ def at_least(lo: int, *, optional: bool = False) -> Check:
     return functools.partial(count, lo=lo, optional=optional)
 
 
-def within(
-    lo: float | None = None,
-    hi: float | None = None,
-    *,
-    lo_open: bool = False,
-    hi_open: bool = False,
-    optional: bool = False,
-) -> Check:
-    """Each value a finite number in the (half-)open interval from ``lo`` to ``hi``."""
-    return functools.partial(
-        real, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, optional=optional
-    )
+def within(lo: float | None = None, hi: float | None = None, **bounds: bool) -> Check:
+    """Each value a finite number between ``lo`` and ``hi``; ``bounds`` are the keywords of
+    :func:`~gcc_jax.experiments._checks.real` (``lo_open``, ``hi_open``, ``optional``)."""
+    return functools.partial(real, lo=lo, hi=hi, **bounds)
 
 
 def one_of(allowed: Sequence[str], *, case: bool = True) -> Check:

@@ -19,9 +19,10 @@ SERVING = dict(
     lam_dec=1e-6,
     deadline_ms=25.0,
     max_wait_ms=5.0,
+    schemes=SCHEMES,
 )
 """The defaults that ``serve-bench`` and its model, ``serve-sim``, share: the classifier, the
-service time, the background episodes and GCC/BACC's decoding."""
+service time, the background episodes, GCC/BACC's decoding and the schemes compared."""
 
 DEFAULTS = SERVING | dict(
     num_queries=10_000,
@@ -38,7 +39,6 @@ DEFAULTS = SERVING | dict(
     max_in_flight=8,
     max_queue=4096,
     max_seconds=3600.0,
-    schemes=SCHEMES,
     sweep_inputs=4,
     sweep_workers=12,
     sweep_stragglers=2,

@@ -2,7 +2,7 @@
 
 from .._checks import ConfigError, Rule, count, real
 from .._command import Command
-from ._flags import SCHEMES, Flags, at_least, flag, one_of, own, within
+from ._flags import Flags, at_least, flag, one_of, own, within
 from .serve import SERVING
 
 __all__ = ["COMMAND", "DEFAULTS", "TOY"]
@@ -15,7 +15,6 @@ DEFAULTS = SERVING | dict(
     slowdown=5.0,
     num_queries=100_000,
     num_seeds=5,
-    schemes=SCHEMES,
     validation_queries=1_000_000,
     accuracy_queries=2000,
     engine="heap",
