@@ -117,6 +117,12 @@ BAD = [
     (["serve-bench", "--groups", "0"], "--groups", ">= 1"),
     (["tune", "--workloads", "nope"], "--workloads", "'nope'"),
     (["tune", "--regimes", "nope"], "--regimes", "'nope'"),
+    (["regimes", "--modes", "sometimes"], "--modes", "'sometimes'"),
+    # checks a shared setting carries, and rules across settings
+    (["serve-sim", "--ks", "1"], "--ks/-k", ">= 2"),
+    (["serve-sim", "--slowdown", "0.5"], "--slowdown", "[1, inf)"),
+    (["serve-bench", "--tail", "heavy"], "--tail", "'heavy'"),
+    (["serve-sim", "--instances", "5", "--ks", "2"], "--instances", "multiple of every k"),
     # common flags
     (["demo", "--seed", "-1"], "--seed", ">= 0"),
     # empty items in a list

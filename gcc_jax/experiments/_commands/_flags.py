@@ -1,17 +1,17 @@
-"""The flags of every ``gcc-jax`` subcommand: declared as data, added and read back by one
-mechanism.
+"""The flags of every ``gcc-jax`` subcommand: declared as data, added, read back and checked by
+one mechanism.
 
 A :class:`Setting` is one flag: its name, short form, old names (aliases, kept for one
-release), the run keyword it sets and its help. :data:`SETTINGS` declares once the settings
-that several subcommands share (``--workers/-N`` wherever a command takes ``workers`` or
-``num_workers``), :func:`own` a command's own, :data:`SEARCH_SETTINGS` the worst-case search
-flags (one per key of a ``search`` budget, checked by
-:data:`gcc_jax.experiments._checks.SEARCH`). A command's :class:`Flags` (its run function's
-defaults, its toy sizes, its own settings) adds the shared settings among the defaults' keys,
-its own, then the search flags, each typed after its default (a tuple of integers parses
-``"20,40"``, an integer ``"20"``) with the default and the toy value in its help; it reads
-them back as the defaults, then the toy sizes (``--toy``), then every flag given.
-:func:`flag` names a shared setting in a rule as errors name it.
+release), the run keyword it sets, its help and its check. :data:`SETTINGS` declares once the
+settings that several subcommands share (``--workers/-N`` wherever a command takes
+``workers`` or ``num_workers``), :func:`own` a command's own, :data:`SEARCH_SETTINGS` the
+worst-case search flags (one per key of a ``search`` budget). A command's :class:`Flags` (its
+run function's defaults, its toy sizes, its own settings) adds the shared settings among the
+defaults' keys, its own, then the search flags, each typed after its default (a tuple of
+integers parses ``"20,40"``, an integer ``"20"``) with the default and the toy value in its
+help; it reads them back as the defaults, then the toy sizes (``--toy``), then every flag
+given; and its rules are every setting's check (:func:`at_least`, :func:`within`,
+:func:`one_of`) naming the flag as errors do (:func:`flag`), then the rules across settings.
 """
 
 import argparse
@@ -230,7 +230,7 @@ def _add(parser: argparse.ArgumentParser, key: str, s: Setting, text: str, value
     if toy and key in toy:
         shown.append(f"--toy: {_show(toy[key])}")
     if shown:
-        text = f"{text} ({'; '.join(shown)})".strip()
+        text = f"{text} ({'; '.join(shown)})"
     metavar = None if s.choices else s.flag[2:].upper().replace("-", "_")
     parser.add_argument(
         *names, dest=key, type=_type(s, value), choices=s.choices, metavar=metavar, help=text
