@@ -226,14 +226,6 @@ def dataset(
     return Rule(rule, (flag, path_flag), (key, path_key))
 
 
-SEARCH = (
-    count("restarts", "--restarts"),
-    count("proposals", "--proposals"),
-    count("max_iters", "--max-iters"),
-)
-"""The rules of a worst-case local-search budget (``restarts``, ``proposals``, ``max_iters``)."""
-
-
 def effective_config(command, config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` on top of the run function's keyword defaults (``command.defaults``): the
     settings the run will really use."""
