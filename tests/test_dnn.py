@@ -319,6 +319,36 @@ def test_save_writes_strict_json_table_and_plots(toy, toy_result, tmp_path):
     assert f"{first['mean']:.4f}±{first['ci95']:.4f}" in table
     for s in result["config"]["stragglers"]:
         assert f"S={s}" in table
+    # accuracies are shown with their interval clipped to [0, 1], never as mean±ci
+    acc = result["results"]["GCC"][-1]["accuracy"]
+    lo, hi = max(0.0, acc["mean"] - acc["ci95"]), min(1.0, acc["mean"] + acc["ci95"])
+    assert f"{acc['mean']:.4f} [{lo:.4f}, {hi:.4f}]" in table
+    assert f"{acc['mean']:.4f}±" not in table
+
+
+def test_summary_ties_only_inside_the_margin_and_clips_accuracy():
+    def comp(s, ratio, ci, diff, dci):
+        return {
+            "baseline": "BACC",
+            "S": s,
+            "mean_l2_ratio": {"mean": ratio, "ci95": ci},
+            "accuracy_diff_points": {"mean": diff, "ci95": dci},
+            "worst_case_mean_l2": None,
+        }
+
+    payload = {
+        "results": {"GCC": []},
+        "comparisons": [
+            comp(0, 1e15, 3e15, 0.2, 40.0),  # includes 1 but wide: not a tie
+            comp(2, 1.02, 0.05, 0.1, 0.5),  # inside ±10% and ±1 point: a tie
+            comp(4, 1.3, 0.4, 3.0, 1.0),
+        ],
+    }
+    line = dnn.summarise_comparisons(payload, [0, 2, 4])[0]
+    assert "mean L2 error inconclusive at S=0, tied at S=2, inconclusive at S=4" in line
+    assert "accuracy inconclusive at S=0, tied at S=2, better at S=4" in line
+    assert dnn._fmt({"mean": 0.625, "ci95": 1.5883}, "accuracy") == "0.6250 [0.0000, 1.0000]"
+    assert dnn._fmt({"mean": 1.2, "ci95": 0.1}, "rel_acc_labels") == "1.2000 [1.1000, 1.3000]"
 
 
 def test_bad_configurations_raise_clear_errors(trained):

@@ -35,9 +35,8 @@ CODE_COLORS = {"GCC": "C0", "BACC": "C3", "uncoded": "C7", "replication": "C2", 
 def positive(y, label: str, *, roundoff: float | None = None) -> tuple[np.ndarray, str]:
     """``y`` with non-positive or non-finite values masked (NaN) and ``label`` noting how many.
 
-    ``roundoff``: also mask values below ``roundoff`` times the largest finite value (exact
-    results that differ from zero by round-off), counted as "at round-off"; pass the same
-    reference to every series of an axis with :func:`roundoff_floor`.
+    ``roundoff``: also mask values below ``roundoff`` times the series' largest finite value
+    (exact results that differ from zero by round-off), counted as "at round-off".
 
     Example:
         >>> y, label = positive([1.0, 0.0, 2.0, float("nan")], "GCC")
@@ -126,14 +125,15 @@ def legend_outside(ax, **kwargs) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 
-def log_errorbar(ax, x, mean, ci, label: str, **kwargs):
+def log_errorbar(ax, x, mean, ci, label: str, *, roundoff: float | None = None, **kwargs):
     """``mean ± ci`` (a 95% interval) on a log y-axis, labelled as such.
 
     Where ``mean − ci ≤ 0`` the lower bar would be infinitely long on a log axis: it is drawn
     down to one decade below the mean and marked with an open marker, so the interval is
-    visibly unbounded below rather than clipped without notice.
+    visibly unbounded below rather than clipped without notice. Zeros, failures and (with
+    ``roundoff``) round-off values are not drawn but counted in the label (:func:`positive`).
     """
-    mean, label = positive(mean, label)
+    mean, label = positive(mean, label, roundoff=roundoff)
     ci = np.nan_to_num(np.asarray(ci, dtype=float), nan=0.0)
     low = mean - ci
     unbounded = np.isfinite(mean) & (low <= 0)

@@ -143,7 +143,15 @@ from ._commands.dnn import (
 from ._commands.regimes import FILLS
 from ._images import split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
-from ._plots import CODE_COLORS, integer_ticks, legend_outside, log_errorbar, positive
+from ._plots import (
+    CODE_COLORS,
+    bounded_errorbar,
+    integer_ticks,
+    legend_outside,
+    log_errorbar,
+    positive,
+)
+from ._summary import difference_verdict, format_bounded, ratio_verdict
 
 __all__ = [
     "CODES",
@@ -927,15 +935,35 @@ METRIC_DEFINITIONS = {
 }
 
 
+RATIO_MARGIN = 1.1
+"""A mean-L2-error ratio is "tied" only when its whole 95% interval lies in
+``[1/1.1, 1.1]`` (equivalent within 10%)."""
+
+ACCURACY_MARGIN_POINTS = 1.0
+"""An accuracy difference is "tied" only when its whole 95% interval lies within ±1 point."""
+
+ROUNDOFF = 1e-12
+"""Errors below this fraction of a series' largest are round-off of an exact decode: the log
+panels count them in the legend instead of drawing them."""
+
+
 def _view(result: ExperimentResult) -> dict:
     """Configuration and results in one dict (what the report functions read)."""
     return {"config": result.config, **result.results}
 
 
+_BOUNDS = {"accuracy": (0.0, 1.0), "rel_acc_base": (0.0, 1.0), "rel_acc_labels": (0.0, math.inf)}
+"""The range of each bounded metric: its interval is clipped to it and shown as ``[low, high]``
+(agreement and accuracy are fractions; accuracy relative to the base model is not negative)."""
+
+
 def _fmt(stat: dict | None, metric: str) -> str:
+    """``mean±ci`` of an unbounded metric, ``mean [low, high]`` (clipped) of a bounded one."""
     if stat is None or stat.get("mean") is None:
         return "—"
     m, ci = stat["mean"], stat.get("ci95")
+    if metric in _BOUNDS:
+        return format_bounded(m, ci, *_BOUNDS[metric])
     num = f"{m:.3e}" if metric == "mse" else f"{m:.4f}"
     if ci is None:
         return num
@@ -961,10 +989,13 @@ def _mean_l2(rows, s: int) -> float | None:
 def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
     """Plain-language lines: GCC (λ by CV) against every other code, per metric and S.
 
-    mean L2 error: "lower"/"higher" when the paired 95% CI of the ratio excludes 1, else "tied";
-    where the baseline is exact (its errors sum to 0, the ratio is undefined, e.g. uncoded at
-    ``S = 0``) GCC's error is "higher" unless it is exact too; accuracy: "better"/"worse"
-    when the CI of the paired difference excludes 0; worst case: the searched patterns' errors
+    mean L2 error: "lower"/"higher" when the paired 95% CI of the ratio excludes 1, "tied"
+    only when it lies within :data:`RATIO_MARGIN` of 1, else "inconclusive"
+    (:func:`~gcc_jax.experiments._summary.ratio_verdict`); where the baseline is exact (its
+    errors sum to 0, the ratio is undefined, e.g. uncoded at ``S = 0``) GCC's error is
+    "higher" unless it is exact too; accuracy: "better"/"worse" when the CI of the paired
+    difference excludes 0, "tied" only within ±:data:`ACCURACY_MARGIN_POINTS` points, else
+    "inconclusive"; worst case: the searched patterns' errors
     (single values; "equal" to 1e-12 relative, e.g. where CV chose λ = 0 and GCC is
     GCC-interp). Ends with a pointer to the regime map.
     """
@@ -980,19 +1011,10 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
             if r is None or not math.isfinite(r):  # the baseline is exact: Σ error = 0
                 g = _mean_l2(results.get("results", {}).get("GCC", ()), c["S"])
                 l2_labels.append("higher" if g else "undefined (both exact)")
-            elif ci is not None and r + ci < 1:
-                l2_labels.append("lower")
-            elif ci is not None and r - ci > 1:
-                l2_labels.append("higher")
             else:
-                l2_labels.append("tied")
+                l2_labels.append(ratio_verdict(r, ci, margin=RATIO_MARGIN))
             d, dci = c["accuracy_diff_points"]["mean"], c["accuracy_diff_points"]["ci95"]
-            if d is not None and dci is not None and d - dci > 0:
-                acc_labels.append("better")
-            elif d is not None and dci is not None and d + dci < 0:
-                acc_labels.append("worse")
-            else:
-                acc_labels.append("tied")
+            acc_labels.append(difference_verdict(d, dci, margin=ACCURACY_MARGIN_POINTS))
             w = c["worst_case_mean_l2"]
             if w is not None and w["gcc"] is not None and w["baseline"] is not None:
                 g, o = w["gcc"], w["baseline"]
@@ -1058,7 +1080,12 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
             "cases only where searched in full."
         )
     for m in metrics:
-        lines += table(f"{_TITLES[m]}, mean ± 95% CI", lambda r, m=m: _fmt(r[m], m))
+        how = (
+            f"mean [95% CI clipped to [{_BOUNDS[m][0]:g}, {_BOUNDS[m][1]:g}]]"
+            if m in _BOUNDS
+            else "mean ± 95% CI"
+        )
+        lines += table(f"{_TITLES[m]}, {how}", lambda r, m=m: _fmt(r[m], m))
     if cfg["worst_case"]:
         for m in ("mean_l2", "rel_acc_labels"):
             lines += table(
@@ -1144,10 +1171,10 @@ def plot_dnn(result: ExperimentResult):
             ci = np.array([0.0 if r[metric]["ci95"] is None else r[metric]["ci95"] for r in rows])
             color = _COLORS.get(code)
             if log:
-                log_errorbar(ax, s, mean, ci, code, fmt="o-", color=color)
+                log_errorbar(ax, s, mean, ci, code, fmt="o-", color=color, roundoff=ROUNDOFF)
             else:
-                ax.errorbar(
-                    s, mean, yerr=ci, fmt="o-", color=color, capsize=3, label=f"{code}, ±95% CI"
+                bounded_errorbar(
+                    ax, s, mean, ci, code, hi=_BOUNDS[metric][1], fmt="o-", color=color
                 )
             wcs = [r["worst_case"] for r in rows]
             if any(w is not None for w in wcs):
@@ -1155,7 +1182,7 @@ def plot_dnn(result: ExperimentResult):
                 exact = np.array([bool(wc and wc.get("exhaustive")) for wc in wcs])
                 label = f"{code} worst case"
                 if log:
-                    w, label = positive(w, label)
+                    w, label = positive(w, label, roundoff=ROUNDOFF)
                 ax.plot(s, w, "--", color=color, alpha=0.6)
                 ax.plot(s[exact], w[exact], "x", color=color, label=f"{label} (exact)")
                 if (~exact).any():
