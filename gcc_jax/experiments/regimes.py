@@ -166,7 +166,7 @@ from ._commands.regimes import (
 )
 from ._images import split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
-from ._plots import CODE_COLORS
+from ._plots import CODE_COLORS, annotate_cells
 from .rates import vector_map, xsinx
 
 __all__ = [
@@ -1581,7 +1581,7 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                     bar.set_label("GCC's best MSE / best MSE (1 = GCC best)", fontsize=8)
                     ax.set_title(f"{mode}: GCC's best MSE / best MSE{note}", fontsize=9)
                 else:
-                    ax.imshow(
+                    im = ax.imshow(
                         grid,
                         origin="lower",
                         aspect="auto",
@@ -1590,20 +1590,7 @@ def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
                         vmax=len(CODES) - 0.5,
                     )
                     ax.set_title(f"{mode}: winner by {_METRIC_WORDS[panel]}{note}", fontsize=9)
-                dark = [[False] * len(ratios) for _ in fractions]
-                if panel == "gcc_rel":
-                    dark = ((grid >= np.sqrt(hi)) & ~infinite).tolist()
-                for y in range(len(fractions)):
-                    for x in range(len(ratios)):
-                        ax.text(
-                            x,
-                            y,
-                            text[y][x],
-                            ha="center",
-                            va="center",
-                            fontsize=5.5,
-                            color="white" if dark[y][x] else "black",
-                        )
+                annotate_cells(ax, grid, text, im)
                 ax.set_xticks(range(len(ratios)))
                 ax.set_xticklabels([f"{r:g}" for r in ratios])
                 ax.set_yticks(range(len(fractions)))
