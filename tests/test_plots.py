@@ -51,3 +51,35 @@ def test_a_difference_is_tied_only_inside_the_margin():
     assert difference_verdict(0.2, 0.3, margin=1.0) == "tied"
     assert difference_verdict(0.2, 5.0, margin=1.0) == "inconclusive"
     assert difference_verdict(-2.0, 1.0, margin=1.0) == "worse"
+
+
+def test_serve_plot_gives_each_scheme_one_colour_and_no_overlapping_point_labels():
+    from gcc_jax.experiments import serve
+    from gcc_jax.experiments._io import ExperimentResult
+
+    rng = np.random.default_rng(0)
+    schemes = {}
+    for name in ("uncoded", "equal", "parm", "gcc"):
+        lat = 10.0 + rng.exponential(5.0, 200)
+        schemes[name] = {
+            "latencies_ms": lat.tolist(),
+            "predictions": [1] * 200,
+            "p999_ms": float(np.quantile(lat, 0.999)),
+            "accuracy": 0.95,  # equal accuracies and close tails: labels would overlap
+        }
+    result = ExperimentResult(
+        "serve_bench",
+        {"dataset": "digits", "num_inputs": 2, "groups": 2, "rate": 120.0},
+        {"seed": 0},
+        {},
+        {"schemes": schemes, "model": {"name": "mlp"}},
+        toy=False,
+    )
+    fig = serve.plot_serve(result)
+    cdf, tail, acc = fig.axes[:3]
+    assert not acc.texts  # legend entries instead of labels on the points
+    for i, name in enumerate(schemes):
+        colours = {cdf.lines[i].get_color(), tail.lines[i].get_color(), acc.lines[i].get_color()}
+        assert colours == {serve.SCHEME_COLORS[name]}
+        assert acc.get_legend_handles_labels()[1][i].startswith(f"{name}: p99.9 ")
+    assert len(set(serve.SCHEME_COLORS.values())) == len(serve.SCHEME_COLORS)

@@ -74,6 +74,7 @@ from ..evaluation import MaskEvaluator
 from ._command import StopOnInterrupt
 from ._commands.serve import SCHEMES
 from ._io import ExperimentResult, new_figure, save_report
+from ._plots import CODE_COLORS
 
 __all__ = [
     "ANSWERED_MIN",
@@ -869,10 +870,28 @@ def _plain_summary(result: dict) -> str:
     return text
 
 
+SCHEME_COLORS = {
+    "uncoded": CODE_COLORS["uncoded"],
+    "equal": "C4",
+    "replication": CODE_COLORS["replication"],
+    "parm": CODE_COLORS["ParM"],
+    "gcc": CODE_COLORS["GCC"],
+    "bacc": CODE_COLORS["BACC"],
+}
+"""One colour per scheme in every panel (the codes' colours of the other experiments)."""
+
+_MARKERS = {"uncoded": "o", "equal": "s", "replication": "D", "parm": "^", "gcc": "v", "bacc": "P"}
+
+
 def plot_serve(result: ExperimentResult):
-    """Latency CDFs (log tail), and accuracy against p99.9 latency (with GCC/BACC's sweep)."""
+    """Latency CDFs (log tail), and accuracy against p99.9 latency (with GCC/BACC's sweep).
+
+    Each scheme has one colour in every panel; on the accuracy panel its marker and a legend
+    entry with its p99.9 and accuracy (no labels on the points, which overlap where the
+    schemes' tails are alike).
+    """
     result = _view(result)
-    fig, (ax, ax2, ax3) = new_figure(1, 3, figsize=(16, 4.5))
+    fig, (ax, ax2, ax3) = new_figure(1, 3, figsize=(16, 4.8))
     for name, st in result["schemes"].items():
         lat = np.asarray(st["latencies_ms"], dtype=float)
         if lat.size == 0:
@@ -881,11 +900,19 @@ def plot_serve(result: ExperimentResult):
         lat = np.sort(lat[np.asarray(st["predictions"]) >= 0])
         if lat.size == 0:
             continue
+        color = SCHEME_COLORS.get(name)
         cdf = np.arange(1, lat.size + 1) / total
-        ax.plot(lat, cdf, label=f"{name} (p99.9 {st['p999_ms']:.0f} ms)")
-        ax2.loglog(lat, np.maximum(1.0 - cdf + 1.0 / total, 1.0 / total), label=name)
-        ax3.scatter(st["p999_ms"], st["accuracy"], s=40)
-        ax3.annotate(name, (st["p999_ms"], st["accuracy"]), fontsize=8)
+        ax.plot(lat, cdf, color=color, label=f"{name} (p99.9 {st['p999_ms']:.0f} ms)")
+        ax2.loglog(lat, np.maximum(1.0 - cdf + 1.0 / total, 1.0 / total), color=color)
+        ax3.plot(
+            st["p999_ms"],
+            st["accuracy"],
+            linestyle="none",
+            marker=_MARKERS.get(name, "o"),
+            markersize=7,
+            color=color,
+            label=f"{name}: p99.9 {st['p999_ms']:.0f} ms, accuracy {st['accuracy']:.3f}",
+        )
     ax.set_xscale("log")
     ax.set(xlabel="latency (ms)", ylabel="fraction of queries answered", title="latency CDF")
     handles, labels = ax.get_legend_handles_labels()
@@ -901,13 +928,15 @@ def plot_serve(result: ExperimentResult):
                 r["accuracy"],
                 "--",
                 marker=".",
-                label=f"{name} sweep: round p99.9 vs accuracy (model time, "
+                color=SCHEME_COLORS[name],
+                alpha=0.6,
+                label=f"{name} deadline sweep: round p99.9 (model time, "
                 f"K={sweep[name]['num_inputs']}, N={sweep[name]['num_workers']})",
             )
     ax3.set_xscale("log")
     ax3.set(xlabel="p99.9 latency (ms)", ylabel="accuracy", title="accuracy vs p99.9")
     if ax3.get_legend_handles_labels()[0]:
-        ax3.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.2))
+        ax3.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.2))
     for a in (ax, ax2, ax3):
         a.grid(True, which="both", alpha=0.3)
     cfg = result["config"]
