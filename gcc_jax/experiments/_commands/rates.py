@@ -38,7 +38,7 @@ TOY = dict(
     functions=("xsinx",),
     lam_dec_grid=(0.0, 1e-6, 1e-2),
     bootstrap=100,
-    search=dict(restarts=2, proposals=8, max_iters=3),
+    search=dict(restarts=2, proposals=32, max_iters=6),
 )
 """Toy sizes (``--toy``)."""
 
