@@ -75,7 +75,7 @@ from .._core.checks import map_chunks
 from .._core.sanitise import Sanitised, sanitise
 from .._core.types import Array, Bool, Float, Int
 from ._decode import MAX_STRAGGLERS, DecodePath, decode_path
-from ._kalman import finish, smooth_batch_with_status, smooth_nodes
+from ._kalman import finish, scale_free, smooth_batch_with_status, smooth_nodes
 
 __all__ = [
     "SIZES",
@@ -280,10 +280,8 @@ def operator(
     ones = jnp.ones((n,), dtype)
     live = (n - dead).astype(dtype)
     lam_fit = lam * live / n  # the Kalman passes use λ' = (Σw) λ = n · lam_fit
-    half = (t[-1] - t[0]) / 2.0
-    mid = (t[-1] + t[0]) / 2.0
+    mid, half, c = scale_free(t, lam, live)
     tau = (t - mid) / half
-    c = lam * live / half**3
     small_c = c * ((n - 1) / 2.0) ** 3 <= 1.0  # c ≤ h̄³
 
     def from_reinsch():

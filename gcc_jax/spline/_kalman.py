@@ -62,7 +62,34 @@ from .._core.sanitise import Sanitised, sanitise
 from .._core.status import Status, combine
 from .._core.types import Array, ArrayLike, Bool, Float, Int, Shaped
 
-__all__ = ["smooth_at", "smooth_nodes", "smooth_batch_with_status", "solve_kalman", "evaluate"]
+__all__ = [
+    "smooth_at",
+    "smooth_nodes",
+    "smooth_batch_with_status",
+    "solve_kalman",
+    "evaluate",
+    "scale_free",
+    "noise_split",
+]
+
+
+def scale_free(t: Array, lam: Array, live: Array) -> tuple[Array, Array, Array]:
+    """The scale-free problem of the nodes ``t``: centre ``t_c`` and half-span ``L`` (1 if the
+    nodes coincide) of the map ``τ = (t − t_c)/L`` onto ``[−1, 1]``, and ``λ'/L³`` for
+    ``λ' = live · λ`` (``∫ s''²`` scales like ``L⁻³`` under the map)."""
+    half = (t[-1] - t[0]) / 2.0
+    half = jnp.where(half > 0, half, 1.0)
+    center = (t[-1] + t[0]) / 2.0
+    return center, half, lam * live / half**3
+
+
+def noise_split(lam_eff: Array, dtype) -> tuple[Array, Array]:
+    """The noise variances ``(q, r)`` of the state-space model with ``r/q = λ'`` (the normalised
+    ``lam_eff``): ``(1, λ')`` when ``λ' ≤ 1`` and ``(1/λ', 1)`` otherwise, so both are at most 1
+    and ``λ' → ∞`` degrades to the straight-line fit (``q`` may underflow to 0)."""
+    big = lam_eff > 1
+    q = jnp.where(big, 1.0 / jnp.where(big, lam_eff, 1.0), 1.0).astype(dtype)
+    return q, jnp.where(big, 1.0, lam_eff).astype(dtype)
 
 
 def _grid(tt: Array) -> tuple[Array, Array, Array, Array]:
@@ -375,10 +402,10 @@ def _smooth_core(
     # long run of steps otherwise accumulates ~N·eps; float64 has digits to spare)
     compensate = jnp.finfo(dtype).bits < 64
     hr, rr, hn, rho = _grid(tt)
-    big = lam_eff > 1
+    q, r = noise_split(lam_eff, dtype)
     noise = Noise(
-        q=jnp.where(big, 1.0 / jnp.where(big, lam_eff, 1.0), 1.0).astype(dtype),
-        r=jnp.where(big, 1.0, lam_eff).astype(dtype),
+        q=q,
+        r=r,
         inv_scale=inv_scale,
         big_y=jnp.asarray(jnp.finfo(dtype).max / 8, dtype),
     )
@@ -497,14 +524,10 @@ def _scales(y: Array, w: Array) -> Array:
 def _normalised(
     t: Array, tt: Array, w: Array, y: Array, lam: Array
 ) -> tuple[Array, Array, Array, Array]:
-    """The scale-free problem: ``τ = (tt − t_c)/L`` (``L`` the half-span of the nodes ``t``, 1
-    if degenerate), ``L``, the data scales (:func:`_scales`) and ``λ'/L³``, ``λ' = (Σ_i w_ip) λ``.
-    """
-    half = (t[-1] - t[0]) / 2.0
-    half = jnp.where(half > 0, half, 1.0)
-    center = (t[-1] + t[0]) / 2.0
-    live = jnp.sum(w, axis=0, dtype=t.dtype)
-    return (tt - center) / half, half, _scales(y, w), lam * live / half**3
+    """The scale-free problem (:func:`scale_free`): ``τ = (tt − t_c)/L``, ``L``, the data scales
+    (:func:`_scales`) and ``λ'/L³``, ``λ' = (Σ_i w_ip) λ``."""
+    center, half, lam_eff = scale_free(t, lam, jnp.sum(w, axis=0, dtype=t.dtype))
+    return (tt - center) / half, half, _scales(y, w), lam_eff
 
 
 def smooth_at(

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._core.types import Array, Float
+from ._kalman import scale_free
 
 HIGHEST = lax.Precision.HIGHEST
 _mm = functools.partial(jnp.matmul, precision=HIGHEST)  # full precision on every backend
@@ -89,10 +90,8 @@ def _solve(t: Array, w: Array, lam: Array, rhs: Array) -> tuple[Array, Array, Ar
     dtype = t.dtype
     eps = jnp.finfo(dtype).eps
     live = w > 0
-    centre = 0.5 * (t[0] + t[-1])
-    half = 0.5 * (t[-1] - t[0])
+    centre, half, lam_eff = scale_free(t, lam, jnp.sum(w))
     u = (t - centre) / half
-    lam_eff = jnp.sum(w) * lam / half**3
     gram = kernel(u[:, None], u[None, :], -1.0)
     dgram = kernel_ds(u[:, None], u[None, :], -1.0)
     a_true = (w[:, None] * w[None, :]) * gram + jnp.diag(w * lam_eff)

@@ -57,6 +57,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._core.types import Array, Float
+from ._kalman import noise_split, scale_free
 
 __all__ = ["solve_parallel"]
 
@@ -176,13 +177,9 @@ def solve_parallel(
     w = jnp.asarray(w).astype(dtype)
     y = jnp.asarray(y, dtype)
     # time τ = (t − t_c)/L and λ' → λ'/L³
-    half = (t[-1] - t[0]) / 2.0
-    half = jnp.where(half > 0, half, 1.0)
-    tau = (t - (t[-1] + t[0]) / 2.0) / half
-    lam_eff = lam * jnp.sum(w) / half**3
-    big = lam_eff > 1
-    q = jnp.where(big, 1.0 / jnp.where(big, lam_eff, 1.0), 1.0).astype(dtype)
-    r = jnp.where(big, 1.0, lam_eff).astype(dtype)
+    center, half, lam_eff = scale_free(t, lam, jnp.sum(w))
+    tau = (t - center) / half
+    q, r = noise_split(lam_eff, dtype)
     # per-column data scale (the fit is linear in y): largest live |y|
     ymax = jnp.max(jnp.where(w[:, None] > 0, jnp.abs(y), 0.0), axis=0)
     ymax = lax.stop_gradient(jnp.where((ymax > 0) & jnp.isfinite(ymax), ymax, 1.0))
