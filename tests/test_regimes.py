@@ -193,6 +193,26 @@ def test_toy_outputs_and_summary(toy):
     assert "xsinx — random stragglers — rmse (mean ± 95% CI half-width)" in table
 
 
+def test_worst_case_bounds_are_marked_in_the_tables(toy):
+    # the toy's worst cases are exhaustive (N = 6): nothing is marked; once the winner's row is
+    # a heuristic lower bound, its values carry "≥" and its win a dagger
+    import copy
+
+    result, _ = toy
+    assert "≥" not in regimes.format_regimes(result).split("(? = ")[0]
+    bounded = copy.deepcopy(result)
+    cell = next(c for c in bounded.results["cells"] if c["mode"] == "worst" and c["S"] > 0)
+    winner = cell["winner"]["mse"]["code"]
+    cell["codes"][winner]["exhaustive"] = False
+    text = regimes.format_regimes(bounded)
+    value = f"{cell['codes'][winner]['mse']['mean']:.3g}"
+    rows = [line for line in text.splitlines() if line.startswith(winner + " ")]
+    assert any(f"≥ {value}" in line for line in rows)
+    head = f"{bounded.results['cells'][0]['workload']} — worst stragglers — winner by mse"
+    table = text.split(head)[1].split("\n\n")[0]
+    assert "†" in table
+
+
 def test_exact_winner_cells_are_grey_not_the_largest_ratio_colour(toy):
     # GCC's MSE over an exact winner's (uncoded at S = 0) is ∞: its cell takes the colour map's
     # "over" colour, distinct from every finite ratio's colour

@@ -1398,9 +1398,18 @@ def _value_table(cells: list, cfg: dict, metric: str) -> list[str]:
                 vals.append("—")
                 continue
             m, ci = row[metric]["mean"], row[metric]["ci95"]
-            vals.append(f"{m:.3g} ± {ci:.2g}" if ci is not None and ci == ci else f"{m:.3g}")
+            text = f"{m:.3g} ± {ci:.2g}" if ci is not None and ci == ci else f"{m:.3g}"
+            vals.append(_bound_mark(row, metric) + text)
         out.append(f"{label:<32}" + "".join(f"{v:>{width}}" for v in vals))
     return out
+
+
+def _bound_mark(row: dict, metric: str) -> str:
+    """``"≥ "`` before a worst-case error that is a lower bound (the heuristic search's: the true
+    worst case may be larger), ``"≤ "`` before such an accuracy, else nothing."""
+    if row.get("exhaustive", True):
+        return ""
+    return "≤ " if metric == "accuracy" else "≥ "
 
 
 def format_regimes(result: ExperimentResult) -> str:
@@ -1468,13 +1477,23 @@ def format_regimes(result: ExperimentResult) -> str:
                         unit = "pt" if metric == "accuracy" else "%"
                         star = "" if w["significant"] else "?"
                         row.append(f"{w['code']} {w['margin']:.0f}{unit}{star}")
+                    if w is not None and _bound_mark(c["codes"].get(w["code"]) or {}, metric):
+                        row[-1] += "†"
                 lines.append(f"{100 * p:<7g}%" + "".join(f"{v:>{width}}" for v in row))
         for metric in ("mse", "rmse", "mean_l2", "accuracy"):
             if metric == "accuracy" and cells[0]["winner"].get("accuracy") is None:
                 continue
             lines += ["", f"{wl} — {mode} stragglers — {metric} (mean ± 95% CI half-width)"]
             lines += _value_table(cells, cfg, metric)
-    lines += ["", "(? = the 95% CI of the margin includes a tie)", "", "summary:"]
+    lines += [
+        "",
+        "(? = the 95% CI of the margin includes a tie; worst case: ≥ / ≤ = a lower bound on the "
+        "error / upper bound on the accuracy from the heuristic search, exact otherwise; † = the "
+        "winner's worst case is such a bound, so its true worst case may be worse and the win is "
+        "not established)",
+        "",
+        "summary:",
+    ]
     lines += result.get("summary", [])
     return "\n".join(lines)
 
