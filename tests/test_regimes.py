@@ -193,6 +193,19 @@ def test_toy_outputs_and_summary(toy):
     assert "xsinx — random stragglers — rmse (mean ± 95% CI half-width)" in table
 
 
+def test_a_huge_error_elsewhere_in_the_cell_ties_no_one():
+    # ties are judged against the two values compared: LCC's 1e13 does not make 0.25 and 2.5 equal
+    tables = {
+        "uncoded": np.full((1, 1), 0.25),
+        "GCC": np.full((1, 1), 2.5),
+        "LCC": np.full((1, 1), 7.6e12),
+    }
+    w = regimes.pick_winner(tables)
+    assert (w["code"], w["tie"], w["tied"]) == ("uncoded", False, ["uncoded"])
+    w = regimes.pick_winner(tables | {"replication": np.zeros((1, 1)), "ParM": np.zeros((1, 1))})
+    assert w["tie"] and w["tied"] == ["replication", "ParM"]
+
+
 def test_worst_case_bounds_are_marked_in_the_tables(toy):
     # the toy's worst cases are exhaustive (N = 6): nothing is marked; once the winner's row is
     # a heuristic lower bound, its values carry "≥" and its win a dagger

@@ -411,8 +411,13 @@ def pick_winner(tables: dict[str, np.ndarray], *, higher_is_better: bool = False
     if len(order) == 1:
         return out
     second = order[1]
-    scale = max(max(abs(v) for v in means.values()), 1e-300)
-    tied = [c for c in order if abs(means[c] - means[best]) <= 1e-12 * scale]
+    # equal to 1e-12 of the larger of the two values compared (a code that blows up elsewhere in
+    # the cell, e.g. LCC at 1e13, must not widen every other code's tie)
+    tied = [
+        c
+        for c in order
+        if abs(means[c] - means[best]) <= 1e-12 * max(abs(means[c]), abs(means[best]), 1e-300)
+    ]
     tie = len(tied) > 1
     out.update(runner_up=second, runner_up_value=means[second], tie=tie, tied=tied)
     a, b = np.asarray(tables[best], float), np.asarray(tables[second], float)
