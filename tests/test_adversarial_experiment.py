@@ -119,8 +119,9 @@ def test_lenet5_job_calibrates_on_held_out_training_images(monkeypatch):
 
     ds = load_digits()
     stub = _Scaled(
-        ModelApply(None, "stub", (8, 8, 1), 10), {}, "lenet5", ds.name, 0.5, 0.5, (), (), 0,
-        True, None, 0.0, {"val_fraction": 0.1, "seed": 0},
+        ModelApply(None, "stub", (8, 8, 1), 10), {}, "lenet5", ds.name, 0.5, 0.5, (),
+        train_losses=(), num_steps=0, from_cache=True, cache_path=None, train_time_s=0.0,
+        config={"val_fraction": 0.1, "seed": 0},
     )  # fmt: skip
     monkeypatch.setattr(training, "train_classifier", lambda *a, **kw: stub)
     job = adversarial._Job("lenet5", num_inputs=5, seed=3, lenet_epochs=1, progress=False)

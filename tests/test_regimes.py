@@ -271,8 +271,8 @@ def test_lenet_workloads_cross_validate_on_held_out_training_images(monkeypatch)
     ds = load_digits()
     stub = ModelApply(None, "stub", (8, 8, 1), 10)  # never run: only the images are tested
     untrained = training.TrainedModel(
-        stub, {}, "lenet5", ds.name, 0.1, 0.1, (), (), 0, True, None, 0.0,
-        {"val_fraction": 0.1, "seed": 0},
+        stub, {}, "lenet5", ds.name, 0.1, 0.1, (), train_losses=(), num_steps=0, from_cache=True,
+        cache_path=None, train_time_s=0.0, config={"val_fraction": 0.1, "seed": 0},
     )  # fmt: skip
     monkeypatch.setattr(training, "train_classifier", lambda *a, **kw: untrained)
     k, n_cv, n_eval = 4, 3, 2

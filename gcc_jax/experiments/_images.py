@@ -79,8 +79,9 @@ def split_images(
         >>> from gcc_jax.nn.data import load_digits
         >>> ds = load_digits()
         >>> apply, params = make_model("mlp", input_shape=ds.input_shape, num_classes=10, key=0)
-        >>> tm = TrainedModel(apply, params, "mlp", ds.name, 0.0, 0.0, (), (), 0, False, None,
-        ...                   0.0, {"val_fraction": 0.1, "seed": 0})
+        >>> tm = TrainedModel(apply, params, "mlp", ds.name, 0.0, 0.0, (), train_losses=(),
+        ...                   num_steps=0, from_cache=False, cache_path=None, train_time_s=0.0,
+        ...                   config={"val_fraction": 0.1, "seed": 0})
         >>> sp = split_images(ds, tm, num_inputs=4, num_batches=3, num_cv_batches=2, seed=0)
         >>> sp.cv.shape, sp.eval.shape, sp.cv_pool
         ((2, 4), (3, 4), 'validation')

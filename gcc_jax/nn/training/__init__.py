@@ -17,6 +17,7 @@ from ._cache import CacheError as CacheError
 from ._cache import CacheWarning as CacheWarning
 from ._cache import default_cache_dir as default_cache_dir
 from ._cached import CachedFit as CachedFit
+from ._cached import TrainingRun as TrainingRun
 from ._cached import cached_fit as cached_fit
 from ._cached import tree_fingerprint as tree_fingerprint
 from ._classifier import TrainedModel as TrainedModel
@@ -47,6 +48,7 @@ __all__ = [
     "TrainSettings",
     "TrainedCode",
     "TrainedModel",
+    "TrainingRun",
     "accuracy",
     "adam_l2",
     "base_outputs",

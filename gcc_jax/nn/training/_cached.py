@@ -25,7 +25,7 @@ from ._cache import (
     save_checkpoint,
 )
 
-__all__ = ["CachedFit", "cached_fit", "tree_fingerprint"]
+__all__ = ["CachedFit", "TrainingRun", "cached_fit", "tree_fingerprint"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -46,6 +46,29 @@ class CachedFit:
     from_cache: bool
     cache_path: Path | None
     train_time_s: float
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class TrainingRun:
+    """How a trained object got its parameters: what `TrainedModel` and `TrainedCode` share.
+
+    Keyword-only fields, so each subclass lists its own fields first.
+
+    Attributes:
+        train_losses: mean training loss of each epoch.
+        num_steps: optimiser steps (each subclass says which).
+        from_cache: whether the parameters were loaded from the checkpoint cache.
+        cache_path: the checkpoint's path without suffix (``None`` with the cache off).
+        train_time_s: wall time of the training that produced the parameters (also when loaded).
+        config: the hyper-parameters that key the cache.
+    """
+
+    train_losses: tuple[float, ...]
+    num_steps: int
+    from_cache: bool
+    cache_path: Path | None
+    train_time_s: float
+    config: dict[str, Any]
 
 
 def tree_fingerprint(*trees: PyTree) -> str:

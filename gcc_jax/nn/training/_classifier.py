@@ -5,7 +5,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,15 +15,18 @@ from ..._core.progress import tqdm
 from ..data import Dataset, load_dataset
 from ..models import ModelApply, make_model, predict_proba, worker_function
 from ..models._apply import Params, canonical_model_name
-from ._cached import cached_fit
+from ._cached import TrainingRun, cached_fit
 from ._loop import accuracy, fit
 
 __all__ = ["TrainedModel", "train_classifier", "validation_indices"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class TrainedModel:
+class TrainedModel(TrainingRun):
     """A trained classifier: its pure forward function, its parameters and how it got them.
+
+    After the fields below come, keyword-only, those of its `TrainingRun` (``train_losses``,
+    ``num_steps``, ``from_cache``, ``cache_path``, ``train_time_s``, ``config``).
 
     Attributes:
         apply: ``apply(params, x)``: a batch ``(b, H, W, C)`` to logits ``(b, num_classes)``.
@@ -33,13 +35,8 @@ class TrainedModel:
         dataset_name: name of the data set it was trained on.
         test_accuracy: top-1 accuracy on the data set's test split.
         val_accuracy: top-1 accuracy on the held-out validation split (``nan`` without one).
-        train_losses: mean training loss of each epoch.
         val_accuracies: validation accuracy after each epoch.
         num_steps: optimiser steps run by *this call* (0 when loaded from the cache).
-        from_cache: whether the parameters were loaded from the cache.
-        cache_path: the checkpoint's path without suffix (``None`` with the cache off).
-        train_time_s: wall time of the training that produced the parameters.
-        config: the hyper-parameters that key the cache.
     """
 
     apply: ModelApply
@@ -48,13 +45,7 @@ class TrainedModel:
     dataset_name: str
     test_accuracy: float
     val_accuracy: float
-    train_losses: tuple[float, ...]
     val_accuracies: tuple[float, ...]
-    num_steps: int
-    from_cache: bool
-    cache_path: Path | None
-    train_time_s: float
-    config: dict[str, Any]
 
     @property
     def input_shape(self) -> tuple[int, int, int]:

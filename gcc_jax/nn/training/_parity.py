@@ -12,7 +12,6 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -23,7 +22,7 @@ from ..._core.checks import as_int, as_real
 from ..._core.types import Array, ArrayLike, Float
 from ...codes import AbstractCode
 from ...codes.parity import ParityModelCode, check_encoder, check_num_inputs, parity_input
-from ._cached import CachedFit, cached_fit, tree_fingerprint
+from ._cached import CachedFit, TrainingRun, cached_fit, tree_fingerprint
 from ._loop import fit
 
 __all__ = [
@@ -41,30 +40,22 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class TrainedCode:
+class TrainedCode(TrainingRun):
     """A trained learning-based code and how it was obtained.
+
+    After the fields below come, keyword-only, those of its `TrainingRun` (``train_losses``,
+    ``num_steps``, ``from_cache``, ``cache_path``, ``train_time_s``, ``config``).
 
     Attributes:
         code: the :class:`gcc_jax.ParityModelCode` or :class:`gcc_jax.LearnedCode`.
-        train_time_s: wall time of the training that produced it (also when loaded).
-        from_cache: whether it was loaded from the checkpoint cache.
-        train_losses: mean training loss of each epoch.
         val_metrics: degraded-mode reconstruction accuracy (argmax of the decoded output equal
             to the base model's argmax, on the unavailable outputs) on the held-out groups after
             each epoch.
-        num_steps: optimiser steps of the training.
-        cache_path: the checkpoint's path without suffix (``None`` with the cache off).
-        config: the hyper-parameters that key the cache.
+        num_steps: optimiser steps of the training (also when loaded).
     """
 
     code: AbstractCode
-    train_time_s: float
-    from_cache: bool
-    train_losses: tuple[float, ...]
     val_metrics: tuple[float, ...]
-    num_steps: int
-    cache_path: Path | None
-    config: dict[str, Any]
 
 
 def batched(apply: Callable, params: Any, x: Array) -> Array:
