@@ -104,7 +104,7 @@ reported as ties.
 Sizes and run time. The defaults (:data:`DEFAULTS`) are a reduced map: ``K = 20``,
 ``N/K ∈ {1.1, 1.25, 1.5, 2, 3}`` (``N = 22 … 60``), ``p ∈ {0, 10, 20, 30}%``, four workloads,
 10 patterns × 3 batches per cell, λ by CV on 3 held-out batches over the 10 × 12 default grid,
-the worst case on 1 batch with a small search (2 restarts × 32 proposals × 5 steps), LeNet-5
+the worst case on 1 batch (16 chains × 512 proposals × 200 steps, :data:`DEFAULT_SEARCH`), LeNet-5
 and its parity models 10 epochs each on Fashion-MNIST::
 
     gcc-jax regimes --out results/regimes
