@@ -18,17 +18,24 @@ import importlib
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from .._core.scalars import as_int
 
 if TYPE_CHECKING:
     from ._commands._flags import Flags
 
+R = TypeVar("R")
+
 __all__ = [
+    "Batches",
     "Command",
     "Interrupted",
     "Lazy",
     "StopOnInterrupt",
+    "check_batches",
     "float_list",
+    "from_arguments",
     "int_list",
     "json_dict",
     "merge_config",
@@ -208,6 +215,60 @@ def merge_config(
     out.update(toy or {})
     out.update({k: v for k, v in explicit.items() if v is not None})
     return out
+
+
+def from_arguments(record: type[R], arguments: Mapping[str, Any]) -> R:
+    """The NamedTuple ``record`` with each field taken by name from ``arguments``.
+
+    The one way a run function turns its keyword arguments into a settings record: pass
+    ``locals()`` (the arguments, and whatever the run has rebound them to so far); names that
+    are not fields are ignored, and a field absent from ``arguments`` keeps its default.
+
+    Example:
+        >>> from typing import NamedTuple
+        >>> class Sizes(NamedTuple):
+        ...     n: int
+        ...     k: int
+        ...     fill: str = "mean"
+        >>> from_arguments(Sizes, {"n": 12, "k": 4, "seed": 0})
+        Sizes(n=12, k=4, fill='mean')
+    """
+    return record(**{name: arguments[name] for name in record._fields if name in arguments})
+
+
+class Batches(NamedTuple):
+    """How many straggler patterns a pattern experiment samples, in batches of jobs (the sizes
+    that ``gcc-jax run`` and ``gcc-jax regimes`` share, with their flags).
+
+    Attributes:
+        trials: random patterns per batch (``--masks``).
+        evaluation: batches the codes are measured on (``--batches``).
+        cv: held-out batches that choose GCC's λ (``--cv-batches``).
+        worst_case: batches whose worst pattern is searched (``--worst-case-batches``).
+    """
+
+    trials: int
+    evaluation: int
+    cv: int
+    worst_case: int
+
+
+def check_batches(
+    num_trials, num_batches, num_cv_batches, worst_case_batches, *, min_cv: int
+) -> Batches:
+    """The :class:`Batches` of a run's arguments: integers, each ``>= 1`` but the held-out
+    batches, ``>= min_cv``; a ``TypeError`` or ``ValueError`` names the bad argument.
+
+    Example:
+        >>> check_batches(8, 4, 0, 2, min_cv=0)
+        Batches(trials=8, evaluation=4, cv=0, worst_case=2)
+    """
+    return Batches(
+        trials=as_int(num_trials, "num_trials", 1),
+        evaluation=as_int(num_batches, "num_batches", 1),
+        cv=as_int(num_cv_batches, "num_cv_batches", min_cv),
+        worst_case=as_int(worst_case_batches, "worst_case_batches", 1),
+    )
 
 
 def _items(text: str, what: str) -> list[str]:

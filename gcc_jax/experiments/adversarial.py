@@ -60,7 +60,7 @@ from ..evaluation import (
     targeted_attack,
     worst_case_adversaries,
 )
-from ._command import StopOnInterrupt
+from ._command import StopOnInterrupt, from_arguments
 from ._commands.adversarial import (
     DECODERS,
     DEFAULTS,
@@ -494,16 +494,8 @@ def run_adversarial(
     _check(decoders, strategies)
     workers = tuple(int(n) for n in workers)
     t_start = time.perf_counter()
-    at = _Attack(
-        num_inputs=num_inputs,
-        strategies=strategies,
-        trials=trials,
-        seed=seed,
-        pgd_steps=pgd_steps,
-        search=search,
-        rate_searched=("pgd",) if rate_positions == "search" and "pgd" in strategies else (),
-        progress=progress,
-    )
+    rate_searched = ("pgd",) if rate_positions == "search" and "pgd" in strategies else ()
+    at = from_arguments(_Attack, locals())
     jobs, calibration, rows, table, timing = {}, {}, [], [], {}
     # Ctrl-C keeps what finished: whole calibrations, rate rows and table rows
     with StopOnInterrupt() as stop:

@@ -129,9 +129,7 @@ from ..nn.data import Dataset, load_dataset
 from ..nn.models import count_params
 from ..nn.training import TrainedModel, train_classifier, tree_fingerprint
 from ..tuning import StragglerModel, grid_search, tune
-from ._command import (
-    StopOnInterrupt,
-)
+from ._command import Batches, StopOnInterrupt, check_batches
 from ._commands.dnn import (
     CODES,
     DEFAULT_CODES,
@@ -338,14 +336,11 @@ def _summarise(
 
 
 class _Sizes(NamedTuple):
-    """The checked sizes of a run: ``N``, ``K``, patterns per batch, batches, ``S`` values."""
+    """The checked sizes of a run: ``N``, ``K``, the batches of patterns, ``S`` values."""
 
     n: int
     k: int
-    trials: int
-    n_batches: int
-    n_cv: int
-    wc_batches: int
+    batches: Batches
     s_list: tuple[int, ...]
     codes: tuple[str, ...]
     lam_enc_grid: tuple[float, ...]
@@ -379,10 +374,9 @@ def _check_sizes(
     sizes = _Sizes(
         n=n,
         k=k,
-        trials=as_int(num_trials, "num_trials", 1),
-        n_batches=as_int(num_batches, "num_batches", 1),
-        n_cv=as_int(num_cv_batches, "num_cv_batches", 0),
-        wc_batches=as_int(worst_case_batches, "worst_case_batches", 1),
+        batches=check_batches(
+            num_trials, num_batches, num_cv_batches, worst_case_batches, min_cv=0
+        ),
         s_list=tuple(int(s) for s in stragglers),
         codes=_canonical_codes(codes),
         lam_enc_grid=_check_grid("lam_enc_grid", lam_enc_grid),
@@ -394,7 +388,7 @@ def _check_sizes(
         raise ValueError(f"`num_workers` (N={n}) must be >= `num_inputs` (K={k})")
     if any(s < 0 or s > n - 2 for s in sizes.s_list):
         raise ValueError(f"every S must be in [0, N-2] = [0, {n - 2}]; got {list(sizes.s_list)}")
-    if "GCC" in sizes.codes and sizes.n_cv < 1:
+    if "GCC" in sizes.codes and sizes.batches.cv < 1:
         raise ValueError("GCC needs `num_cv_batches` >= 1 to choose its λ by cross-validation")
     return sizes
 
@@ -453,7 +447,7 @@ def _cross_validate(
                 straggler_model=model_s,
                 lam_enc_grid=sz.lam_enc_grid,
                 lam_dec_grid=sz.lam_dec_grid,
-                num_masks=sz.trials,
+                num_masks=sz.batches.trials,
                 progress=False,
             )
             table[i] = gr.losses
@@ -498,12 +492,12 @@ def _evaluate_random(
 ) -> _RandomPatterns:
     """Every code on every evaluation batch over ``trials`` random sets of ``S`` stragglers.
     Ctrl-C keeps the batches evaluated in full (``stop``); none finished re-raises."""
-    shape = (len(sz.codes), len(sz.s_list), sz.n_batches, sz.trials)
+    shape = (len(sz.codes), len(sz.s_list), sz.batches.evaluation, sz.batches.trials)
     tab = {m: np.zeros(shape) for m in ("mean_l2", "mse", "correct", "agree")}
     failed = np.zeros(shape[:2], int)
-    base_correct = np.zeros(sz.n_batches, int)
+    base_correct = np.zeros(sz.batches.evaluation, int)
     bar = tqdm(
-        total=sz.n_batches * len(sz.s_list), desc="evaluate codes", disable=not progress,
+        total=sz.batches.evaluation * len(sz.s_list), desc="evaluate codes", disable=not progress,
         leave=False,
     )  # fmt: skip
     done = 0
@@ -516,7 +510,7 @@ def _evaluate_random(
                 masks = sample_masks(
                     jax.random.fold_in(jax.random.fold_in(key, s), b),
                     sz.n,
-                    num=sz.trials,
+                    num=sz.batches.trials,
                     stragglers=s,
                 )
                 for c, name in enumerate(sz.codes):
@@ -563,7 +557,7 @@ def _search_worst(
 ) -> dict[tuple[str, int], dict]:
     """The worst pattern per code and ``S`` on the first batches, with its metrics.
     Ctrl-C keeps the ``(code, S)`` searched in full."""
-    nb = min(sz.wc_batches, len(ev_batches))
+    nb = min(sz.batches.worst_case, len(ev_batches))
     worst: dict[tuple[str, int], dict] = {}
     bar = tqdm(
         total=len(sz.codes) * len(sz.s_list) * nb,
@@ -584,7 +578,9 @@ def _search_worst(
                     wc_key = jax.random.fold_in(key, 1000 * s + b)
                     wc_mask, wc_exh, wc_num = _worst_pattern(code, s_eff, yt, fx, wc_key, search)
                     # the pattern repeated to the trials' shape: reuses the compiled decode
-                    tiled = np.broadcast_to(np.asarray(wc_mask), (sz.trials, code.num_workers))
+                    tiled = np.broadcast_to(
+                        np.asarray(wc_mask), (sz.batches.trials, code.num_workers)
+                    )
                     rows.append(_metrics(code, yt, fx, y, tiled))
                     exhaustive &= bool(wc_exh)
                     evaluated += int(wc_num)
@@ -618,7 +614,7 @@ def _code_rows(
                     sz.k,
                 )
             )
-            row.update(num_trials=n_batches * sz.trials, num_failed=int(ev.failed[c, i]))
+            row.update(num_trials=n_batches * sz.batches.trials, num_failed=int(ev.failed[c, i]))
             if name.startswith("GCC"):
                 row.update(lam_enc=cv.lams[(name, s)][0], lam_dec=cv.lams[(name, s)][1])
             row["worst_case"] = worst.get((name, s))
@@ -710,15 +706,15 @@ def _config_record(
         "num_workers": sz.n,
         "num_inputs": sz.k,
         "stragglers": list(sz.s_list),
-        "num_trials": sz.trials,
+        "num_trials": sz.batches.trials,
         "num_batches": n_batches,
-        "num_cv_batches": sz.n_cv,
+        "num_cv_batches": sz.batches.cv,
         "codes": list(sz.codes),
         "fill": sz.fill,
         "lam_enc_grid": list(sz.lam_enc_grid),
         "lam_dec_grid": list(sz.lam_dec_grid),
         "worst_case": bool(worst_case),
-        "worst_case_batches": min(sz.wc_batches, n_batches) if worst else 0,
+        "worst_case_batches": min(sz.batches.worst_case, n_batches) if worst else 0,
         "search": search,
         "training": dict(trained.config),
         "dtype": str(dtype),
@@ -827,7 +823,12 @@ def run_dnn(
     )
     t_train = time.perf_counter() - t0
     split = split_images(
-        ds, trained, num_inputs=sz.k, num_batches=sz.n_batches, num_cv_batches=sz.n_cv, seed=seed
+        ds,
+        trained,
+        num_inputs=sz.k,
+        num_batches=sz.batches.evaluation,
+        num_cv_batches=sz.batches.cv,
+        seed=seed,
     )
     cv_batches = [(jnp.asarray(ds.x_train[i], dtype), jnp.asarray(ds.y_train[i])) for i in split.cv]
     ev_batches = [(jnp.asarray(ds.x_test[i], dtype), jnp.asarray(ds.y_test[i])) for i in split.eval]

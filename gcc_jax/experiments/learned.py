@@ -93,7 +93,7 @@ from ..nn.training import (
     train_learned_code,
     train_parity_model,
 )
-from ._command import StopOnInterrupt
+from ._command import StopOnInterrupt, from_arguments
 from ._commands.learned import DEFAULT_LAM_DEC_GRID, toy_config
 from ._io import ExperimentResult, json_clean, new_figure, save_report
 from ._plots import CODE_COLORS, legend_outside
@@ -768,28 +768,7 @@ def run_compare_learned(
         DatasetNotFoundError: the data set named by ``dataset`` is missing.
     """
     t_start = time.perf_counter()
-    s = _check(
-        _Settings(
-            models=models,
-            ks=ks,
-            base_epochs=base_epochs,
-            code_epochs=code_epochs,
-            code_train_size=code_train_size,
-            eval_images=eval_images,
-            concat=concat,
-            learned_encoder=learned_encoder,
-            learned_hidden=learned_hidden,
-            gcc_groups=gcc_groups,
-            gcc_trials=gcc_trials,
-            cv_images=cv_images,
-            lam_dec_grid=lam_dec_grid,
-            batch_size=batch_size,
-            seed=seed,
-            cache_dir=cache_dir,
-            use_cache=use_cache,
-            progress=progress,
-        )
-    )
+    s = _check(from_arguments(_Settings, locals()))
     sp = _load_splits(s, dataset, data_path)
     key = jax.random.key(seed)
     timer = _Timer()

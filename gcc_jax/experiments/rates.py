@@ -62,7 +62,7 @@ from .._core.scalars import as_int
 from .._core.types import Array, ArrayLike, Float, Real
 from ..codes import BerrutCode, SplineCode
 from ..evaluation import MaskEvaluator, outputs_and_targets, sample_masks, search_worst_case
-from ._command import StopOnInterrupt
+from ._command import StopOnInterrupt, from_arguments
 from ._commands.rates import DEFAULTS, TOY
 from ._io import ExperimentResult, new_figure, save_report, warn_float32
 from ._plots import legend_outside
@@ -608,25 +608,7 @@ def run_rates(
         ``search_check`` (heuristic vs exhaustive worst case).
     """
     t_start = time.perf_counter()
-    s = _check(
-        _Settings(
-            workers=workers,
-            num_inputs=num_inputs,
-            stragglers=stragglers,
-            p=p,
-            num_masks=num_masks,
-            functions=functions,
-            draws=draws,
-            cv_draws=cv_draws,
-            cv_masks=cv_masks,
-            noise=noise,
-            lam_dec_grid=lam_dec_grid,
-            bootstrap=bootstrap,
-            solver=solver,
-            search=search,
-            progress=progress,
-        )
-    )
+    s = _check(from_arguments(_Settings, locals()))
     warn_float32(
         "run_rates in float32: losses below ~1e-10 are round-off; enable x64 "
         '(jax.config.update("jax_enable_x64", True)) for the rates',

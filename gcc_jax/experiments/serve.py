@@ -71,7 +71,7 @@ from ..distributed import (
     simulate,
 )
 from ..evaluation import MaskEvaluator
-from ._command import StopOnInterrupt
+from ._command import StopOnInterrupt, from_arguments
 from ._commands.serve import SCHEMES
 from ._io import ExperimentResult, new_figure, save_report
 from ._plots import CODE_COLORS
@@ -650,26 +650,7 @@ def run_serve_bench(
     config["schemes"] = list(schemes)
     config["sweep_deadlines_ms"] = list(sweep_deadlines_ms)
     stream = query_stream(model, dataset, epochs, data_path, num_queries, rate, seed, progress)
-    sv = _Serving(
-        shift_ms=shift_ms,
-        scale_ms=scale_ms,
-        tail=tail,
-        straggle_prob=straggle_prob,
-        slowdown=slowdown,
-        episode_ms=episode_ms,
-        rate=rate,
-        fail_prob=fail_prob,
-        seed=seed,
-        dispatch=dispatch,
-        cancel=cancel,
-        deadline_ms=deadline_ms,
-        release=release,
-        max_wait_ms=max_wait_ms,
-        timeout_s=timeout_s,
-        max_in_flight=max_in_flight,
-        max_queue=max_queue,
-        progress=progress,
-    )
+    sv = from_arguments(_Serving, locals())
     sweep = {}
     stop = StopOnInterrupt()  # Ctrl-C: keep the sweep and the schemes served in full
     if sweep_queries > 0:
