@@ -152,7 +152,7 @@ from ..evaluation import (
 )
 from ..nn.training import TrainSettings, train_parity_model
 from ..tuning import StragglerModel, grid_search
-from ._command import StopOnInterrupt
+from ._command import Batches, StopOnInterrupt, check_batches
 from ._commands.regimes import (
     CODES,
     DEFAULT_SEARCH,
@@ -634,10 +634,7 @@ class _Grid(NamedTuple):
     k: int
     ratios: tuple[float, ...]
     fractions: tuple[float, ...]
-    trials: int
-    n_eval: int
-    n_cv: int
-    n_wc: int
+    batches: Batches  # its worst-case batches at most its evaluation batches
     codes: tuple[str, ...]
     modes: tuple[str, ...]
     orders: tuple[str, ...]
@@ -663,7 +660,7 @@ def _check_grid(
 ) -> _Grid:  # fmt: skip
     k = as_int(num_inputs, "num_inputs", 2)
     ratios = _check_floats("ratios", ratios, 1.0, 1e6)
-    n_eval = as_int(num_batches, "num_batches", 1)
+    batches = check_batches(num_trials, num_batches, num_cv_batches, worst_case_batches, min_cv=1)
     for name, given, allowed in (
         ("workloads", workloads, WORKLOADS),
         ("codes", codes, CODES),
@@ -682,10 +679,7 @@ def _check_grid(
         k=k,
         ratios=ratios,
         fractions=_check_floats("fractions", fractions, 0.0, 1.0),
-        trials=as_int(num_trials, "num_trials", 1),
-        n_eval=n_eval,
-        n_cv=as_int(num_cv_batches, "num_cv_batches", 1),
-        n_wc=min(as_int(worst_case_batches, "worst_case_batches", 1), n_eval),
+        batches=batches._replace(worst_case=min(batches.worst_case, batches.evaluation)),
         codes=tuple(c for c in CODES if c in codes),
         modes=tuple(m for m in MODES if m in modes),
         orders=tuple(o for o in ORDERS if o in orders),
@@ -775,7 +769,7 @@ def _cross_validate(
                             straggler_model=StragglerModel.exact(stragglers_for(p, n)),
                             lam_enc_grid=lam_enc_grid,
                             lam_dec_grid=lam_dec_grid,
-                            num_masks=g.trials,
+                            num_masks=g.batches.trials,
                             progress=False,
                         )
                         lams.setdefault((wl.name, r, p), {})[o] = (gr.lam_enc, gr.lam_dec)
@@ -816,15 +810,15 @@ def _measure_cell(
     """Every code of one cell on every evaluation batch: random patterns and the worst one."""
     k_ev, k_wc = keys
     n = g.n_of[g.ratios[ri]]
-    rand = {c: np.full((3, g.n_eval, g.trials), np.nan) for c in cell_codes}
-    worst = {c: np.full((3, g.n_wc, 1), np.nan) for c in cell_codes}
+    rand = {c: np.full((3, g.batches.evaluation, g.batches.trials), np.nan) for c in cell_codes}
+    worst = {c: np.full((3, g.batches.worst_case, 1), np.nan) for c in cell_codes}
     failed = {c: [0, 0] for c in cell_codes}
     wc_info = {c: {"exhaustive": True, "num_evaluated": 0} for c in cell_codes}
     t_worst = 0.0
     for b, batch in enumerate(wl.eval):
         labels = batch[1] if wl.classify else jnp.full((g.k,), -1, jnp.int32)
         mkey = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(k_ev, ri), fi), b)
-        masks = np.asarray(sample_masks(mkey, n, num=g.trials, stragglers=s))
+        masks = np.asarray(sample_masks(mkey, n, num=g.batches.trials, stragglers=s))
         perms = {v.order: input_order(batch[0], v.order) for v in cell_codes.values()}
         for c, (code, family, order, _) in cell_codes.items():
             # the metrics are means over the inputs: the permuted batch needs no reordering back
@@ -835,12 +829,12 @@ def _measure_cell(
                 rm, ms, cor, st = ev(masks[:, : g.k] if family == "uncoded" else masks)
                 rand[c][:, b] = (rm, ms, cor)
                 failed[c][0] += int(np.count_nonzero(st))
-            if "worst" in g.modes and b < g.n_wc:
+            if "worst" in g.modes and b < g.batches.worst_case:
                 tw = time.perf_counter()
                 wkey = jax.random.fold_in(k_wc, 7919 * ri + 97 * fi + b)
                 wmask = _worst_mask(code, family, s, g.k, yt, fx, wkey, search, wc_info[c])
                 # tiled to the trials' shape: reuses the compiled decode
-                tiled = np.broadcast_to(wmask, (g.trials, code.num_workers))
+                tiled = np.broadcast_to(wmask, (g.batches.trials, code.num_workers))
                 rm, ms, cor, st = (a[:1] for a in ev(tiled))
                 worst[c][:, b] = (rm, ms, cor)
                 failed[c][1] += int(np.count_nonzero(st))
@@ -1011,18 +1005,21 @@ def _load_workloads(
     wls, note, models = [], None, {"lenet5": None}
     for name in workloads:
         if name in _SYNTHETIC:
-            wls.append(_synthetic_workload(name, g.k, g.n_cv, g.n_eval, seed, dtype))
+            wls.append(
+                _synthetic_workload(name, g.k, g.batches.cv, g.batches.evaluation, seed, dtype)
+            )
         if name == "localization":
             wl, info = _localization_workload(
-                g.k, g.n_cv, g.n_eval, seed, dtype, epochs, cache_dir, use_cache, progress
-            )
+                g.k, g.batches.cv, g.batches.evaluation, seed, dtype, epochs, cache_dir, use_cache,
+                progress,
+            )  # fmt: skip
             wls.append(wl)
             models["localizer"] = info
     net_names = [w for w in workloads if w.startswith("lenet_")]
     if net_names:
         nets, note, models["lenet5"] = _lenet_workloads(
-            net_names, g.k, g.n_cv, g.n_eval, seed, dtype, dataset, epochs, data_path,
-            cache_dir, use_cache, progress,
+            net_names, g.k, g.batches.cv, g.batches.evaluation, seed, dtype, dataset, epochs,
+            data_path, cache_dir, use_cache, progress,
         )  # fmt: skip
         wls += nets
     return wls, note, models
@@ -1145,10 +1142,10 @@ def run_regimes(
         "orders": list(g.orders),
         "fills": list(g.fills),
         "rank_by": "mse",
-        "num_trials": g.trials,
-        "num_batches": g.n_eval,
-        "num_cv_batches": g.n_cv,
-        "worst_case_batches": g.n_wc,
+        "num_trials": g.batches.trials,
+        "num_batches": g.batches.evaluation,
+        "num_cv_batches": g.batches.cv,
+        "worst_case_batches": g.batches.worst_case,
         **grids,
         "search": search,
         "dataset": dataset,
