@@ -14,7 +14,7 @@ import pytest
 
 import gcc_jax
 from gcc_jax.experiments import COMMANDS, ExperimentResult, load_result, save_result
-from gcc_jax.experiments._command import merge_config
+from gcc_jax.experiments._command import Batches, check_batches, from_arguments, merge_config
 from gcc_jax.experiments._io import git_commit, json_clean
 from gcc_jax.experiments.cli import build_parser
 from gcc_jax.experiments.rates import TOY
@@ -171,6 +171,40 @@ def test_registry_lists_every_subcommand_once():
     for name in names:  # every subcommand has the common flags
         args = parser.parse_args([name, "--toy", "--seed", "3", "--out", "o", "--no-progress"])
         assert args.command.name == name and args.seed == 3 and args.toy
+
+
+def test_from_arguments_is_the_field_by_field_record():
+    from typing import NamedTuple
+
+    class Settings(NamedTuple):
+        n: int
+        grid: tuple[float, ...]
+        fill: str = "mean"
+
+    def run(*, n=12, grid=(0.0, 1e-6), seed=0):
+        return from_arguments(Settings, locals())
+
+    # the reference: the record written out by name; names that are not fields are ignored
+    assert run() == Settings(n=12, grid=(0.0, 1e-6), fill="mean")
+    assert run(n=5, seed=3) == Settings(n=5, grid=(0.0, 1e-6))
+    assert from_arguments(Settings, {"n": 1, "grid": (), "fill": "zero"}).fill == "zero"
+    with pytest.raises(TypeError, match="grid"):
+        from_arguments(Settings, {"n": 1})
+
+
+def test_check_batches_names_the_bad_argument():
+    assert check_batches(np.int64(8), 4, 0, 2, min_cv=0) == Batches(8, 4, 0, 2)
+    assert type(check_batches(np.int64(8), 4, 0, 2, min_cv=0).trials) is int
+    for args, name in (
+        ((0, 4, 1, 1), "num_trials"),
+        ((8, 0, 1, 1), "num_batches"),
+        ((8, 4, 0, 1), "num_cv_batches"),
+        ((8, 4, 1, 0), "worst_case_batches"),
+    ):
+        with pytest.raises(ValueError, match=name):
+            check_batches(*args, min_cv=1)
+    with pytest.raises(TypeError, match="num_batches"):
+        check_batches(8, 2.5, 1, 1, min_cv=1)
 
 
 def test_toy_defaults_then_explicit_flags():
