@@ -193,6 +193,41 @@ def test_toy_outputs_and_summary(toy):
     assert "xsinx — random stragglers — rmse (mean ± 95% CI half-width)" in table
 
 
+def test_tuned_node_gcc_is_measured_like_every_code(tmp_path):
+    # GCC-tuned: tuned on the held-out batches from GCC's CV choice; its worst case on the first
+    # evaluation batch equals the largest MSE over all C(6, 2) patterns of the recorded code
+    result = regimes.run_regimes(
+        num_inputs=4, ratios=(1.5,), fractions=(0.25,), workloads=("xsinx",),
+        codes=("GCC", "GCC-tuned"), modes=("worst",), orders=("sort",), fills=("zero",),
+        num_trials=4, num_batches=1, num_cv_batches=4, worst_case_batches=1,
+        lam_enc_grid=(0.0, 1e-4), lam_dec_grid=(0.0, 1e-4), tune_steps=4,
+        cache_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    (run,) = result.results["tuning"]
+    assert run["best_val_loss"] <= run["initial_val_loss"] and run["steps_run"] <= 4
+    (cell,) = result.results["cells"]
+    row = cell["codes"]["GCC-tuned·sort"]
+    code = gcc.SplineCode(
+        alpha=np.array(run["alpha"]), beta=np.array(run["beta"]),
+        lam_enc=run["lam_enc"], lam_dec=run["lam_dec"],
+    )  # fmt: skip
+    assert (row["lam_enc"], row["lam_dec"]) == (run["lam_enc"], run["lam_dec"])
+    gap = np.median(np.abs(code.alpha[:, None] - code.beta[None, :]).min(axis=1))
+    np.testing.assert_allclose(row["node_gap"], gap, rtol=1e-12)
+    x = np.sort(_xsinx_batch(0, 0), axis=0)
+    fx = x * np.sin(x)
+    yt = np.asarray(code.encode(jnp.asarray(x)))
+    yt = yt * np.sin(yt)
+    worst = 0.0
+    for dead in itertools.combinations(range(6), 2):
+        mask = np.ones(6, bool)
+        mask[list(dead)] = False
+        y_hat = np.asarray(code.decode(jnp.asarray(yt), jnp.asarray(mask)))
+        worst = max(worst, np.mean(np.sum((y_hat - fx) ** 2, axis=1)))
+    np.testing.assert_allclose(row["mse"]["mean"], worst, rtol=1e-9)
+    assert row["exhaustive"]
+
+
 def test_a_huge_error_elsewhere_in_the_cell_ties_no_one():
     # ties are judged against the two values compared: LCC's 1e13 does not make 0.25 and 2.5 equal
     tables = {

@@ -27,6 +27,10 @@ Codes, all at the same worker count ``N`` except uncoded:
   images) and ``num_trials``
   random patterns of their own with the cell's ``S``; the CV curves are saved. The worst-case
   cells reuse that λ (the operator does not know the adversary).
+* ``GCC-tuned``: GCC whose ``λ_enc``, ``λ_dec`` and nodes (``alpha``, ``beta``) are tuned by
+  ``tune_steps`` gradient steps of :func:`gcc_jax.tuning.tune` from the CV choice, on the same
+  held-out batches (a quarter of them for its validation) with the cell's ``S``; tested, like
+  every code, on the evaluation batches and patterns it never saw.
 * ``BACC`` (:class:`gcc_jax.BerrutCode`, Chebyshev nodes).
 * ``LCC`` (:class:`gcc_jax.LagrangeCode`, ``degree=1``): polynomial interpolation of degree
   ``K − 1``; it applies where ``N − S ≥ K`` (its recovery threshold for a linear ``f``; none of
@@ -92,7 +96,9 @@ reported as ties.
                  codes: {LABEL: {family, order, fill, mse: {mean, ci95},
                                  rmse: {mean, ci95, low, high}, mean_l2: {...},
                                  accuracy: {...} | null, num_failed, applicable,
-                                 lam_enc, lam_dec (GCC), k (ParM),
+                                 lam_enc, lam_dec (GCC, GCC-tuned), k (ParM),
+                                 node_gap (GCC-tuned: median over the inputs of the
+                                 distance from alpha_k to its nearest worker node),
                                  exhaustive, num_evaluated (worst)}},
                  winner: {"mse": {code, runner_up, value, runner_up_value, margin, ratio,
                                   ci95, significant, tie, tied},
@@ -151,7 +157,7 @@ from ..evaluation import (
     worst_case_mask,
 )
 from ..nn.training import TrainSettings, train_parity_model
-from ..tuning import StragglerModel, grid_search
+from ..tuning import StragglerModel, grid_search, tune
 from ._command import Batches, StopOnInterrupt, check_batches
 from ._commands.regimes import (
     CODES,
@@ -557,7 +563,7 @@ def _lenet_workloads(
     return out, note, model_info
 
 
-_ORDERED = ("GCC", "BACC", "LCC")  # codes whose encoder depends on the input order
+_ORDERED = ("GCC", "GCC-tuned", "BACC", "LCC")  # codes whose encoder depends on the input order
 _FILLED = ("uncoded", "replication", "ParM")  # codes that can lose an input outright
 
 
@@ -593,9 +599,10 @@ def _orders_for(g: "_Grid", wl: "_Workload") -> tuple[str, ...]:
 
 
 def _make_variants(
-    g: "_Grid", orders: tuple[str, ...], n: int, s: int, lams: dict, parm
+    g: "_Grid", orders: tuple[str, ...], n: int, s: int, lams: dict, tuned: dict, parm
 ) -> dict[str, _Variant]:
-    """Every code of a cell in each order (GCC, BACC, LCC) or fill rule (the others)."""
+    """Every code of a cell in each order (GCC, GCC-tuned, BACC, LCC) or fill rule (the
+    others); ``lams`` and ``tuned`` hold GCC's λs and GCC-tuned's codes per order."""
     k = g.k
     out: dict[str, _Variant] = {}
     for name in g.codes:
@@ -608,6 +615,8 @@ def _make_variants(
                     code = SplineCode.chebyshev(
                         num_inputs=k, num_workers=n, lam_enc=lam[0], lam_dec=lam[1]
                     )
+                elif name == "GCC-tuned":
+                    code = tuned[o]
                 elif name == "BACC":
                     code = BerrutCode.chebyshev(num_inputs=k, num_workers=n)
                 else:
@@ -738,17 +747,50 @@ def _cell_bar(g: _Grid, wls: Sequence, desc: str, progress: bool):
     )
 
 
+class _Choices(NamedTuple):
+    """What the held-out batches chose, per ``(workload, ratio, fraction)`` and input order."""
+
+    lams: dict  # GCC's (λ_enc, λ_dec)
+    tuned: dict  # GCC-tuned's code
+    curves: list  # GCC's CV curves (records)
+    tuning: list  # GCC-tuned's tuning runs (records)
+    grids: dict  # the λ grids
+
+
+def _tuning_record(wl: str, r: float, p: float, order: str, res) -> dict:
+    """The record of one GCC-tuned run: where it stopped and the code it found (λs, nodes)."""
+    return {
+        "workload": wl,
+        "ratio": r,
+        "fraction": p,
+        "order": order,
+        "steps_run": int(res.history.train_loss.size),
+        "best_step": int(res.best_step),
+        "initial_val_loss": float(res.initial_val_loss),
+        "best_val_loss": float(res.best_val_loss),
+        "lam_enc": float(res.code.lam_enc),
+        "lam_dec": float(res.code.lam_dec),
+        "alpha": np.asarray(res.code.alpha).tolist(),
+        "beta": np.asarray(res.code.beta).tolist(),
+    }
+
+
+def _node_gap(code: SplineCode) -> float:
+    """Median over the inputs of the distance from ``alpha_k`` to its nearest worker node."""
+    alpha, beta = np.asarray(code.alpha), np.asarray(code.beta)
+    return float(np.median(np.min(np.abs(alpha[:, None] - beta[None, :]), axis=1)))
+
+
 def _cross_validate(
-    g: _Grid, wls: list, key: Array, lam_enc_grid, lam_dec_grid, stop, progress: bool
-) -> tuple[dict, list[dict], dict]:
+    g: _Grid, wls: list, key: Array, lam_enc_grid, lam_dec_grid, tune_steps: int, stop, progress
+) -> _Choices:
     """GCC's ``(λ_enc, λ_dec)`` per workload, cell and input order by grid search on the
-    held-out batches, each in that order (:func:`gcc_jax.tuning.grid_search`, on the MSE):
-    the choices, the loss curves and the grids."""
-    lams: dict[tuple[str, float, float], dict[str, tuple[float, float]]] = {}
-    cv_curves: list[dict] = []
-    grids: dict[str, list] = {"lam_enc_grid": [], "lam_dec_grid": []}
-    if "GCC" not in g.codes:
-        return lams, cv_curves, grids
+    held-out batches, each in that order (:func:`gcc_jax.tuning.grid_search`, on the MSE), and
+    GCC-tuned's code (:func:`gcc_jax.tuning.tune` from that choice, λs and nodes, on the same
+    batches): the choices, the loss curves, the tuning runs and the grids."""
+    out = _Choices({}, {}, [], [], {"lam_enc_grid": [], "lam_dec_grid": []})
+    if "GCC" not in g.codes and "GCC-tuned" not in g.codes:
+        return out
     bar = _cell_bar(g, wls, "GCC λ cross-validation", progress)
     with stop, bar:
         for wl in wls:
@@ -772,12 +814,12 @@ def _cross_validate(
                             num_masks=g.batches.trials,
                             progress=False,
                         )
-                        lams.setdefault((wl.name, r, p), {})[o] = (gr.lam_enc, gr.lam_dec)
-                        grids = {
-                            "lam_enc_grid": gr.lam_enc_grid.tolist(),
-                            "lam_dec_grid": gr.lam_dec_grid.tolist(),
-                        }
-                        cv_curves.append(
+                        out.lams.setdefault((wl.name, r, p), {})[o] = (gr.lam_enc, gr.lam_dec)
+                        out.grids.update(
+                            lam_enc_grid=gr.lam_enc_grid.tolist(),
+                            lam_dec_grid=gr.lam_dec_grid.tolist(),
+                        )
+                        out.curves.append(
                             {
                                 "workload": wl.name,
                                 "ratio": r,
@@ -788,8 +830,21 @@ def _cross_validate(
                                 "lam_dec": gr.lam_dec,
                             }
                         )
+                        if "GCC-tuned" in g.codes:
+                            res = tune(
+                                gr.code,
+                                wl.f,
+                                xs[o],
+                                key=jax.random.fold_in(jax.random.fold_in(key, 1000 + ri), fi),
+                                straggler_model=StragglerModel.exact(stragglers_for(p, n)),
+                                steps=tune_steps,
+                                num_masks=g.batches.trials,
+                                progress=False,
+                            )
+                            out.tuned.setdefault((wl.name, r, p), {})[o] = res.code
+                            out.tuning.append(_tuning_record(wl.name, r, p, o, res))
                     bar.update()
-    return lams, cv_curves, grids
+    return out
 
 
 def _worst_mask(code, c: str, s: int, k: int, yt, fx, key: Array, search: dict, info: dict):
@@ -880,6 +935,12 @@ def _cell_records(
             if v.family == "GCC":
                 lam = lams.get(v.order, (0.0, 0.0))
                 row.update(lam_enc=lam[0], lam_dec=lam[1])
+            if v.family == "GCC-tuned":
+                row.update(
+                    lam_enc=float(v.code.lam_enc),
+                    lam_dec=float(v.code.lam_dec),
+                    node_gap=_node_gap(v.code),
+                )
             if v.family == "ParM":
                 row["k"] = v.code.parity.num_inputs
             if mode == "worst":
@@ -1031,7 +1092,7 @@ def run_regimes(
     ratios: Sequence[float] = DEFAULTS["ratios"],
     fractions: Sequence[float] = DEFAULTS["fractions"],
     workloads: Sequence[str] = WORKLOADS,
-    codes: Sequence[str] = CODES,
+    codes: Sequence[str] = DEFAULTS["codes"],
     modes: Sequence[str] = MODES,
     orders: Sequence[str] = DEFAULTS["orders"],
     fills: Sequence[str] = FILLS,
@@ -1045,6 +1106,7 @@ def run_regimes(
     dataset: str = "fashion_mnist",
     epochs: int = 10,
     parm_epochs: int = 10,
+    tune_steps: int = 100,
     data_path: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
@@ -1058,7 +1120,7 @@ def run_regimes(
         ratios: redundancies ``N/K``; ``N = round(ratio·K)``.
         fractions: straggler fractions ``p`` (``S`` from :func:`stragglers_for`).
         workloads: a subset of :data:`WORKLOADS`.
-        codes: a subset of :data:`CODES`.
+        codes: a subset of :data:`CODES` (default all but ``GCC-tuned``).
         modes: a subset of :data:`MODES`.
         orders: input orders (a subset of :data:`ORDERS`) of GCC, BACC, LCC and of the
             interpolating fill; ``sort`` is skipped for inputs of more than one number.
@@ -1074,6 +1136,8 @@ def run_regimes(
         dataset: the classifier's data set (digits when it is absent, with a note).
         epochs: LeNet-5 training epochs (seeded, cached).
         parm_epochs: parity-model training epochs (cached).
+        tune_steps: gradient steps of GCC-tuned per cell and order (at most; it stops early
+            when its validation loss stops improving).
         data_path, cache_dir, use_cache: data and checkpoint locations.
         seed: seeds data draws, training, patterns and searches.
         progress: progress bars.
@@ -1106,9 +1170,8 @@ def run_regimes(
     k_cv, k_ev, k_wc = jax.random.split(jax.random.key(seed), 3)
     t0 = time.perf_counter()
     stop = StopOnInterrupt()  # Ctrl-C: keep the CV curves and the cells finished
-    lams, cv_curves, grids = _cross_validate(
-        g, wls, k_cv, lam_enc_grid, lam_dec_grid, stop, progress
-    )
+    tune_steps = as_int(tune_steps, "tune_steps", 1)
+    chosen = _cross_validate(g, wls, k_cv, lam_enc_grid, lam_dec_grid, tune_steps, stop, progress)
     t_cv = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -1121,9 +1184,10 @@ def run_regimes(
                 n = g.n_of[r]
                 for fi, p in enumerate(g.fractions):
                     s = stragglers_for(p, n)
-                    lam = lams.get((wl.name, r, p), {})
+                    lam = chosen.lams.get((wl.name, r, p), {})
+                    tuned = chosen.tuned.get((wl.name, r, p), {})
                     parm = parm_codes.get((wl.name, r))
-                    cell_codes = _make_variants(g, _orders_for(g, wl), n, s, lam, parm)
+                    cell_codes = _make_variants(g, _orders_for(g, wl), n, s, lam, tuned, parm)
                     tables = _measure_cell(g, wl, ri, fi, cell_codes, s, (k_ev, k_wc), search)
                     t_worst += tables.t_worst
                     cells += _cell_records(g, wl, r, p, s, lam, tables)
@@ -1146,11 +1210,12 @@ def run_regimes(
         "num_batches": g.batches.evaluation,
         "num_cv_batches": g.batches.cv,
         "worst_case_batches": g.batches.worst_case,
-        **grids,
+        **chosen.grids,
         "search": search,
         "dataset": dataset,
         "epochs": int(epochs),
         "parm_epochs": int(parm_epochs),
+        "tune_steps": tune_steps,
         "dtype": str(dtype),
     }
     results = json_clean(
@@ -1158,7 +1223,8 @@ def run_regimes(
             "data_note": note,
             "models": {**models, "parm": parm_info},
             "cells": cells,
-            "cv": cv_curves,
+            "cv": chosen.curves,
+            "tuning": chosen.tuning,
         }
     )
     results["summary"] = summarise({"config": config, **results})
@@ -1503,7 +1569,7 @@ def format_regimes(result: ExperimentResult) -> str:
 report = format_regimes
 
 
-_CODE_COLORS = CODE_COLORS | {"LCC": "C4"}
+_CODE_COLORS = CODE_COLORS | {"LCC": "C4", "GCC-tuned": "C9"}
 
 
 def plot_regimes(result: ExperimentResult) -> dict[str, Any]:
