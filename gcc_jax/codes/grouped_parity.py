@@ -12,7 +12,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from .._core.checks import as_int, check_inputs, check_outputs, float_dtype
+from .._core.checks import as_int, check_inputs, check_instance, check_outputs, float_dtype
 from .._core.status import Status
 from .._core.types import Array, ArrayLike, Bool, Shaped
 from ._base import AbstractCode, Decoded, Encoded, jit_method, pytree_dataclass
@@ -69,8 +69,7 @@ class GroupedParityCode(AbstractCode):
     fill_value: float = dataclasses.field(default=0.0, metadata=dict(static=True))
 
     def __post_init__(self):
-        if not isinstance(self.parity, ParityModelCode):
-            raise TypeError(f"`parity` must be a ParityModelCode; got {type(self.parity).__name__}")
+        check_instance(self.parity, ParityModelCode, "parity")
         object.__setattr__(self, "groups", as_int(self.groups, "groups", 1))
         object.__setattr__(self, "fill", check_fill(self.fill))
         object.__setattr__(self, "fill_value", check_fill_value(self.fill_value))

@@ -27,6 +27,7 @@ from .._core.checks import (
     as_float_array,
     as_int,
     as_mask,
+    check_instance,
     check_outputs,
     float_dtype,
 )
@@ -518,8 +519,7 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
         max_subsets: int = _MAX_SUBSETS,
     ) -> "RobustSplineCode":
         """The robust decoder on top of an existing :class:`SplineCode` (same leaves)."""
-        if not isinstance(code, SplineCode):
-            raise TypeError(f"`code` must be a gcc_jax.SplineCode; got {type(code).__name__}")
+        check_instance(code, SplineCode, "code", "gcc_jax.SplineCode")
         return cls(
             alpha=code.alpha,
             beta=code.beta,

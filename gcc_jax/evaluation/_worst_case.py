@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from .._core.checks import as_float_array, as_int, check_inputs, check_key
+from .._core.checks import as_float_array, as_int, check_inputs, check_instance, check_key
 from .._core.status import GCCValueError
 from .._core.types import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 from ..codes import AbstractCode, check_code
@@ -97,11 +97,7 @@ def as_budget(
         return default.check()
     if isinstance(search, SearchBudget):
         return search.check()
-    if not isinstance(search, Mapping):
-        raise TypeError(
-            f"`search` must be a gcc_jax.evaluation.SearchBudget (or a mapping of its fields); "
-            f"got {type(search).__name__}"
-        )
+    check_instance(search, Mapping, "search", "SearchBudget (or a mapping of its fields)")
     unknown = sorted(set(search) - set(SearchBudget._fields))
     if unknown:
         raise ValueError(

@@ -8,7 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.checks import as_choice, as_float_array, as_mask_rows, as_masks, check_inputs
+from .._core.checks import (
+    as_choice,
+    as_float_array,
+    as_mask_rows,
+    as_masks,
+    check_inputs,
+    check_instance,
+)
 from .._core.status import GCCValueError, Status, combine, raising_form
 from .._core.types import Array, ArrayLike, Bool, Float, Int
 from ..codes import AbstractCode
@@ -25,12 +32,8 @@ def as_code(params: Any, name: str = "params") -> Any:
     raises a ``TypeError`` naming ``name``."""
     if isinstance(params, SplineParams):
         return params.to_code()
-    if not isinstance(params, AbstractCode):
-        raise TypeError(
-            f"`{name}` must be SplineParams (gcc_jax.tuning.params_from_code) or a gcc_jax code "
-            f"(a gcc_jax.AbstractCode); got {type(params).__name__}"
-        )
-    return params
+    what = "gcc_jax code (an AbstractCode) or SplineParams (gcc_jax.tuning.params_from_code)"
+    return check_instance(params, AbstractCode, name, what)
 
 
 def worker_outputs(code: AbstractCode, f: Callable, xs: Array) -> Array:
