@@ -83,3 +83,21 @@ def test_serve_plot_gives_each_scheme_one_colour_and_no_overlapping_point_labels
         assert colours == {serve.SCHEME_COLORS[name]}
         assert acc.get_legend_handles_labels()[1][i].startswith(f"{name}: p99.9 ")
     assert len(set(serve.SCHEME_COLORS.values())) == len(serve.SCHEME_COLORS)
+
+
+def test_lines_drawn_after_a_bounded_errorbar_still_scale_the_axis():
+    # the run plot draws the worst case after the random-pattern bars: it must stay in view
+    fig, ax = new_figure()
+    bounded_errorbar(ax, [0, 1], [0.95, 0.9], [0.02, 0.03], "GCC")
+    ax.plot([0, 1], [0.95, 0.55], "--")
+    assert ax.get_ylim()[0] < 0.55
+    bounded_errorbar(ax, [0], [1.2], [0.5], "RelAcc", hi=float("inf"))
+    assert ax.get_legend_handles_labels()[1][-1] == "RelAcc, 95% CI clipped at 0"
+
+
+def test_a_series_that_is_all_round_off_is_masked_against_the_axis():
+    # replication's errors with every copy alive are 1e-17: round-off next to the panel's 1e-2
+    y, label = positive([1e-17, 3e-18], "replication", roundoff=1e-12, reference=1e-2)
+    assert np.isnan(y).all() and label == "replication (2 at round-off: not drawn)"
+    y, _ = positive([1e-17, 3e-18], "replication", roundoff=1e-12)  # against itself: kept
+    assert np.isfinite(y).all()

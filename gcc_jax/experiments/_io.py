@@ -200,7 +200,10 @@ def _mark_toy(fig) -> str:
     """Put :data:`TOY_NOTE` into ``fig``'s title (its suptitle, or a new one); the title."""
     title = fig._suptitle.get_text() if fig._suptitle is not None else ""
     if title:
+        # the extra line grows upwards, above the axes (the saved bounding box is "tight")
         fig._suptitle.set_text(f"{TOY_NOTE}\n{title}")
+        fig._suptitle.set_y(1.0)
+        fig._suptitle.set_va("bottom")
     else:
         fig.suptitle(TOY_NOTE, y=1.0, va="bottom", color="C3")
     return fig._suptitle.get_text()

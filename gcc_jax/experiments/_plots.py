@@ -32,11 +32,14 @@ CODE_COLORS = {"GCC": "C0", "BACC": "C3", "uncoded": "C7", "replication": "C2", 
 """Matplotlib colours of the codes every experiment compares; an experiment adds its variants."""
 
 
-def positive(y, label: str, *, roundoff: float | None = None) -> tuple[np.ndarray, str]:
+def positive(
+    y, label: str, *, roundoff: float | None = None, reference: float | None = None
+) -> tuple[np.ndarray, str]:
     """``y`` with non-positive or non-finite values masked (NaN) and ``label`` noting how many.
 
-    ``roundoff``: also mask values below ``roundoff`` times the series' largest finite value
-    (exact results that differ from zero by round-off), counted as "at round-off".
+    ``roundoff``: also mask values below ``roundoff`` times ``reference`` (default: the series'
+    largest finite value; pass the largest value on the axis so that a series that is all
+    round-off, e.g. an exact code's 1e-17, is masked too), counted as "at round-off".
 
     Example:
         >>> y, label = positive([1.0, 0.0, 2.0, float("nan")], "GCC")
@@ -52,7 +55,8 @@ def positive(y, label: str, *, roundoff: float | None = None) -> tuple[np.ndarra
     keep = np.isfinite(y) & (y > 0)
     tiny = 0
     if roundoff is not None and keep.any():
-        small = keep & (y < roundoff * np.max(y[keep]))
+        top = np.max(y[keep]) if reference is None else max(float(reference), np.max(y[keep]))
+        small = keep & (y < roundoff * top)
         tiny, keep = int(small.sum()), keep & ~small
     notes = []
     if zeros:
@@ -67,14 +71,16 @@ def positive(y, label: str, *, roundoff: float | None = None) -> tuple[np.ndarra
 
 
 def bounded_errorbar(ax, x, mean, ci, label: str, *, lo: float = 0.0, hi: float = 1.0, **kwargs):
-    """``mean`` with its 95% interval clipped to ``[lo, hi]`` (an accuracy's ``[0, 1]``),
-    labelled as such; the axis stays within the bounds.
+    """``mean`` with its 95% interval clipped to ``[lo, hi]`` (an accuracy's ``[0, 1]``;
+    ``hi = inf`` for a quantity bounded below only), labelled as such. The bars never leave the
+    bounds, so neither does the axis's autoscaled range (beyond its margins); other lines drawn
+    on the axis later still scale it.
 
     Example:
         >>> from gcc_jax.experiments._io import new_figure
         >>> fig, ax = new_figure()
         >>> _ = bounded_errorbar(ax, [0, 1], [0.625, 0.9], [1.5883, 0.05], "GCC")
-        >>> bool(ax.get_ylim()[0] >= -0.05), ax.get_legend_handles_labels()[1]
+        >>> bool(ax.get_ylim()[0] >= -0.06), ax.get_legend_handles_labels()[1]
         (True, ['GCC, 95% CI clipped to [0, 1]'])
     """
     mean = np.asarray(mean, dtype=float)
@@ -82,13 +88,8 @@ def bounded_errorbar(ax, x, mean, ci, label: str, *, lo: float = 0.0, hi: float 
     low = np.maximum(lo, mean - ci)
     high = np.minimum(hi, mean + ci)
     yerr = [np.maximum(mean - low, 0.0), np.maximum(high - mean, 0.0)]
-    line = ax.errorbar(
-        x, mean, yerr=yerr, capsize=3, label=f"{label}, 95% CI clipped to [{lo:g}, {hi:g}]",
-        **kwargs,
-    )  # fmt: skip
-    margin = 0.02 * (hi - lo)
-    ax.set_ylim(max(ax.get_ylim()[0], lo - margin), min(ax.get_ylim()[1], hi + margin))
-    return line
+    bounds = f"clipped to [{lo:g}, {hi:g}]" if np.isfinite(hi) else f"clipped at {lo:g}"
+    return ax.errorbar(x, mean, yerr=yerr, capsize=3, label=f"{label}, 95% CI {bounds}", **kwargs)
 
 
 def annotate_cells(ax, values, texts, image) -> None:
@@ -125,15 +126,18 @@ def legend_outside(ax, **kwargs) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 
-def log_errorbar(ax, x, mean, ci, label: str, *, roundoff: float | None = None, **kwargs):
+def log_errorbar(
+    ax, x, mean, ci, label: str, *, roundoff: float | None = None, reference=None, **kwargs
+):
     """``mean ± ci`` (a 95% interval) on a log y-axis, labelled as such.
 
     Where ``mean − ci ≤ 0`` the lower bar would be infinitely long on a log axis: it is drawn
     down to one decade below the mean and marked with an open marker, so the interval is
     visibly unbounded below rather than clipped without notice. Zeros, failures and (with
-    ``roundoff``) round-off values are not drawn but counted in the label (:func:`positive`).
+    ``roundoff`` and ``reference``) round-off values are not drawn but counted in the label
+    (:func:`positive`).
     """
-    mean, label = positive(mean, label, roundoff=roundoff)
+    mean, label = positive(mean, label, roundoff=roundoff, reference=reference)
     ci = np.nan_to_num(np.asarray(ci, dtype=float), nan=0.0)
     low = mean - ci
     unbounded = np.isfinite(mean) & (low <= 0)

@@ -944,8 +944,8 @@ ACCURACY_MARGIN_POINTS = 1.0
 """An accuracy difference is "tied" only when its whole 95% interval lies within ±1 point."""
 
 ROUNDOFF = 1e-12
-"""Errors below this fraction of a series' largest are round-off of an exact decode: the log
-panels count them in the legend instead of drawing them."""
+"""Errors below this fraction of the largest on their panel are round-off of an exact decode:
+the log panels count them in the legend instead of drawing them."""
 
 
 def _view(result: ExperimentResult) -> dict:
@@ -1165,6 +1165,16 @@ def plot_dnn(result: ExperimentResult):
 
     s_all = set()
     for ax, (metric, log) in zip(axes.ravel(), panels, strict=True):
+        # the panel's largest value: round-off is judged against it, not against each series
+        values = [value(r[metric]) for rows in result["results"].values() for r in rows]
+        values += [
+            value(r["worst_case"][metric])
+            for rows in result["results"].values()
+            for r in rows
+            if r["worst_case"] is not None
+        ]
+        finite = [v for v in values if np.isfinite(v) and v > 0]
+        top = max(finite) if finite else None
         for code, rows in result["results"].items():
             s = np.array([r["S"] for r in rows], float)
             s_all.update(int(v) for v in s)
@@ -1172,7 +1182,9 @@ def plot_dnn(result: ExperimentResult):
             ci = np.array([0.0 if r[metric]["ci95"] is None else r[metric]["ci95"] for r in rows])
             color = _COLORS.get(code)
             if log:
-                log_errorbar(ax, s, mean, ci, code, fmt="o-", color=color, roundoff=ROUNDOFF)
+                log_errorbar(
+                    ax, s, mean, ci, code, fmt="o-", color=color, roundoff=ROUNDOFF, reference=top
+                )
             else:
                 bounded_errorbar(
                     ax, s, mean, ci, code, hi=_BOUNDS[metric][1], fmt="o-", color=color
@@ -1183,7 +1195,7 @@ def plot_dnn(result: ExperimentResult):
                 exact = np.array([bool(wc and wc.get("exhaustive")) for wc in wcs])
                 label = f"{code} worst case"
                 if log:
-                    w, label = positive(w, label, roundoff=ROUNDOFF)
+                    w, label = positive(w, label, roundoff=ROUNDOFF, reference=top)
                 ax.plot(s, w, "--", color=color, alpha=0.6)
                 ax.plot(s[exact], w[exact], "x", color=color, label=f"{label} (exact)")
                 if (~exact).any():
