@@ -155,6 +155,33 @@ def test_run_reports_the_documented_protocol(trained, toy, name):
     np.testing.assert_allclose(result["base"]["accuracy"], base, rtol=1e-12)
 
 
+def test_an_input_order_puts_each_batch_along_its_first_principal_component(trained, toy):
+    # order="pca": each evaluation batch holds the given run's images, sorted by their
+    # projection on the batch's first principal component (NumPy SVD, either direction), and
+    # GCC's numbers are those of the loop reference over the batches in that order
+    _, given = toy
+    run = dnn.run_dnn(
+        **dnn.toy_config(), codes=("GCC",), worst_case=False, order="pca", trained=trained,
+        progress=False,
+    )  # fmt: skip
+    result = {"config": {**run.config, **run.seeds}, **run.results}
+    assert result["config"]["order"] == "pca"
+    ds = load_digits()
+    for before, after in zip(given["images"]["eval"], result["images"]["eval"], strict=True):
+        assert sorted(before) == sorted(after)
+        x = ds.x_test[before].reshape(len(before), -1).astype(np.float64)
+        centred = x - x.mean(axis=0)
+        score = centred @ np.linalg.svd(centred, full_matrices=False)[2][0]
+        expected = np.asarray(before)[np.argsort(score)]
+        assert after in (expected.tolist(), expected[::-1].tolist())
+    for row in result["results"]["GCC"]:
+        s = row["S"]
+        ref = _reference_trials(trained, result, _code(result, "GCC", s), "GCC", s)
+        np.testing.assert_allclose(row["mse"]["mean"], ref["mse"].mean(), rtol=1e-9)
+    with pytest.raises(ValueError, match="order='sort'"):
+        dnn.run_dnn(**dnn.toy_config(), order="sort", trained=trained, progress=False)
+
+
 def test_uncoded_agreement_is_the_fraction_of_results_that_arrived(toy):
     cfg, result = toy
     keys = jax.random.split(jax.random.key(cfg.get("seed", 0)), 3)

@@ -20,7 +20,7 @@ import numpy as np
 from ..nn.data import Dataset
 from ..nn.training import TrainedModel
 
-__all__ = ["ImageSplit", "split_images"]
+__all__ = ["ImageSplit", "ordered", "split_images"]
 
 
 class ImageSplit(NamedTuple):
@@ -104,3 +104,30 @@ def split_images(
     ev = np.random.default_rng((seed, 0xD1A)).permutation(ds.num_test)[: n_b * k]
     cv = np.random.default_rng((seed, 0xC5)).permutation(pool)[: n_cv * k]
     return ImageSplit(cv.reshape(n_cv, k), ev.reshape(n_b, k), pool_name)
+
+
+def ordered(split: ImageSplit, ds: Dataset, order: str) -> ImageSplit:
+    """``split`` with each batch's indices in the input order ``order``
+    (:func:`gcc_jax.input_order` of that batch's images): the order along the encoder's line.
+
+    The metrics are means over a batch's inputs, so only the codes whose encoding depends on
+    the order (GCC, BACC and the interpolating fill) see a difference. ``"given"`` keeps the
+    drawn order.
+
+    Example:
+        >>> from gcc_jax.nn.data import load_digits
+        >>> ds = load_digits()
+        >>> sp = ImageSplit(np.arange(8).reshape(2, 4), np.arange(8).reshape(2, 4), "train")
+        >>> out = ordered(sp, ds, "pca")
+        >>> sorted(out.eval[0].tolist()) == [0, 1, 2, 3], ordered(sp, ds, "given") is sp
+        (True, True)
+    """
+    if order == "given":
+        return split
+    from ..evaluation import input_order
+
+    def each(indices, x_all):
+        return np.stack([idx[np.asarray(input_order(x_all[idx], order))] for idx in indices])
+
+    cv = each(split.cv, ds.x_train) if split.cv.size else split.cv
+    return split._replace(cv=cv, eval=each(split.eval, ds.x_test))

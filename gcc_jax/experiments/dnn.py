@@ -138,8 +138,8 @@ from ._commands.dnn import (
     DEFAULT_SEARCH,
     toy_config,
 )
-from ._commands.regimes import FILLS
-from ._images import split_images
+from ._commands.regimes import FILLS, ORDERS
+from ._images import ordered, split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
 from ._plots import (
     CODE_COLORS,
@@ -739,6 +739,7 @@ def run_dnn(
     search: dict | None = None,
     tune_steps: int = 100,
     fill: str = "mean",
+    order: str = "given",
     trained: TrainedModel | None = None,
     epochs: int = 20,
     batch_size: int = 64,
@@ -779,6 +780,9 @@ def run_dnn(
             batches, starting from the CV choice).
         fill: uncoded's and replication's estimate of a lost result: ``"mean"`` (the batch's
             mean result), ``"zero"`` or ``"interpolate"`` (:class:`gcc_jax.UncodedCode`).
+        order: the order of each batch's images along the encoders' line
+            (:func:`gcc_jax.input_order`: ``"given"``, the drawn order, or ``"pca"``,
+            ``"spectral"``, ``"greedy"``); the recorded image indices are in that order.
         trained: a trained classifier to use instead of training one (its data set must be
             ``dataset``).
         epochs, batch_size, lr, model_kwargs: training hyper-parameters
@@ -802,6 +806,10 @@ def run_dnn(
         worst_case_batches, codes, lam_enc_grid, lam_dec_grid,
     )  # fmt: skip
     sz = sz._replace(fill=as_choice(fill, "fill", FILLS))
+    order = as_choice(order, "order", ORDERS)
+    if order == "sort":
+        raise ValueError("`order='sort'` needs one number per input; images take 'pca', "
+                         "'spectral' or 'greedy'")  # fmt: skip
     search = dict(DEFAULT_SEARCH if search is None else search)
     warn_float32(
         "run_dnn in float32: the spline solves lose digits once lam > 0; enable x64 "
@@ -830,6 +838,7 @@ def run_dnn(
         num_cv_batches=sz.batches.cv,
         seed=seed,
     )
+    split = ordered(split, ds, order)  # every batch in the encoder's input order
     cv_batches = [(jnp.asarray(ds.x_train[i], dtype), jnp.asarray(ds.y_train[i])) for i in split.cv]
     ev_batches = [(jnp.asarray(ds.x_test[i], dtype), jnp.asarray(ds.y_test[i])) for i in split.eval]
     f = trained.worker_fn()  # one function object: the compiled workers are reused
@@ -860,7 +869,7 @@ def run_dnn(
 
     # -- records ---------------------------------------------------------------------------------
     config = _config_record(sz, n_batches, worst_case, worst, search, ds, trained, dtype)
-    config = {"interrupted": stop.interrupted, **config}
+    config = {"interrupted": stop.interrupted, "order": order, **config}
     gcc_family = any(c.startswith("GCC") for c in sz.codes)
     payload = {
         "model": _model_record(trained, epochs, seed),
