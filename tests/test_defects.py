@@ -107,7 +107,8 @@ def test_expected_loss_with_no_decodable_pattern_or_a_nan_f_raises_or_flags():
 @pytest.mark.usefixtures("without_jaxtyping")  # gcc_jax's own messages, not the annotations'
 def test_none_and_non_codes_are_refused_naming_the_argument():
     code, x, masks = _loss_setup()
-    with pytest.raises(TypeError, match="`params` must be a gcc_jax code .*SplineParams.* got NoneType"):
+    msg = "`params` must be a gcc_jax code .*SplineParams.* got NoneType"
+    with pytest.raises(TypeError, match=msg):
         gcc.expected_loss(None, jnp.sin, x, masks)  # was an AttributeError about NoneType
     with pytest.raises(TypeError, match="`params` must be .* got str"):
         gcc.expected_loss("spline", jnp.sin, x, masks)
