@@ -471,42 +471,6 @@ class RobustSplineCode(SplineLeaves, NodeSizes, AbstractCode):
     # -- constructors -----------------------------------------------------------------------
 
     @classmethod
-    def chebyshev(
-        cls,
-        *,
-        num_inputs: int,
-        num_workers: int,
-        lam_enc: float | ArrayLike = 0.0,
-        lam_dec: float | ArrayLike = 0.0,
-        loss: str = "huber",
-        iterations: int = 10,
-        tuning: float | None = None,
-        trim: int = 0,
-        min_scale: float = 0.0,
-        max_subsets: int = _MAX_SUBSETS,
-        solver: str | None = None,
-        dtype=None,
-    ) -> "RobustSplineCode":
-        """Chebyshev-1 ``alpha`` (K), Chebyshev-2 ``beta`` (N), as :meth:`SplineCode.chebyshev`."""
-        base = SplineCode.chebyshev(
-            num_inputs=num_inputs,
-            num_workers=num_workers,
-            lam_enc=lam_enc,
-            lam_dec=lam_dec,
-            dtype=dtype,
-            **({} if solver is None else {"solver": solver}),
-        )
-        return cls.from_spline(
-            base,
-            loss=loss,
-            iterations=iterations,
-            tuning=tuning,
-            trim=trim,
-            min_scale=min_scale,
-            max_subsets=max_subsets,
-        )
-
-    @classmethod
     def from_spline(
         cls,
         code: SplineCode,

@@ -65,6 +65,39 @@ class SplineLeaves:
                 object.__setattr__(self, name, lam)
         return dtype
 
+    @classmethod
+    def chebyshev(
+        cls,
+        *,
+        num_inputs: int,
+        num_workers: int,
+        lam_enc: float | ArrayLike = 0.0,
+        lam_dec: float | ArrayLike = 0.0,
+        dtype=None,
+        **options: Any,
+    ) -> "SplineLeaves":
+        """The papers' placement: ``alpha`` Chebyshev-1 (K points), ``beta`` Chebyshev-2 (N).
+
+        Args:
+            num_inputs: ``K ≥ 2``.
+            num_workers: ``N ≥ 2``.
+            lam_enc: encoder smoothing (default 0: natural interpolation, the noiseless optimum).
+            lam_dec: decoder smoothing (default 0; the noiseless theory's optimum).
+            dtype: float dtype of the leaves (default: JAX's default float).
+            **options: the class's other fields, by name: ``solver`` (:class:`SplineCode`);
+                ``loss``, ``iterations``, ``tuning``, ``trim``, ``min_scale``, ``max_subsets``
+                and ``solver`` (:class:`gcc_jax.RobustSplineCode`).
+        """
+        alpha, beta = AbstractNodeCode.chebyshev_nodes(num_inputs, num_workers, dtype)
+        dtype = alpha.dtype
+        return cls(
+            alpha=alpha,
+            beta=beta,
+            lam_enc=as_lam(lam_enc, "lam_enc", dtype),
+            lam_dec=as_lam(lam_dec, "lam_dec", dtype),
+            **options,
+        )
+
 
 @pytree_dataclass
 class SplineCode(SplineLeaves, AbstractNodeCode):
@@ -106,39 +139,6 @@ class SplineCode(SplineLeaves, AbstractNodeCode):
     def __post_init__(self):
         object.__setattr__(self, "solver", as_solver(self.solver))  # "banded" -> "kalman"
         self._check_leaves()
-
-    # -- constructors -----------------------------------------------------------------------
-
-    @classmethod
-    def chebyshev(
-        cls,
-        *,
-        num_inputs: int,
-        num_workers: int,
-        lam_enc: float | ArrayLike = 0.0,
-        lam_dec: float | ArrayLike = 0.0,
-        solver: str = "kalman",
-        dtype=None,
-    ) -> "SplineCode":
-        """The papers' placement: ``alpha`` Chebyshev-1 (K points), ``beta`` Chebyshev-2 (N).
-
-        Args:
-            num_inputs: ``K ≥ 2``.
-            num_workers: ``N ≥ 2``.
-            lam_enc: encoder smoothing (default 0: natural interpolation, the noiseless optimum).
-            lam_dec: decoder smoothing (default 0; the noiseless theory's optimum).
-            solver: see the class docstring.
-            dtype: float dtype of the leaves (default: JAX's default float).
-        """
-        alpha, beta = cls.chebyshev_nodes(num_inputs, num_workers, dtype)
-        dtype = alpha.dtype
-        return cls(
-            alpha=alpha,
-            beta=beta,
-            lam_enc=as_lam(lam_enc, "lam_enc", dtype),
-            lam_dec=as_lam(lam_dec, "lam_dec", dtype),
-            solver=solver,
-        )
 
     # -- encoder ----------------------------------------------------------------------------
 

@@ -59,9 +59,9 @@ class RepVGG(nnx.Module):
         rngs: NNX random streams for the initialisation.
 
     Example:
-        >>> model = RepVGG((28, 28, 1), 10, rngs=nnx.Rngs(0))
-        >>> model(jnp.zeros((2, 28, 28, 1))).shape
-        (2, 10)
+        >>> model = RepVGG((16, 16, 3), 5, widths=(8, 16), depths=(1, 2), rngs=nnx.Rngs(0))
+        >>> len(model.blocks), model(jnp.zeros((2, 16, 16, 3))).shape
+        (3, (2, 5))
     """
 
     def __init__(
