@@ -2,7 +2,8 @@
 
 One tiny LeNet-5 is trained once per session (1 epoch on digits, cached in a tmp dir) and one
 toy run of `run_dnn` is shared by the module; every number it reports is recomputed here from
-the documented protocol with eager decodes and NumPy.
+the documented protocol with eager decodes and NumPy. The localization (regression) run has its
+own tiny localizer (1 epoch on 300 images, same cache) and toy run.
 """
 
 import itertools
@@ -16,6 +17,7 @@ from scipy import stats
 
 import gcc_jax as gcc
 from gcc_jax.experiments import dnn
+from gcc_jax.experiments._localizer import LocalizerSettings, train_localizer
 from gcc_jax.nn.data import load_digits
 from gcc_jax.nn.training import train_classifier, tree_fingerprint
 
@@ -523,3 +525,186 @@ def test_cli_run_writes_what_run_dnn_computes(
     assert saved["results"]["cv"] == result["cv"]
     for name in ("GCC", "uncoded"):
         assert f"{result['results'][name][-1]['rmse']['mean']:.4f}" in out
+
+
+# -- the localization (regression) run ---------------------------------------------------------
+
+_LOC_CODES = ("GCC", "uncoded", "replication")
+
+
+def _small(train):
+    """`train_localizer` on 300 training images (the toy runs' localizer: seconds to train)."""
+    return lambda settings, **kw: train(settings._replace(num_train=300), **kw)
+
+
+@pytest.fixture(scope="module")
+def localizer(cache_dir):
+    settings = LocalizerSettings(epochs=1, num_train=300)  # the toy run's settings, 300 images
+    return train_localizer(settings, cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="module")
+def loc_run(localizer):
+    """A toy regression run, each batch in its principal-component order."""
+    r = dnn.run_dnn(
+        **dnn.toy_config(), dataset="localization", codes=_LOC_CODES, order="pca",
+        trained=localizer, progress=False,
+    )  # fmt: skip
+    return r, {"config": {**r.config, **r.seeds}, **r.results}
+
+
+def _loc_reference(localizer, result, name, s):
+    """Per-trial mean L2 error and MSE (B, T) of code `name` at `S = s`: the localizer applied
+    to the recorded images (in the recorded order) and to their encodings, every pattern
+    decoded one at a time, errors by NumPy."""
+    cfg = result["config"]
+    code = _code(result, name, s)
+    apply = jax.jit(localizer.apply)
+    keys = jax.random.split(jax.random.key(cfg["seed"]), 3)
+    out = {"mean_l2": [], "mse": [], "box": []}
+    for b, idx in enumerate(result["images"]["eval"]):
+        x = jnp.asarray(localizer.data.x_test[idx], jnp.float64)
+        fx = np.asarray(apply(localizer.params, x))
+        yt = apply(localizer.params, code.encode(x))
+        masks = gcc.sample_masks(
+            jax.random.fold_in(jax.random.fold_in(keys[1], s), b),
+            cfg["num_workers"],
+            num=cfg["num_trials"],
+            stragglers=s,
+        )
+        l2, sq = [], []
+        for mask in np.asarray(masks):
+            m = mask[: cfg["num_inputs"]] if name == "uncoded" else mask
+            dec = _decode(code, yt, jnp.asarray(m))
+            assert int(dec.status) == 0
+            err = np.sqrt(((np.asarray(dec.value) - fx) ** 2).sum(axis=1))
+            l2.append(err.mean())
+            sq.append((err**2).mean())
+        out["mean_l2"].append(l2)
+        out["mse"].append(sq)
+        out["box"].append(((fx - localizer.data.y_test[idx]) ** 2).sum(axis=1))
+    return {m: np.array(v, float) for m, v in out.items()}
+
+
+def test_localization_run_is_the_loop_reference_in_the_pca_order(localizer, loc_run):
+    _, result = loc_run
+    cfg = result["config"]
+    assert (cfg["dataset"], cfg["model"], cfg["task"], cfg["order"]) == (
+        "localization", "cnn", "regression", "pca",
+    )  # fmt: skip
+    # the evaluation images: the split rule's test images, each batch sorted along its first
+    # principal component (NumPy SVD, either direction)
+    k = cfg["num_inputs"]
+    drawn = np.random.default_rng((cfg["seed"], 0xD1A)).permutation(1000)[: cfg["num_batches"] * k]
+    for before, after in zip(drawn.reshape(-1, k), result["images"]["eval"], strict=True):
+        x = localizer.data.x_test[before].reshape(k, -1).astype(np.float64)
+        centred = x - x.mean(axis=0)
+        score = centred @ np.linalg.svd(centred, full_matrices=False)[2][0]
+        expected = before[np.argsort(score)]
+        assert after in (expected.tolist(), expected[::-1].tolist())
+    assert np.all(np.asarray(result["images"]["cv"]) >= 300)  # held out from the training
+    for name in _LOC_CODES:
+        for row in result["results"][name]:
+            ref = _loc_reference(localizer, result, name, row["S"])
+            batch_means = ref["mean_l2"].mean(axis=1)
+            t = stats.t.ppf(0.975, len(batch_means) - 1)
+            # atol: the round-off of exact decodes (replication with a copy alive)
+            np.testing.assert_allclose(row["mse"]["mean"], ref["mse"].mean(), rtol=1e-9, atol=1e-20)
+            np.testing.assert_allclose(
+                row["rmse"]["mean"], np.sqrt(ref["mse"].mean()), rtol=1e-9, atol=1e-10
+            )
+            np.testing.assert_allclose(
+                row["mean_l2"]["mean"], ref["mean_l2"].mean(), rtol=1e-9, atol=1e-14
+            )
+            np.testing.assert_allclose(
+                row["mean_l2"]["ci95"], t * stats.sem(batch_means), rtol=1e-7, atol=1e-14
+            )
+    np.testing.assert_allclose(result["base"]["mse"], ref["box"].mean(), rtol=1e-9)
+    # GCC against uncoded: the paired ratios of the summed per-trial errors
+    for c in result["comparisons"]:
+        if c["baseline"] != "uncoded" or c["S"] == 0:  # uncoded is exact at S = 0
+            continue
+        g = _loc_reference(localizer, result, "GCC", c["S"])
+        o = _loc_reference(localizer, result, "uncoded", c["S"])
+        for m in ("mse", "mean_l2"):
+            np.testing.assert_allclose(c[f"{m}_ratio"]["mean"], g[m].sum() / o[m].sum(), rtol=1e-9)
+
+
+def test_localization_run_reports_no_accuracy(localizer, loc_run, tmp_path):
+    run, result = loc_run
+    assert set(run.metrics) & {"accuracy", "rel_acc_labels", "rel_acc_base"} == set()
+    for rows in result["results"].values():
+        for row in rows:
+            assert set(dnn.METRICS) & set(row) == set(dnn.ERROR_METRICS)
+            assert set(dnn.METRICS) & set(row["worst_case"]) == set(dnn.ERROR_METRICS)
+    for c in result["comparisons"]:
+        assert "accuracy_diff_points" not in c and c["worst_case_mse"] is not None
+    assert result["model"] == localizer.record
+    assert result["base"]["num_images"] == result["config"]["num_batches"] * 4
+    text = dnn.format_dnn_table(run)
+    summary = "\n".join(result["summary"])
+    for word in ("accuracy", "RelAcc", "nan"):
+        assert word not in text and word not in summary
+    assert f"test box MSE {localizer.record['test_mse']:.4g}" in text
+    for other in ("uncoded", "replication"):
+        assert f"GCC vs {other}: MSE " in summary and "; worst-case MSE " in summary
+    assert len(dnn.plot_dnn(run).axes) == 2  # mean L2 error and MSE only
+
+
+def test_localization_model_is_the_regime_maps(localizer, loc_run, cache_dir, monkeypatch):
+    # `gcc-jax regimes` trains its localization workload through the same helper and settings:
+    # it loads the checkpoint the run used
+    from gcc_jax.experiments import regimes
+
+    monkeypatch.setattr(regimes, "train_localizer", _small(train_localizer))
+    _, info = regimes._localization_workload(4, 2, 2, 0, jnp.float64, 1, cache_dir, True, False)
+    assert info["from_cache"]
+    assert info["params_fingerprint"] == loc_run[1]["model"]["params_fingerprint"]
+
+
+def test_localization_refuses_what_does_not_apply(trained, localizer, tmp_path, capsys):
+    from gcc_jax.experiments.cli import main
+
+    cfg = {**dnn.toy_config(), "dataset": "localization", "progress": False}
+    for kw, match in (
+        ({"model": "lenet5"}, "`model`: the localization workload runs the small CNN"),
+        ({"data_path": tmp_path}, "`data_path`: the localization images are made offline"),
+        ({"model_kwargs": {"dim": 8}}, "`model_kwargs`: the localizer's architecture is fixed"),
+        ({"trained": trained}, "`trained` must be a Localizer"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            dnn.run_dnn(**cfg, **kw)
+    with pytest.raises(ValueError, match="`trained` must be a TrainedModel"):
+        dnn.run_dnn(**dnn.toy_config(), trained=localizer, progress=False)
+    for argv, flag_ in ((["--model", "vit"], "--model"), (["--data-path", "."], "--data-path")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["run", "--dataset", "localization", *argv, "--out", str(tmp_path / "x")])
+        assert exit_info.value.code == 2
+        assert f"argument {flag_}: with --dataset localization" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_run_localization_writes_what_run_dnn_computes(
+    loc_run, cache_dir, tmp_path, capsys, monkeypatch
+):
+    """`gcc-jax run --dataset localization --toy` loads the module's localizer (its checkpoint,
+    trained on 300 images) and computes the toy run's numbers."""
+    from gcc_jax.experiments.cli import main
+
+    _, result = loc_run
+    monkeypatch.setenv("GCC_JAX_CACHE", str(cache_dir))
+    monkeypatch.setattr(dnn, "train_localizer", _small(train_localizer))
+    argv = ["run", "--dataset", "localization", "--toy", "--codes", "gcc,uncoded,replication"]
+    argv += ["--order", "pca", "--no-worst-case", "--out", str(tmp_path / "out"), "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    for name in ("results.txt", "results.png", "cv.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    assert saved["results"]["model"]["from_cache"]
+    assert saved["results"]["images"] == result["images"]
+    for name, rows in saved["results"]["results"].items():
+        for row, ref in zip(rows, result["results"][name], strict=True):
+            assert row["worst_case"] is None
+            assert {**row, "worst_case": ref["worst_case"]} == ref
+    assert "test box MSE" in out and "accuracy" not in out

@@ -341,14 +341,6 @@ def test_lenet_workloads_cross_validate_on_held_out_training_images(monkeypatch)
 # -- the localization (regression) workload ----------------------------------------------------
 
 
-def test_box_metrics_hand_values():
-    pred = np.array([[0.0, 0.0, 0.5, 0.5], [0.1, 0.1, 0.3, 0.3]])
-    box = np.array([[0.0, 0.0, 0.5, 1.0], [0.5, 0.5, 0.9, 0.9]])
-    m = regimes._box_metrics(pred, box)
-    np.testing.assert_allclose(m["mean_iou"], (0.5 + 0.0) / 2, rtol=1e-12)  # half; disjoint
-    np.testing.assert_allclose(m["test_mse"], (0.25 + 2 * 0.16 + 2 * 0.36) / 2, rtol=1e-12)
-
-
 def test_localization_workload_toy(tmp_path):
     result = regimes.run_regimes(
         num_inputs=4,

@@ -1,8 +1,8 @@
-"""Which images an experiment with a trained classifier tunes on and which it scores.
+"""Which images an experiment with a trained image model tunes on and which it scores.
 
-One rule for every experiment that chooses GCC's λ (or trains anything) on a classifier's
-outputs (``gcc-jax run``, the LeNet-5 workloads of ``gcc-jax regimes``): tuning never sees a
-test image.
+One rule for every experiment that chooses GCC's λ (or trains anything) on an image model's
+outputs (``gcc-jax run``, the LeNet-5 and localization workloads of ``gcc-jax regimes``):
+tuning never sees a test image.
 
 * **Evaluation** batches: the first ``num_batches·K`` images of the *test* split shuffled with
   ``np.random.default_rng((seed, 0xD1A)).permutation``.
@@ -10,17 +10,18 @@ test image.
   validation images — *training-split* images it was not trained on,
   :meth:`gcc_jax.nn.training.TrainedModel.validation_indices` — shuffled with
   ``np.random.default_rng((seed, 0xC5)).permutation`` (the whole training split if the model
-  was trained without a validation split; ``cv_pool`` says which).
+  was trained without a validation split; ``cv_pool`` says which). The localizer's pool is its
+  held-out training-split images (:mod:`gcc_jax.experiments._localizer`).
 """
 
 from typing import NamedTuple
 
 import numpy as np
 
-from ..nn.data import Dataset
+from ..nn.data import Dataset, Localization
 from ..nn.training import TrainedModel
 
-__all__ = ["ImageSplit", "ordered", "split_images"]
+__all__ = ["ImageSplit", "draw_split", "ordered", "split_images"]
 
 
 class ImageSplit(NamedTuple):
@@ -86,27 +87,66 @@ def split_images(
         >>> sp.cv.shape, sp.eval.shape, sp.cv_pool
         ((2, 4), (3, 4), 'validation')
     """
-    k, n_b, n_cv = int(num_inputs), int(num_batches), int(num_cv_batches)
-    if n_b * k > ds.num_test:
-        raise ValueError(
-            f"{n_b} evaluation batches of K={k} need {n_b * k} test images; "
-            f"{ds.name} has {ds.num_test}. Lower --batches or K."
-        )
     pool = trained.validation_indices(ds.num_train)
     pool_name = "validation" if pool.size else "train"
     if not pool.size:
         pool = np.arange(ds.num_train)
+    return draw_split(
+        ds.name, ds.num_test, pool, pool_name,
+        num_inputs=num_inputs, num_batches=num_batches, num_cv_batches=num_cv_batches, seed=seed,
+    )  # fmt: skip
+
+
+def draw_split(
+    name: str,
+    num_test: int,
+    pool: np.ndarray,
+    pool_name: str,
+    *,
+    num_inputs: int,
+    num_batches: int,
+    num_cv_batches: int,
+    seed: int,
+) -> ImageSplit:
+    """The rule of the module docstring on a test split of ``num_test`` images and a pool of
+    held-out training-split indices ``pool`` (what :func:`split_images` draws from).
+
+    Args:
+        name: the data set's name (for the error messages).
+        num_test: images in the test split.
+        pool: training-split indices the CV batches may use.
+        pool_name: ``"validation"`` (held out from training) or ``"train"``.
+        num_inputs, num_batches, num_cv_batches, seed: as in :func:`split_images`.
+
+    Returns:
+        The :class:`ImageSplit`.
+
+    Raises:
+        ValueError: if the test split or the pool is too small.
+
+    Example:
+        >>> sp = draw_split("toy", 10, np.arange(20, 26), "validation", num_inputs=3,
+        ...                 num_batches=2, num_cv_batches=2, seed=0)
+        >>> sp.eval.shape, bool(np.isin(sp.cv, np.arange(20, 26)).all())
+        ((2, 3), True)
+    """
+    k, n_b, n_cv = int(num_inputs), int(num_batches), int(num_cv_batches)
+    if n_b * k > num_test:
+        raise ValueError(
+            f"{n_b} evaluation batches of K={k} need {n_b * k} test images; "
+            f"{name} has {num_test}. Lower --batches or K."
+        )
     if n_cv * k > pool.size:
         raise ValueError(
             f"{n_cv} CV batches of K={k} need {n_cv * k} held-out training images; the model "
-            f"holds out {pool.size} of {ds.name}'s training split. Lower --cv-batches or K."
+            f"holds out {pool.size} of {name}'s training split. Lower --cv-batches or K."
         )
-    ev = np.random.default_rng((seed, 0xD1A)).permutation(ds.num_test)[: n_b * k]
+    ev = np.random.default_rng((seed, 0xD1A)).permutation(num_test)[: n_b * k]
     cv = np.random.default_rng((seed, 0xC5)).permutation(pool)[: n_cv * k]
     return ImageSplit(cv.reshape(n_cv, k), ev.reshape(n_b, k), pool_name)
 
 
-def ordered(split: ImageSplit, ds: Dataset, order: str) -> ImageSplit:
+def ordered(split: ImageSplit, ds: Dataset | Localization, order: str) -> ImageSplit:
     """``split`` with each batch's indices in the input order ``order``
     (:func:`gcc_jax.input_order` of that batch's images): the order along the encoder's line.
 

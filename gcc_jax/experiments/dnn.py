@@ -4,7 +4,12 @@ Protocol (LeTCC §5):
 
 * **Worker function.** ``f(x) = softmax(apply(params, x))``: a classifier trained by
   :func:`gcc_jax.nn.training.train_classifier` (or loaded from its cache); the worker output is the
-  softmax vector (``m`` = number of classes).
+  softmax vector (``m`` = number of classes). With ``dataset="localization"`` the run is a
+  regression: ``f(x) = g(x)``, the 4 box coordinates ``(x₀, y₀, x₁, y₁)/40`` that the small CNN
+  localizer of :mod:`gcc_jax.experiments._localizer` predicts for a digit pasted on a 40×40
+  canvas (images made offline; trained with the box MSE, seeded and cached: the model of the
+  ``localization`` workload of ``gcc-jax regimes`` when the settings agree). Its model is that
+  CNN (``model`` ``None`` or ``"cnn"``; ``data_path`` and ``model_kwargs`` are refused).
 * **Batches** (:func:`gcc_jax.experiments.split_images`). Each batch of ``K`` images is one
   coded computation over ``N`` workers. The *evaluation* batches are the first
   ``num_batches·K`` images of the test split shuffled with the seed
@@ -13,7 +18,8 @@ Protocol (LeTCC §5):
   ``num_cv_batches·K`` of the model's held-out validation images — training-split images it was
   not trained on (:meth:`gcc_jax.nn.training.TrainedModel.validation_indices`) — shuffled with
   ``np.random.default_rng((seed, 0xC5)).permutation`` (all training images if the model was
-  trained without a validation split).
+  trained without a validation split; for the localizer, the training-split images held out
+  from its training).
 * **Straggler sets.** For every ``S`` and every batch, ``num_trials`` patterns with exactly ``S``
   dead workers, uniformly at random: with ``(k_cv, k_eval, k_worst) = split(key(seed), 3)``,
   batch ``b``'s patterns are ``sample_masks(fold_in(fold_in(k_eval, S), b), N,
@@ -23,7 +29,7 @@ Protocol (LeTCC §5):
   reads its stragglers from the first ``K`` entries of the same pattern, so it loses on average
   ``S·K/N`` results. A missing result is the code's fill rule's estimate (``fill``, default
   ``"mean"``: the mean of the batch's results, :class:`gcc_jax.UncodedCode`): it enters the
-  errors as ``‖fill − f(x_k)‖`` and counts as a wrong prediction in the accuracies.
+  errors as ``‖fill − f(x_k)‖`` and counts as a wrong prediction in a classifier's accuracies.
 * **GCC's λ** (as the papers choose it). ``GCC``: ``(λ_enc, λ_dec)`` for each ``S`` is the
   point of ``lam_enc_grid × lam_dec_grid`` (default ``λ_enc ∈ {0, 10⁻¹⁰, …, 10⁻²}``,
   ``λ_dec ∈ {0, 10⁻¹⁰, …, 10⁰}``: from interpolation to the straight-line fit) with the lowest
@@ -44,9 +50,12 @@ trial (one batch and one pattern) with ``ŷ_k`` the decoded estimate of ``f(x_k)
 
 * ``mse`` = ``(1/K) Σ_k ‖f(x_k) − ŷ_k‖₂²`` (the papers' loss), ``rmse`` = √(mean MSE),
   ``mean_l2`` = ``(1/K) Σ_k ‖f(x_k) − ŷ_k‖₂`` (the mean L2 error; LeTCC calls it RMSE);
-* ``accuracy`` = fraction of ``argmax ŷ_k`` equal to the true label (missing = wrong);
-* ``rel_acc_labels`` = decoded accuracy / base-model accuracy on the same images (pooled over
-  trials); ``rel_acc_base`` = agreement of ``argmax ŷ_k`` with the base model's ``argmax f(x_k)``.
+* a classifier's ``accuracy`` = fraction of ``argmax ŷ_k`` equal to the true label (missing =
+  wrong); ``rel_acc_labels`` = decoded accuracy / base-model accuracy on the same images
+  (pooled over trials); ``rel_acc_base`` = agreement of ``argmax ŷ_k`` with the base model's
+  ``argmax f(x_k)``. A regression run (localization) reports the first three only
+  (:data:`ERROR_METRICS`): its rows, worst cases, comparisons, summary and plot have no
+  accuracy.
 
 Every value comes with a 95% confidence half-width (``ci95``) from :func:`gcc_jax.mean_ci` /
 :func:`gcc_jax.ratio_ci`, treating batches as clusters of trials (Student t, ``batches − 1``
@@ -56,21 +65,27 @@ degrees of freedom).
 :func:`save_dnn` as ``results.json`` in the common schema of :mod:`gcc_jax.experiments._io`
 (``config`` = the run's settings, ``seeds`` = ``{"seed"}``, NaN written as ``null``), with::
 
-    "config": {dataset, model, num_workers, num_inputs, stragglers: [S...], num_trials,
-               num_batches, num_cv_batches, codes: [...], lam_enc_grid, lam_dec_grid,
-               worst_case, worst_case_batches, search: {...}, training: {...}, dtype},
+    "config": {dataset, model, task: "classification" | "regression", interrupted, order,
+               num_workers, num_inputs, stragglers: [S...], num_trials, num_batches,
+               num_cv_batches, codes: [...], fill, lam_enc_grid, lam_dec_grid, worst_case,
+               worst_case_batches, search: {...}, training: {...}, dtype},
     "results": {
       "model": {name, dataset, test_accuracy, val_accuracy, epochs, seed, num_params,
                 params_fingerprint, from_cache, train_time_s},
                 # pinned: seeded, cached by its hyper-parameters; params_fingerprint =
                 # gcc_jax.nn.training.tree_fingerprint(params): equal on a rerun that retrains
+                # localization: {name, dataset, test_mse, mean_iou, num_test, epochs,
+                #   batch_size, lr, seed, num_train, num_held_out, num_params,
+                #   params_fingerprint, from_cache, train_time_s}  (box MSE and IoU on the test
+                #   split)
       "base": {accuracy, num_images},          # base model on the evaluation images
+                # localization: {mse, mean_iou, num_images}: (1/n) Σ ‖g(x) − box‖₂², IoU
       "images": {"cv_split": "train", "cv_pool": "validation" | "train",
                  "cv": [[i...]...],            # training-split indices per CV batch
                  "eval_split": "test", "eval": [[i...]...]},   # test-split indices per batch
       "results": {CODE: [{"S": S,
                           "mse" | "rmse" | "mean_l2" | "accuracy" | "rel_acc_labels" |
-                          "rel_acc_base":
+                          "rel_acc_base":                  # the last three: classifiers
                               {"mean": float, "ci95": float},
                           "num_trials": int, "num_failed": int,
                           "lam_enc": float, "lam_dec": float,       # GCC rows only
@@ -80,9 +95,10 @@ degrees of freedom).
                                                 "exhaustive": bool, "num_evaluated": int}},
                          ...one row per S]},
       "gcc_vs_bacc": [{"S", "mean_l2_ratio": {"mean", "ci95"}, "mean_l2_gain_percent"}],
-      "comparisons": [{"baseline": CODE, "S", "mean_l2_ratio": {"mean", "ci95"},   # GCC / CODE
-                       "accuracy_diff_points": {"mean", "ci95"},                # GCC − CODE
-                       "worst_case_mean_l2": null | {"gcc", "baseline"}}],
+      "comparisons": [{"baseline": CODE, "S", "mse_ratio" | "mean_l2_ratio":    # GCC / CODE
+                           {"mean", "ci95"},
+                       "accuracy_diff_points": {"mean", "ci95"},    # GCC − CODE; classifiers
+                       "worst_case_mse" | "worst_case_mean_l2": null | {"gcc", "baseline"}}],
       "summary": [str],                          # GCC vs every baseline in plain words
       "regime_map": str,                         # where to look for other N/K and fractions
       "tuning": [{"S", "lam_enc", "lam_dec", "best_step", "steps_run", "initial_val_loss",
@@ -125,7 +141,7 @@ from ..evaluation import (
     sample_masks,
     worst_case_mask,
 )
-from ..nn.data import Dataset, load_dataset
+from ..nn.data import Dataset, Localization, load_dataset
 from ..nn.models import count_params
 from ..nn.training import TrainedModel, train_classifier, tree_fingerprint
 from ..tuning import StragglerModel, grid_search, tune
@@ -136,11 +152,15 @@ from ._commands.dnn import (
     DEFAULT_LAM_DEC_GRID,
     DEFAULT_LAM_ENC_GRID,
     DEFAULT_SEARCH,
+    LOCALIZATION,
+    localization_conflict,
     toy_config,
 )
 from ._commands.regimes import FILLS, ORDERS
-from ._images import ordered, split_images
+from ._images import ImageSplit, ordered, split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
+from ._localizer import MODEL as LOCALIZER_MODEL
+from ._localizer import Localizer, LocalizerSettings, box_metrics, train_localizer
 from ._plots import (
     CODE_COLORS,
     bounded_errorbar,
@@ -155,6 +175,7 @@ __all__ = [
     "CODES",
     "DEFAULT_LAM_DEC_GRID",
     "DEFAULT_LAM_ENC_GRID",
+    "ERROR_METRICS",
     "METRICS",
     "PatternMetrics",
     "evaluate_patterns",
@@ -169,8 +190,11 @@ __all__ = [
     "toy_config",
 ]
 
-METRICS = ("mse", "rmse", "mean_l2", "accuracy", "rel_acc_labels", "rel_acc_base")
-"""Metric keys of every result row."""
+ERROR_METRICS = ("mse", "rmse", "mean_l2")
+"""Metric keys of every result row: the errors of the decoded outputs (all a regression run
+reports)."""
+METRICS = (*ERROR_METRICS, "accuracy", "rel_acc_labels", "rel_acc_base")
+"""Metric keys of a classifier's result rows."""
 
 
 class PatternMetrics(NamedTuple):
@@ -222,17 +246,35 @@ def pattern_metrics(
     )
 
 
+def _error_metrics(
+    code: AbstractCode, yt: Float[Array, "n m"], fx: Float[Array, "k m"], mask: Bool[Array, " n"]
+) -> tuple[Array, Array, Array]:
+    """Errors of one straggler pattern: ``(mean_l2, mse, status)`` of the decoded estimates
+    against ``f(x)`` (:func:`gcc_jax.mean_l2_error`, :func:`gcc_jax.mse`): the ``per_mask``
+    function of :class:`gcc_jax.MaskEvaluator` for a regression output."""
+    dec = code.decode_with_status(yt, mask)
+    return mean_l2_error(dec.value, fx), mse(dec.value, fx), dec.status
+
+
 @functools.partial(jax.jit, static_argnames="f")
 def _targets(f: Callable, x: Array) -> Array:
     """``vmap(f)(x)``: the uncoded outputs ``f(x_k)`` of a batch (one compile per shape)."""
     return jax.vmap(f)(x)
 
 
-def _metrics(code: AbstractCode, yt: Array, fx: Array, labels: Array, masks) -> tuple:
-    """:func:`pattern_metrics` of every row of ``masks`` (NumPy), one evaluator call."""
+def _metrics(
+    code: AbstractCode, yt: Array, fx: Array, labels: Array | None, masks
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-pattern tables of every row of ``masks`` (NumPy) in one evaluator call, and the
+    decode statuses: ``mean_l2`` and ``mse``, plus ``correct`` and ``agree``
+    (:func:`pattern_metrics`) when ``labels`` are given (a classifier)."""
     num = np.shape(masks)[0]
+    if labels is None:
+        r, q, st = MaskEvaluator(code, yt, fx, per_mask=_error_metrics, chunk_size=num)(masks)
+        return {"mean_l2": r, "mse": q}, st
     ev = MaskEvaluator(code, yt, (fx, labels), per_mask=pattern_metrics, chunk_size=num)
-    return ev(masks)
+    r, q, cor, agr, st = ev(masks)
+    return {"mean_l2": r, "mse": q, "correct": cor, "agree": agr}, st
 
 
 def evaluate_patterns(
@@ -278,9 +320,9 @@ def evaluate_patterns(
         raise ValueError(f"`labels` must be integers of shape ({x.shape[0]},); got {labels.shape}")
     _, yt = apply_workers(code, f, x)
     fx = _targets(f, x)
-    r, q, cor, agr, st = _metrics(code, yt, fx, labels, masks)
+    t, st = _metrics(code, yt, fx, labels, masks)
     base_correct = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(labels)))
-    return PatternMetrics(r, q, cor, agr, base_correct, st)
+    return PatternMetrics(t["mean_l2"], t["mse"], t["correct"], t["agree"], base_correct, st)
 
 
 # -- helpers of run_dnn ---------------------------------------------------------------------------
@@ -319,20 +361,20 @@ def _root_ci(m: float, ci: float) -> tuple[float, float]:
     return math.sqrt(m), (math.sqrt(m + ci) - math.sqrt(max(m - ci, 0.0))) / 2
 
 
-def _summarise(
-    rm: np.ndarray, ms: np.ndarray, cor: np.ndarray, agr: np.ndarray, base: np.ndarray, k: int
-) -> dict:
-    """Metric dict from ``(B, T)`` per-trial tables and the per-batch base-correct counts."""
-    base_bt = np.broadcast_to(base[:, None].astype(float), cor.shape)
-    m, ci = mean_ci(ms)
-    return {
-        "mse": _stat(m, ci),
-        "rmse": _stat(*_root_ci(m, ci)),
-        "mean_l2": _stat(*mean_ci(rm)),
-        "accuracy": _stat(*mean_ci(cor / k)),
-        "rel_acc_labels": _stat(*ratio_ci(cor, base_bt)),
-        "rel_acc_base": _stat(*mean_ci(agr / k)),
-    }
+def _summarise(t: dict[str, np.ndarray], base: np.ndarray, k: int) -> dict:
+    """Metric dict from ``(B, T)`` per-trial tables ``t`` (:func:`_metrics`'s keys) and the
+    per-batch base-correct counts: :data:`ERROR_METRICS`, and the accuracies where ``t`` has
+    the counts (a classifier)."""
+    m, ci = mean_ci(t["mse"])
+    out = {"mse": _stat(m, ci), "rmse": _stat(*_root_ci(m, ci))}
+    out["mean_l2"] = _stat(*mean_ci(t["mean_l2"]))
+    if "correct" in t:
+        cor = t["correct"]
+        base_bt = np.broadcast_to(base[:, None].astype(float), cor.shape)
+        out["accuracy"] = _stat(*mean_ci(cor / k))
+        out["rel_acc_labels"] = _stat(*ratio_ci(cor, base_bt))
+        out["rel_acc_base"] = _stat(*mean_ci(t["agree"] / k))
+    return out
 
 
 class _Sizes(NamedTuple):
@@ -346,6 +388,7 @@ class _Sizes(NamedTuple):
     lam_enc_grid: tuple[float, ...]
     lam_dec_grid: tuple[float, ...]
     fill: str = "mean"  # uncoded's and replication's fill rule for a lost result
+    classify: bool = True  # class scores (accuracies reported) or a regression output
 
 
 class _CrossValidation(NamedTuple):
@@ -360,9 +403,9 @@ class _CrossValidation(NamedTuple):
 class _RandomPatterns(NamedTuple):
     """Per-pattern metrics over random straggler sets: tables ``(codes, S, batches, trials)``."""
 
-    tab: dict  # "mean_l2", "mse", "correct", "agree" -> table
+    tab: dict  # "mean_l2", "mse" (and a classifier's "correct", "agree") -> table
     failed: np.ndarray  # (codes, S) patterns that could not be decoded
-    base_correct: np.ndarray  # (batches,) correct predictions of the uncoded model
+    base_correct: np.ndarray  # (batches,) correct predictions of the uncoded model (0: regression)
 
 
 def _check_sizes(
@@ -493,7 +536,8 @@ def _evaluate_random(
     """Every code on every evaluation batch over ``trials`` random sets of ``S`` stragglers.
     Ctrl-C keeps the batches evaluated in full (``stop``); none finished re-raises."""
     shape = (len(sz.codes), len(sz.s_list), sz.batches.evaluation, sz.batches.trials)
-    tab = {m: np.zeros(shape) for m in ("mean_l2", "mse", "correct", "agree")}
+    keys = ("mean_l2", "mse", "correct", "agree") if sz.classify else ("mean_l2", "mse")
+    tab = {m: np.zeros(shape) for m in keys}
     failed = np.zeros(shape[:2], int)
     base_correct = np.zeros(sz.batches.evaluation, int)
     bar = tqdm(
@@ -504,7 +548,9 @@ def _evaluate_random(
     with stop, bar:
         for b, (x, y) in enumerate(ev_batches):
             fx = ev_outputs[b]
-            base_correct[b] = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(y)))
+            labels = y if sz.classify else None
+            if sz.classify:
+                base_correct[b] = int(np.sum(np.argmax(np.asarray(fx), -1) == np.asarray(y)))
             worker_outputs: dict[tuple[str, float], Array] = {}
             for i, s in enumerate(sz.s_list):
                 masks = sample_masks(
@@ -519,8 +565,8 @@ def _evaluate_random(
                     if ck not in worker_outputs:
                         worker_outputs[ck] = apply_workers(code, f, x)[1]
                     m = masks[:, : sz.k] if name == "uncoded" else masks
-                    r, q, cor, agr, st = _metrics(code, worker_outputs[ck], fx, y, m)
-                    for key_, v in (("mean_l2", r), ("mse", q), ("correct", cor), ("agree", agr)):
+                    t, st = _metrics(code, worker_outputs[ck], fx, labels, m)
+                    for key_, v in t.items():
                         tab[key_][c, i, b] = v
                     failed[c, i] += int(np.count_nonzero(st))
                     _warn_failed(name, s, st)
@@ -574,6 +620,7 @@ def _search_worst(
                 for b in range(nb):
                     x, y = ev_batches[b]
                     fx = ev_outputs[b]
+                    labels = y if sz.classify else None
                     _, yt = apply_workers(code, f, x)
                     wc_key = jax.random.fold_in(key, 1000 * s + b)
                     wc_mask, wc_exh, wc_num = _worst_pattern(code, s_eff, yt, fx, wc_key, search)
@@ -581,14 +628,12 @@ def _search_worst(
                     tiled = np.broadcast_to(
                         np.asarray(wc_mask), (sz.batches.trials, code.num_workers)
                     )
-                    rows.append(_metrics(code, yt, fx, y, tiled))
+                    rows.append(_metrics(code, yt, fx, labels, tiled)[0])
                     exhaustive &= bool(wc_exh)
                     evaluated += int(wc_num)
                     bar.update()
-                r, q, cor, agr, _ = (np.stack([row[j][0] for row in rows]) for j in range(5))
-                summary = _summarise(
-                    r[:, None], q[:, None], cor[:, None], agr[:, None], base_correct[:nb], sz.k
-                )
+                t = {m: np.stack([row[m][:1] for row in rows]) for m in rows[0]}  # (nb, 1)
+                summary = _summarise(t, base_correct[:nb], sz.k)
                 summary.update(exhaustive=exhaustive, num_evaluated=evaluated)
                 worst[(name, s)] = summary
     return worst
@@ -604,16 +649,7 @@ def _code_rows(
         rows = []
         for i, s in enumerate(sz.s_list):
             row = {"S": s}
-            row.update(
-                _summarise(
-                    tab["mean_l2"][c, i],
-                    tab["mse"][c, i],
-                    tab["correct"][c, i],
-                    tab["agree"][c, i],
-                    ev.base_correct,
-                    sz.k,
-                )
-            )
+            row.update(_summarise({m: v[c, i] for m, v in tab.items()}, ev.base_correct, sz.k))
             row.update(num_trials=n_batches * sz.batches.trials, num_failed=int(ev.failed[c, i]))
             if name.startswith("GCC"):
                 row.update(lam_enc=cv.lams[(name, s)][0], lam_dec=cv.lams[(name, s)][1])
@@ -638,8 +674,8 @@ def _gcc_vs_bacc(sz: _Sizes, tab: dict) -> list[dict]:
 
 
 def _gcc_vs_each(sz: _Sizes, tab: dict, worst: dict) -> list[dict]:
-    """GCC against every other code per ``S``: mean L2 error ratio, accuracy difference, worst
-    case."""
+    """GCC against every other code per ``S``: the paired MSE and mean L2 error ratios, a
+    classifier's accuracy difference, the worst cases' MSE and mean L2 error."""
     if "GCC" not in sz.codes:
         return []
     g = sz.codes.index("GCC")
@@ -648,24 +684,36 @@ def _gcc_vs_each(sz: _Sizes, tab: dict, worst: dict) -> list[dict]:
         if other == "GCC":
             continue
         for i, s in enumerate(sz.s_list):
-            ratio, ci = ratio_ci(tab["mean_l2"][g, i], tab["mean_l2"][c, i])
-            diff, dci = mean_ci((tab["correct"][g, i] - tab["correct"][c, i]) / sz.k)
+            row = {"baseline": other, "S": s}
+            for m in ("mse", "mean_l2"):
+                row[f"{m}_ratio"] = _stat(*ratio_ci(tab[m][g, i], tab[m][c, i]))
+            if sz.classify:
+                diff, dci = mean_ci((tab["correct"][g, i] - tab["correct"][c, i]) / sz.k)
+                row["accuracy_diff_points"] = _stat(100 * diff, 100 * dci)
             wg, wo = worst.get(("GCC", s)), worst.get((other, s))
-            out.append(
-                {
-                    "baseline": other,
-                    "S": s,
-                    "mean_l2_ratio": _stat(ratio, ci),
-                    "accuracy_diff_points": _stat(100 * diff, 100 * dci),
-                    "worst_case_mean_l2": None
+            for m in ("mse", "mean_l2"):
+                row[f"worst_case_{m}"] = (
+                    None
                     if wg is None or wo is None
-                    else {"gcc": wg["mean_l2"]["mean"], "baseline": wo["mean_l2"]["mean"]},
-                }
-            )
+                    else {"gcc": wg[m]["mean"], "baseline": wo[m]["mean"]}
+                )
+            out.append(row)
     return out
 
 
-def _model_record(trained: TrainedModel, epochs: int, seed: int) -> dict:
+class _Model(NamedTuple):
+    """The run's model and its images, classifier or localizer alike."""
+
+    f: Callable  # the worker function
+    data: Dataset | Localization  # x_train, y_train, x_test, y_test
+    split: ImageSplit  # the CV and evaluation batches' indices
+    record: dict  # the result's "model" record
+    dataset: str  # the config's names
+    name: str
+    training: dict  # the settings the model was trained with
+
+
+def _classifier_record(trained: TrainedModel, epochs: int, seed: int) -> dict:
     params = trained.params
     return {
         "name": trained.model_name,
@@ -681,9 +729,10 @@ def _model_record(trained: TrainedModel, epochs: int, seed: int) -> dict:
     }
 
 
-def _load_model(
-    dataset, model, trained, data_path, training: dict, seed, cache_dir, use_cache, progress
-) -> tuple[Dataset, TrainedModel]:
+def _load_classifier(
+    dataset, model, trained, data_path, training: dict, sz: _Sizes, seed, cache_dir, use_cache,
+    progress,
+) -> _Model:  # fmt: skip
     """The data set and the classifier (trained, or loaded from the cache, unless given)."""
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_path)
     if trained is None:
@@ -691,18 +740,63 @@ def _load_model(
             model, ds, seed=seed, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
             **training,
         )  # fmt: skip
+    elif not isinstance(trained, TrainedModel):
+        raise ValueError(f"`trained` must be a TrainedModel for {ds.name!r}; got {type(trained)}")
     elif trained.dataset_name != ds.name:
         raise ValueError(f"`trained` was trained on {trained.dataset_name!r}, not on {ds.name!r}")
-    return ds, trained
+    split = split_images(
+        ds, trained, num_inputs=sz.k, num_batches=sz.batches.evaluation,
+        num_cv_batches=sz.batches.cv, seed=seed,
+    )  # fmt: skip
+    record = _classifier_record(trained, training["epochs"], seed)
+    return _Model(
+        trained.worker_fn(), ds, split, record, ds.name, trained.model_name, dict(trained.config)
+    )
+
+
+def _load_localizer(trained, training: dict, sz: _Sizes, seed, cache_dir, use_cache, progress):
+    """The localizer (:mod:`gcc_jax.experiments._localizer`: trained, or loaded from the cache,
+    unless given) and its images."""
+    if trained is None:
+        settings = LocalizerSettings(
+            epochs=training["epochs"], batch_size=training["batch_size"], lr=training["lr"],
+            seed=int(seed),
+        )  # fmt: skip
+        trained = train_localizer(
+            settings, cache_dir=cache_dir, use_cache=use_cache, progress=progress
+        )
+    elif not isinstance(trained, Localizer):
+        raise ValueError(f"`trained` must be a Localizer for {LOCALIZATION!r}; got {type(trained)}")
+    split = trained.split(
+        num_inputs=sz.k, num_batches=sz.batches.evaluation, num_cv_batches=sz.batches.cv,
+        seed=seed,
+    )  # fmt: skip
+    return _Model(
+        trained.worker_fn(), trained.data, split, trained.record, LOCALIZATION, LOCALIZER_MODEL,
+        trained.settings._asdict(),
+    )  # fmt: skip
+
+
+def _base_record(sz: _Sizes, ev: _RandomPatterns, ev_batches: list, ev_outputs: list) -> dict:
+    """The model itself on the evaluation images: a classifier's accuracy, the localizer's box
+    MSE and mean IoU (:func:`~gcc_jax.experiments._localizer.box_metrics`)."""
+    num = len(ev_batches) * sz.k
+    if sz.classify:
+        return {"accuracy": float(ev.base_correct.sum() / num), "num_images": num}
+    pred = np.concatenate([np.asarray(fx, float) for fx in ev_outputs[: len(ev_batches)]])
+    box = np.concatenate([np.asarray(y, float) for _, y in ev_batches])
+    m = box_metrics(pred, box)
+    return {"mse": m["test_mse"], "mean_iou": m["mean_iou"], "num_images": num}
 
 
 def _config_record(
-    sz: _Sizes, n_batches: int, worst_case: bool, worst: dict, search: dict, ds, trained, dtype
+    sz: _Sizes, n_batches: int, worst_case: bool, worst: dict, search: dict, net: _Model, dtype
 ) -> dict:
     """The settings a run used (the JSON record's ``config``)."""
     return {
-        "dataset": ds.name,
-        "model": trained.model_name,
+        "dataset": net.dataset,
+        "model": net.name,
+        "task": "classification" if sz.classify else "regression",
         "num_workers": sz.n,
         "num_inputs": sz.k,
         "stragglers": list(sz.s_list),
@@ -716,7 +810,7 @@ def _config_record(
         "worst_case": bool(worst_case),
         "worst_case_batches": min(sz.batches.worst_case, n_batches) if worst else 0,
         "search": search,
-        "training": dict(trained.config),
+        "training": net.training,
         "dtype": str(dtype),
     }
 
@@ -724,7 +818,7 @@ def _config_record(
 def run_dnn(
     *,
     dataset: str | Dataset = "digits",
-    model: str = "lenet5",
+    model: str | None = None,
     num_workers: int = 40,
     num_inputs: int = 20,
     stragglers: Sequence[int] = (0, 2, 4, 6, 8, 10),
@@ -740,7 +834,7 @@ def run_dnn(
     tune_steps: int = 100,
     fill: str = "mean",
     order: str = "given",
-    trained: TrainedModel | None = None,
+    trained: TrainedModel | Localizer | None = None,
     epochs: int = 20,
     batch_size: int = 64,
     lr: float = 1e-3,
@@ -760,8 +854,11 @@ def run_dnn(
     ``jax_enable_x64`` on: the spline solves lose digits in float32 once ``λ > 0``.
 
     Args:
-        dataset: a data-set name for :func:`gcc_jax.nn.data.load_dataset` or a ``Dataset``.
-        model: a model name for :func:`gcc_jax.nn.models.make_model`.
+        dataset: a data-set name for :func:`gcc_jax.nn.data.load_dataset` or a ``Dataset``
+            (a classifier), or ``"localization"`` (the regression workload of the module
+            docstring).
+        model: a model name for :func:`gcc_jax.nn.models.make_model` (default ``"lenet5"``);
+            with ``"localization"`` only ``None`` or ``"cnn"`` (the localizer's architecture).
         num_workers: ``N`` (at least ``K`` and ``max(S) + 2``).
         num_inputs: ``K`` images per coded batch (``≥ 2``).
         stragglers: the ``S`` values, each in ``[0, N − 2]``.
@@ -784,10 +881,14 @@ def run_dnn(
             (:func:`gcc_jax.input_order`: ``"given"``, the drawn order, or ``"pca"``,
             ``"spectral"``, ``"greedy"``); the recorded image indices are in that order.
         trained: a trained classifier to use instead of training one (its data set must be
-            ``dataset``).
+            ``dataset``), or with ``"localization"`` a trained
+            :class:`~gcc_jax.experiments._localizer.Localizer`.
         epochs, batch_size, lr, model_kwargs: training hyper-parameters
-            (:func:`gcc_jax.nn.training.train_classifier`).
-        data_path: directory of the data files.
+            (:func:`gcc_jax.nn.training.train_classifier`; the localizer's
+            :class:`~gcc_jax.experiments._localizer.LocalizerSettings` take ``epochs``,
+            ``batch_size``, ``lr`` and ``seed``, and refuse ``model_kwargs``).
+        data_path: directory of the data files (refused with ``"localization"``: its images
+            are made offline).
         cache_dir: checkpoint cache directory (default: ``$GCC_JAX_CACHE`` or the XDG cache).
         use_cache: read/write the checkpoint cache.
         seed: seeds the training, the split into batches and every straggler set.
@@ -797,15 +898,20 @@ def run_dnn(
         The :class:`~gcc_jax.experiments.ExperimentResult` of the module docstring.
 
     Raises:
-        ValueError: bad sizes, unknown codes, or too few test (or held-out training) images
-            for the batches.
+        ValueError: bad sizes, unknown codes, too few test (or held-out training) images for
+            the batches, or ``"localization"`` with another model, ``data_path``,
+            ``model_kwargs`` or a classifier as ``trained``.
     """
     t_start = time.perf_counter()
     sz = _check_sizes(
         num_workers, num_inputs, stragglers, num_trials, num_batches, num_cv_batches,
         worst_case_batches, codes, lam_enc_grid, lam_dec_grid,
     )  # fmt: skip
-    sz = sz._replace(fill=as_choice(fill, "fill", FILLS))
+    conflict = localization_conflict(dataset, model, data_path, model_kwargs)
+    if conflict is not None:
+        raise ValueError(f"`{conflict[0]}`: {conflict[1]}")
+    classify = not (isinstance(dataset, str) and dataset.lower() == LOCALIZATION)
+    sz = sz._replace(fill=as_choice(fill, "fill", FILLS), classify=classify)
     order = as_choice(order, "order", ORDERS)
     if order == "sort":
         raise ValueError("`order='sort'` needs one number per input; images take 'pca', "
@@ -826,22 +932,19 @@ def run_dnn(
         model_kwargs=dict(model_kwargs or {}),
     )
     t0 = time.perf_counter()
-    ds, trained = _load_model(
-        dataset, model, trained, data_path, training, seed, cache_dir, use_cache, progress
-    )
+    if classify:
+        net = _load_classifier(
+            dataset, model or "lenet5", trained, data_path, training, sz, seed, cache_dir,
+            use_cache, progress,
+        )  # fmt: skip
+    else:
+        net = _load_localizer(trained, training, sz, seed, cache_dir, use_cache, progress)
     t_train = time.perf_counter() - t0
-    split = split_images(
-        ds,
-        trained,
-        num_inputs=sz.k,
-        num_batches=sz.batches.evaluation,
-        num_cv_batches=sz.batches.cv,
-        seed=seed,
-    )
-    split = ordered(split, ds, order)  # every batch in the encoder's input order
+    ds = net.data
+    split = ordered(net.split, ds, order)  # every batch in the encoder's input order
     cv_batches = [(jnp.asarray(ds.x_train[i], dtype), jnp.asarray(ds.y_train[i])) for i in split.cv]
     ev_batches = [(jnp.asarray(ds.x_test[i], dtype), jnp.asarray(ds.y_test[i])) for i in split.eval]
-    f = trained.worker_fn()  # one function object: the compiled workers are reused
+    f = net.f  # one function object: the compiled workers are reused
     k_cv, k_ev, k_wc = jax.random.split(jax.random.key(seed), 3)
 
     # -- GCC: λ by grid cross-validation on the held-out batches (gcc_jax.tuning) ---------------
@@ -868,15 +971,12 @@ def run_dnn(
     t_worst = time.perf_counter() - t0
 
     # -- records ---------------------------------------------------------------------------------
-    config = _config_record(sz, n_batches, worst_case, worst, search, ds, trained, dtype)
+    config = _config_record(sz, n_batches, worst_case, worst, search, net, dtype)
     config = {"interrupted": stop.interrupted, "order": order, **config}
     gcc_family = any(c.startswith("GCC") for c in sz.codes)
     payload = {
-        "model": _model_record(trained, epochs, seed),
-        "base": {
-            "accuracy": float(ev.base_correct.sum() / (n_batches * sz.k)),
-            "num_images": n_batches * sz.k,
-        },
+        "model": net.record,
+        "base": _base_record(sz, ev, ev_batches, ev_outputs),
         "images": split._replace(eval=split.eval[:n_batches]).record(),
         "results": _code_rows(sz, cv, ev, worst, n_batches),
         "gcc_vs_bacc": _gcc_vs_bacc(sz, ev.tab),
@@ -903,7 +1003,7 @@ def run_dnn(
             "dnn",
             json_clean(config),
             seed,
-            METRIC_DEFINITIONS,
+            _definitions(sz.classify),
             json_clean(payload),
             t_start=t_start,
             phases=timing,
@@ -928,7 +1028,7 @@ _TITLES = {
 
 METRIC_DEFINITIONS = {
     "mse": "(1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂² per trial, averaged (the papers' loss; GCC's λ is "
-    "chosen by CV on it), f = softmax output",
+    "chosen by CV on it), f = the worker output: a classifier's softmax, the localizer's box",
     "rmse": "√MSE of the averaged MSE; CI = half the distance between the roots of its CI ends",
     "mean_l2": "(1/K) Σ_k ‖f(x_k) − f^(x_k)‖₂ per trial, averaged (the mean L2 error; LeTCC "
     "calls it RMSE)",
@@ -942,7 +1042,15 @@ METRIC_DEFINITIONS = {
     "lower bound)",
     "mean_l2_ratio": "GCC mean L2 error / the baseline's, paired over the same trials (ratio of "
     "sums)",
+    "mse_ratio": "GCC MSE / the baseline's, paired over the same trials (ratio of sums)",
 }
+"""What every metric of a result means (a regression run's record leaves out the accuracies)."""
+
+
+def _definitions(classify: bool) -> dict[str, str]:
+    """:data:`METRIC_DEFINITIONS` of a classifier's run, or of a regression run (no accuracies)."""
+    skip = () if classify else METRICS[len(ERROR_METRICS) :]
+    return {k: v for k, v in METRIC_DEFINITIONS.items() if k not in skip}
 
 
 RATIO_MARGIN = 1.1
@@ -991,19 +1099,49 @@ def _runs(s_list: Sequence[int], labels: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
-def _mean_l2(rows, s: int) -> float | None:
-    """The mean L2 error of the row with ``S = s`` (``None`` when absent)."""
-    return next((r["mean_l2"]["mean"] for r in rows if r["S"] == s), None)
+_WORDS = {"mse": "MSE", "mean_l2": "mean L2 error"}
+
+
+def _ratio_text(results: dict, rows: list[dict], metric: str) -> str:
+    """``"MSE lower at S=0-4, higher at S=6 (ratio 0.8-1.2)"``: GCC's paired ratio to one
+    baseline per ``S`` (``rows``), judged by :func:`~gcc_jax.experiments._summary.ratio_verdict`."""
+    gcc_rows = results.get("results", {}).get("GCC", ())
+    labels, finite = [], []
+    for c in rows:
+        r, ci = c[f"{metric}_ratio"]["mean"], c[f"{metric}_ratio"]["ci95"]
+        if r is None or not math.isfinite(r):  # the baseline is exact: Σ error = 0
+            g = next((row[metric]["mean"] for row in gcc_rows if row["S"] == c["S"]), None)
+            labels.append("higher" if g else "undefined (both exact)")
+        else:
+            labels.append(ratio_verdict(r, ci, margin=RATIO_MARGIN))
+            finite.append(r)
+    span = f" (ratio {min(finite):.3g}-{max(finite):.3g})" if finite else ""
+    return f"{_WORDS[metric]} {_runs([c['S'] for c in rows], labels)}{span}"
+
+
+def _worst_text(rows: list[dict], metric: str) -> str | None:
+    """``"worst-case MSE lower at S=0, ..."`` where every ``S`` was searched, else ``None``."""
+    labels = []
+    for c in rows:
+        w = c[f"worst_case_{metric}"]
+        if w is None or w["gcc"] is None or w["baseline"] is None:
+            return None
+        g, o = w["gcc"], w["baseline"]
+        same = abs(g - o) <= 1e-12 * max(abs(g), abs(o))  # e.g. both chose λ = 0
+        labels.append("equal" if same else "lower" if g < o else "higher")
+    return f"worst-case {_WORDS[metric]} {_runs([c['S'] for c in rows], labels)}"
 
 
 def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
     """Plain-language lines: GCC (λ by CV) against every other code, per metric and S.
 
-    mean L2 error: "lower"/"higher" when the paired 95% CI of the ratio excludes 1, "tied"
-    only when it lies within :data:`RATIO_MARGIN` of 1, else "inconclusive"
-    (:func:`~gcc_jax.experiments._summary.ratio_verdict`); where the baseline is exact (its
-    errors sum to 0, the ratio is undefined, e.g. uncoded at ``S = 0``) GCC's error is
-    "higher" unless it is exact too; accuracy: "better"/"worse" when the CI of the paired
+    A classifier's line judges the mean L2 error, the accuracy and the worst-case mean L2
+    error; a regression's (no accuracy in its comparisons) the MSE, the mean L2 error and the
+    worst-case MSE. Error ratios: "lower"/"higher" when the paired 95% CI of the ratio
+    excludes 1, "tied" only when it lies within :data:`RATIO_MARGIN` of 1, else
+    "inconclusive" (:func:`~gcc_jax.experiments._summary.ratio_verdict`); where the baseline is
+    exact (its errors sum to 0, the ratio is undefined, e.g. uncoded at ``S = 0``) GCC's error
+    is "higher" unless it is exact too; accuracy: "better"/"worse" when the CI of the paired
     difference excludes 0, "tied" only within ±:data:`ACCURACY_MARGIN_POINTS` points, else
     "inconclusive"; worst case: the searched patterns' errors
     (single values; "equal" to 1e-12 relative, e.g. where CV chose λ = 0 and GCC is
@@ -1013,35 +1151,27 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
     comps = results.get("comparisons", [])
     for other in dict.fromkeys(c["baseline"] for c in comps):
         rows = sorted((c for c in comps if c["baseline"] == other), key=lambda c: c["S"])
-        s_rows = [c["S"] for c in rows]
-        l2_labels, acc_labels, worst_labels = [], [], []
-        ratios = [c["mean_l2_ratio"]["mean"] for c in rows]
-        for c in rows:
-            r, ci = c["mean_l2_ratio"]["mean"], c["mean_l2_ratio"]["ci95"]
-            if r is None or not math.isfinite(r):  # the baseline is exact: Σ error = 0
-                g = _mean_l2(results.get("results", {}).get("GCC", ()), c["S"])
-                l2_labels.append("higher" if g else "undefined (both exact)")
-            else:
-                l2_labels.append(ratio_verdict(r, ci, margin=RATIO_MARGIN))
-            d, dci = c["accuracy_diff_points"]["mean"], c["accuracy_diff_points"]["ci95"]
-            acc_labels.append(difference_verdict(d, dci, margin=ACCURACY_MARGIN_POINTS))
-            w = c["worst_case_mean_l2"]
-            if w is not None and w["gcc"] is not None and w["baseline"] is not None:
-                g, o = w["gcc"], w["baseline"]
-                same = abs(g - o) <= 1e-12 * max(abs(g), abs(o))  # e.g. both chose λ = 0
-                worst_labels.append("equal" if same else "lower" if g < o else "higher")
-        finite = [r for r in ratios if r is not None and math.isfinite(r)]
-        span = f" (ratio {min(finite):.3g}-{max(finite):.3g})" if finite else ""
-        lines.append(
-            f"GCC vs {other}: mean L2 error {_runs(s_rows, l2_labels)}{span}; accuracy "
-            f"{_runs(s_rows, acc_labels)}"
-            + (
-                f"; worst-case mean L2 error {_runs(s_rows, worst_labels)}"
-                if len(worst_labels) == len(rows)
-                else ""
-            )
-            + "."
-        )
+        if "accuracy_diff_points" in rows[0]:
+            acc = [
+                difference_verdict(
+                    c["accuracy_diff_points"]["mean"],
+                    c["accuracy_diff_points"]["ci95"],
+                    margin=ACCURACY_MARGIN_POINTS,
+                )
+                for c in rows
+            ]
+            parts = [
+                _ratio_text(results, rows, "mean_l2"),
+                f"accuracy {_runs([c['S'] for c in rows], acc)}",
+                _worst_text(rows, "mean_l2"),
+            ]
+        else:
+            parts = [
+                _ratio_text(results, rows, "mse"),
+                _ratio_text(results, rows, "mean_l2"),
+                _worst_text(rows, "mse"),
+            ]
+        lines.append(f"GCC vs {other}: " + "; ".join(p for p in parts if p) + ".")
     if comps:
         lines.append(
             "Where coding pays at other redundancies and straggler fractions (and against LCC "
@@ -1050,23 +1180,43 @@ def summarise_comparisons(results: dict, s_list: Sequence[int]) -> list[str]:
     return lines
 
 
-def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS) -> str:
+def _row_metrics(result: dict) -> tuple[str, ...]:
+    """The metrics of a result's rows: :data:`METRICS` (a classifier) or :data:`ERROR_METRICS`."""
+    first = next(iter(result["results"].values()))[0]
+    return tuple(m for m in METRICS if m in first)
+
+
+def _model_text(model: dict, base: dict) -> str:
+    """The model's test score, training and score on the evaluation images (table heading)."""
+    if "accuracy" in base:
+        test = f"test accuracy {model['test_accuracy']:.4f}"
+        on_eval = f"{base['accuracy']:.4f}"
+    else:
+        test = f"test box MSE {model['test_mse']:.4g}, mean IoU {model['mean_iou']:.3f}"
+        on_eval = f"box MSE {base['mse']:.4g}, mean IoU {base['mean_iou']:.3f}"
+    return (
+        f"{test} after {model['epochs']} epochs, seed {model['seed']}"
+        + (f", parameters {model['params_fingerprint']}" if "params_fingerprint" in model else "")
+        + f"; {on_eval} on the {base['num_images']} evaluation images"
+    )
+
+
+def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] | None = None) -> str:
     """Plain-text tables of a :func:`run_dnn` result: rows codes, columns ``S``, mean ± 95% CI.
 
-    One table per metric, then the worst-case mean L2 error and RelAcc, GCC's gain in mean L2
-    error over BACC and
-    the cross-validated λs.
+    One table per metric (default: every metric of the rows), then the worst case (a
+    classifier's mean L2 error and RelAcc, a regression's MSE and mean L2 error), GCC's gain in
+    mean L2 error over BACC and the cross-validated λs.
     """
     result = _view(result)
     cfg, model = result["config"], result["model"]
     s_list = cfg["stragglers"]
     codes = list(result["results"])
+    metrics = _row_metrics(result) if metrics is None else tuple(metrics)
+    classify = "accuracy" in _row_metrics(result)
     head = (
-        f"coded inference: {model['name']} on {model['dataset']} (test accuracy "
-        f"{model['test_accuracy']:.4f} after {model['epochs']} epochs, seed {model['seed']}"
-        + (f", parameters {model['params_fingerprint']}" if "params_fingerprint" in model else "")
-        + f"; {result['base']['accuracy']:.4f} on the "
-        f"{result['base']['num_images']} evaluation images), N={cfg['num_workers']} workers, "
+        f"coded inference: {model['name']} on {model['dataset']} "
+        f"({_model_text(model, result['base'])}), N={cfg['num_workers']} workers, "
         f"K={cfg['num_inputs']} images per batch, {cfg['num_batches']} batches × "
         f"{cfg['num_trials']} random straggler sets per S (GCC λ by CV on "
         f"{cfg['num_cv_batches']} batches of held-out training images), {cfg['dtype']}"
@@ -1097,7 +1247,7 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] = METRICS)
         )
         lines += table(f"{_TITLES[m]}, {how}", lambda r, m=m: _fmt(r[m], m))
     if cfg["worst_case"]:
-        for m in ("mean_l2", "rel_acc_labels"):
+        for m in ("mean_l2", "rel_acc_labels") if classify else ("mse", "mean_l2"):
             lines += table(
                 f"worst case ({cfg['worst_case_batches']} batch(es); * = exhaustive, else a "
                 f"lower bound from local search): {_TITLES[m]}",
@@ -1150,8 +1300,8 @@ _COLORS = CODE_COLORS | {"GCC-interp": "C9", "GCC-tuned": "C4"}
 
 
 def plot_dnn(result: ExperimentResult):
-    """Four panels versus ``S``: mean L2 error and MSE (log), RelAcc vs labels and vs base
-    argmax.
+    """Panels versus ``S``: mean L2 error and MSE (log), and a classifier's RelAcc vs labels
+    and vs base argmax (four panels; a regression run has the first two).
 
     Error bars are 95% CIs (on the log panels symmetric where positive, see
     :func:`gcc_jax.experiments._plots.log_errorbar`). Dashed lines are the worst case where it
@@ -1160,11 +1310,17 @@ def plot_dnn(result: ExperimentResult):
     replication with every copy alive) are counted in the legend, never dropped silently.
     """
     result = _view(result)
-    fig, axes = new_figure(2, 2, figsize=(13, 8))
-    panels = (("mean_l2", True), ("mse", True), ("rel_acc_labels", False), ("rel_acc_base", False))
+    panels = (("mean_l2", True), ("mse", True))
+    if "accuracy" in _row_metrics(result):
+        fig, axes = new_figure(2, 2, figsize=(13, 8))
+        panels += (("rel_acc_labels", False), ("rel_acc_base", False))
+        outputs = "probabilities"
+    else:
+        fig, axes = new_figure(1, 2, figsize=(13, 4.5))
+        outputs = "boxes"
     ylabels = dict(
-        mean_l2="mean L2 error of the decoded probabilities",
-        mse="MSE of the decoded probabilities",
+        mean_l2=f"mean L2 error of the decoded {outputs}",
+        mse=f"MSE of the decoded {outputs}",
         rel_acc_labels="decoded accuracy / base accuracy",
         rel_acc_base="agreement with the base model",
     )

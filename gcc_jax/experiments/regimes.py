@@ -50,11 +50,13 @@ Codes, all at the same worker count ``N`` except uncoded:
 A missing result (uncoded, replication, ParM) is the fill rule's estimate: it enters the errors
 as ``‖fill − f(x_k)‖`` and counts as a wrong prediction in the accuracy.
 
-Workloads (:data:`WORKLOADS`): ``localization`` (a regression workload: a small CNN,
-:class:`gcc_jax.nn.models.SmallCNN` with 4 outputs, predicts the box of a digit pasted on a
-40×40 canvas, :func:`gcc_jax.nn.data.make_localization`; trained with the box MSE through the
-seeded checkpoint cache, ``epochs`` epochs on 6000 images; its λ's CV batches are held-out
-images, its evaluation batches test images; the worker output is the 4-vector box),
+Workloads (:data:`WORKLOADS`): ``localization`` (a regression workload: the localizer of
+:mod:`gcc_jax.experiments._localizer` — a small CNN, :class:`gcc_jax.nn.models.SmallCNN` with 4
+outputs, predicts the box of a digit pasted on a 40×40 canvas; trained with the box MSE through
+the seeded checkpoint cache, ``epochs`` epochs on 6000 images, the model ``gcc-jax run
+--dataset localization`` uses; its λ's CV batches are held-out training-split images, its
+evaluation batches test images, by the rule of :func:`gcc_jax.experiments.split_images`; the
+worker output is the 4-vector box),
 ``xsinx`` (``f(x) = x sin x``, ``x ~ U(−3, 3)``), ``vector_map``
 (:func:`smooth_vector_map`, ℝ² → ℝ³, ``x ~ U(−1, 1)²``), and a LeNet-5 trained by
 :func:`gcc_jax.nn.training.train_classifier` (cached, seeded) on Fashion-MNIST — or on
@@ -82,8 +84,10 @@ reported as ties.
                search, dataset, epochs, parm_epochs, dtype},
     "results": {
       "data_note": str | null,                 # e.g. Fashion-MNIST absent: digits used
-      "models": {"localizer": {name, dataset, test_mse, mean_iou, num_test, epochs, seed,
-                               num_train, from_cache, train_time_s} (when run),
+      "models": {"localizer": {name, dataset, test_mse, mean_iou, num_test, epochs,
+                               batch_size, lr, seed, num_train, num_held_out, num_params,
+                               params_fingerprint, from_cache, train_time_s,
+                               images: {...}} (when run; images as lenet5's),
                  "lenet5": null | {name, dataset, test_accuracy, epochs, seed, from_cache,
                                    train_time_s,
                                    images: {cv_split: "train", cv_pool: "validation",
@@ -172,6 +176,7 @@ from ._commands.regimes import (
 )
 from ._images import split_images
 from ._io import ExperimentResult, json_clean, new_figure, save_result, warn_float32
+from ._localizer import LocalizerSettings, localizer_model, train_localizer
 from ._plots import CODE_COLORS, annotate_cells
 from .rates import vector_map, xsinx
 
@@ -969,81 +974,25 @@ def _cell_records(
     return out
 
 
-def _box_loss(apply, params, batch) -> Array:
-    """Mean squared box error ``(1/b) Σ_i ‖apply(params, x_i) − box_i‖²`` (the localizer's
-    training loss)."""
-    err = apply(params, batch.x) - batch.y
-    return jnp.mean(jnp.sum(err * err, axis=-1))
-
-
-def _box_metrics(pred: np.ndarray, box: np.ndarray) -> dict:
-    """Test MSE (per image, summed over the 4 coordinates) and mean IoU of predicted boxes."""
-    lo = np.maximum(pred[:, :2], box[:, :2])
-    hi = np.minimum(pred[:, 2:], box[:, 2:])
-    inter = np.prod(np.clip(hi - lo, 0.0, None), axis=1)
-    area = lambda b: np.prod(np.clip(b[:, 2:] - b[:, :2], 0.0, None), axis=1)  # noqa: E731
-    iou = inter / np.maximum(area(pred) + area(box) - inter, 1e-12)
-    return {
-        "test_mse": float(np.mean(np.sum((pred - box) ** 2, axis=1))),
-        "mean_iou": float(iou.mean()),
-    }  # noqa: E501
-
-
 def _localization_workload(k, n_cv, n_eval, seed, dtype, epochs, cache_dir, use_cache, progress):
-    """The localization workload: a small CNN (:class:`gcc_jax.nn.models.SmallCNN`, 4 outputs)
-    trained by :func:`gcc_jax.nn.training.fit` with the box MSE through the checkpoint cache
-    (:func:`gcc_jax.nn.training.cached_fit`) on :func:`gcc_jax.nn.data.make_localization`;
-    λ's CV batches are held-out images it was not trained on, the evaluation batches test
-    images."""
-    import optax
+    """The localization workload: the localizer of :mod:`gcc_jax.experiments._localizer`
+    (trained or loaded from the cache); λ's CV batches are held-out images it was not trained
+    on, the evaluation batches test images
+    (:meth:`~gcc_jax.experiments._localizer.Localizer.split`)."""
+    settings = LocalizerSettings(epochs=int(epochs), seed=int(seed))
+    loc = train_localizer(settings, cache_dir=cache_dir, use_cache=use_cache, progress=progress)
+    split = loc.split(num_inputs=k, num_batches=n_eval, num_cv_batches=n_cv, seed=seed)
+    info = {**loc.record, "images": split.record()}
 
-    from ..nn.data import make_localization
-    from ..nn.models import make_model, worker_function
-    from ..nn.training import cached_fit, fit, tree_fingerprint
-
-    n_train, n_held = 6000, max(n_cv * k, 1)
-    data = make_localization(n_train + n_held, max(n_eval * k, 200), seed=seed)
-    x_tr, y_tr = data.x_train[:n_train], data.y_train[:n_train]
-    apply, init = make_model("cnn", input_shape=(40, 40, 1), num_classes=4, key=seed)
-    config = {"model": "cnn", "outputs": 4, "epochs": int(epochs), "batch_size": 64,
-              "lr": 1e-3, "seed": int(seed), "loss": "box mse",
-              "data": tree_fingerprint(x_tr, y_tr)}  # fmt: skip
-
-    def train():
-        r = fit(apply, init, x_tr, y_tr, optimizer=optax.adam(1e-3), epochs=int(epochs),
-                batch_size=64, seed=seed, progress=progress, desc="localizer",
-                loss_fn=_box_loss)  # fmt: skip
-        return r.params, {"train_losses": list(r.train_losses)}
-
-    t0 = time.perf_counter()
-    trained = cached_fit("localizer", config, init, train, cache_dir=cache_dir, use_cache=use_cache)
-    pred = np.asarray(jax.jit(apply)(trained.params, jnp.asarray(data.x_test)))
-    info = {
-        "name": "small CNN (SmallCNN, 4 outputs: the box)",
-        "dataset": "localization (digits on a 40x40 canvas, offline)",
-        **_box_metrics(pred, data.y_test),
-        "num_test": int(data.x_test.shape[0]),
-        "epochs": int(epochs),
-        "seed": int(seed),
-        "num_train": n_train,
-        "from_cache": trained.from_cache,
-        "train_time_s": trained.train_time_s if trained.from_cache else time.perf_counter() - t0,
-    }
-    params = trained.params
-    f = worker_function(apply, params, output="logits")
-
-    def batches(x_all, y_all, start, count):
-        return [
-            (jnp.asarray(x_all[start + b * k : start + (b + 1) * k], dtype), None)
-            for b in range(count)
-        ]
+    def batches(x_all, idx):
+        return [(jnp.asarray(x_all[i], dtype), None) for i in idx]
 
     base = dict(
-        base_apply=apply,
-        base_params=params,
-        parity_apply=_ParityNet(apply, "box"),
-        init=lambda s: make_model("cnn", input_shape=(40, 40, 1), num_classes=4, key=s)[1],
-        x_train=x_tr,
+        base_apply=loc.apply,
+        base_params=loc.params,
+        parity_apply=_ParityNet(loc.apply, "box"),
+        init=lambda s: localizer_model(s)[1],
+        x_train=loc.data.x_train[: settings.num_train],
         info={
             "base_model": "small CNN localizer",
             "base_accuracy": None,
@@ -1053,9 +1002,9 @@ def _localization_workload(k, n_cv, n_eval, seed, dtype, epochs, cache_dir, use_
             "parity_model": "small CNN",
         },
     )
-    cv = batches(data.x_train, data.y_train, n_train, n_cv)  # held out from training
-    ev = batches(data.x_test, data.y_test, 0, n_eval)
-    return _Workload("localization", f, cv, ev, False, base), info
+    cv = batches(loc.data.x_train, split.cv)  # held out from training
+    ev = batches(loc.data.x_test, split.eval)
+    return _Workload("localization", loc.worker_fn(), cv, ev, False, base), info
 
 
 def _load_workloads(

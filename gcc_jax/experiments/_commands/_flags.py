@@ -156,7 +156,8 @@ SETTINGS = (
     _shared("--parm-epochs", ("parm_epochs",), "ParM parity-model epochs, cached", int,
             check=count),
     _shared("--model", ("model",), f"classifier: {', '.join(MODELS)}"),
-    _shared("--dataset", ("dataset",), "data set: digits, fashion_mnist, mnist, cifar10"),
+    _shared("--dataset", ("dataset",), "data set: digits, fashion_mnist, mnist, cifar10 "
+            "(run also takes localization, a regression workload)"),
     _shared("--data-path", ("data_path",), "directory of the data set's files"),
     _shared("--functions", ("functions",), "worker functions", str_list),
     _shared("--workloads", ("workloads",), "worker functions", str_list),

@@ -1,8 +1,8 @@
 """``gcc-jax run``: flags, sizes and rules of :mod:`gcc_jax.experiments.dnn`."""
 
-from .._checks import choice, count
+from .._checks import ConfigError, Rule, choice, count
 from .._command import Command, json_dict
-from ._flags import Flags, flag, own, shared_sizes, within
+from ._flags import MODELS, Flags, flag, own, shared_sizes, within
 from .regimes import FILLS
 
 __all__ = [
@@ -13,6 +13,8 @@ __all__ = [
     "DEFAULT_LAM_DEC_GRID",
     "DEFAULT_LAM_ENC_GRID",
     "DEFAULT_SEARCH",
+    "LOCALIZATION",
+    "localization_conflict",
     "toy_config",
 ]
 
@@ -28,11 +30,58 @@ DEFAULT_LAM_DEC_GRID = (0.0, *(10.0**e for e in range(-10, 1)))
 """GCC decoder λ candidates: 0 (interpolation), 10⁻¹⁰ … 10⁰ (where the fit is a straight line)."""
 DEFAULT_SEARCH = dict(restarts=8, proposals=128, max_iters=25)
 """Local-search budget of the worst case (see :func:`gcc_jax.worst_case_mask`)."""
+LOCALIZATION = "localization"
+"""The regression data set: boxes of digits on a 40×40 canvas, predicted by the small CNN
+localizer (:mod:`gcc_jax.experiments._localizer`)."""
+
+
+def localization_conflict(dataset, model, data_path, model_kwargs) -> tuple[str, str] | None:
+    """``(keyword, reason)`` of the first setting the localization workload refuses, else
+    ``None``: its model is the small CNN localizer (``model`` ``None`` or ``"cnn"``, no
+    ``model_kwargs``) and its images are made offline (no ``data_path``).
+
+    Example:
+        >>> localization_conflict("localization", "lenet5", None, None)[0]
+        'model'
+        >>> localization_conflict("digits", "lenet5", None, None) is None
+        True
+    """
+    if not (isinstance(dataset, str) and dataset.lower() == LOCALIZATION):
+        return None
+    if model not in (None, "cnn"):
+        return "model", (
+            "the localization workload runs the small CNN localizer ('cnn'); leave the model "
+            f"out or give 'cnn'; got {model!r}"
+        )
+    if data_path is not None:
+        return "data_path", (
+            "the localization images are made offline (gcc_jax.nn.data.make_localization): "
+            f"no data path applies; got {str(data_path)!r}"
+        )
+    if model_kwargs:
+        return "model_kwargs", (
+            f"the localizer's architecture is fixed: no model options apply; got {model_kwargs!r}"
+        )
+    return None
+
+
+def _localization_rule() -> Rule:
+    """:func:`localization_conflict` on the effective settings, naming the refused flag."""
+    flags = {"model": "--model", "data_path": "--data-path", "model_kwargs": "--model-kwargs"}
+
+    def rule(cfg):
+        keys = ("dataset", "model", "data_path", "model_kwargs")
+        conflict = localization_conflict(*(cfg.get(k) for k in keys))
+        if conflict is not None:
+            raise ConfigError(flags[conflict[0]], f"with --dataset {LOCALIZATION}: {conflict[1]}")
+
+    return Rule(rule, ("--dataset", *flags.values()), ("dataset", *flags))
+
 
 DEFAULTS = dict(
     dataset="digits",
     data_path=None,
-    model="lenet5",
+    model=None,
     model_kwargs=None,
     num_workers=40,
     num_inputs=20,
@@ -79,15 +128,20 @@ def toy_config() -> dict:
 
 COMMAND = Command(
     name="run",
-    help="the main job: coded inference of a trained classifier, GCC vs BACC vs uncoded",
+    help="the main job: coded inference of a trained classifier (or the localizer), GCC vs BACC "
+    "vs uncoded",
     description="Trains (or loads from the cache) a classifier, then measures coded "
     "inference as in LeTCC §5: K test images per coded batch over N workers, random "
     "straggler sets per S (and the worst case), GCC with (lam_enc, lam_dec) chosen by grid "
     "cross-validation on held-out training images (never test images), BACC, uncoded and "
     "replication. Prints tables (rows: codes, columns: S) of MSE, RMSE = √MSE, mean L2 "
     "error, accuracy and RelAcc with 95% CIs and writes results.json (schema: "
-    "gcc_jax.experiments.dnn), results.txt, results.png and cv.png into --out. Defaults: "
-    "LeNet-5 on scikit-learn's digits, N=40, K=20, S=0..10. Explicit flags win over --toy.",
+    "gcc_jax.experiments.dnn), results.txt, results.png and cv.png into --out. With "
+    "--dataset localization the same protocol runs a regression: a small CNN (cached, "
+    "seeded) predicts the box of a digit on a 40x40 canvas made offline, the worker output "
+    "is the 4 box coordinates and the tables are MSE, RMSE and mean L2 error only (--model "
+    "cnn or none; --data-path and --model-kwargs are refused). Defaults: LeNet-5 on "
+    "scikit-learn's digits, N=40, K=20, S=0..10. Explicit flags win over --toy.",
     module="gcc_jax.experiments.dnn",
     flags=Flags(
         DEFAULTS,
@@ -110,6 +164,10 @@ COMMAND = Command(
             own("--lr", "learning rate", check=within(0.0, lo_open=True)),
         ),
         help=dict(
+            dataset="data set: digits, fashion_mnist, mnist, cifar10 (a classifier), or "
+            "localization (a regression: the small CNN localizer's box; images made offline)",
+            model=f"classifier: {', '.join(MODELS)} (default lenet5; with --dataset "
+            "localization the localizer, cnn)",
             num_inputs="K images per coded batch",
             num_trials="random straggler sets per batch and S",
             num_cv_batches="batches of held-out training images for the λ CV",
@@ -118,6 +176,7 @@ COMMAND = Command(
         rules=(
             shared_sizes("num_inputs", "num_workers", "stragglers"),
             choice("codes", flag("codes"), CODES, case=False),
+            _localization_rule(),
         ),
     ),
 )
