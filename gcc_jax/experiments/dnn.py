@@ -153,6 +153,7 @@ from ._commands.dnn import (
     DEFAULT_LAM_ENC_GRID,
     DEFAULT_SEARCH,
     LOCALIZATION,
+    is_localization,
     localization_conflict,
     toy_config,
 )
@@ -910,7 +911,7 @@ def run_dnn(
     conflict = localization_conflict(dataset, model, data_path, model_kwargs)
     if conflict is not None:
         raise ValueError(f"`{conflict[0]}`: {conflict[1]}")
-    classify = not (isinstance(dataset, str) and dataset.lower() == LOCALIZATION)
+    classify = not is_localization(dataset)
     sz = sz._replace(fill=as_choice(fill, "fill", FILLS), classify=classify)
     order = as_choice(order, "order", ORDERS)
     if order == "sort":

@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_LAM_ENC_GRID",
     "DEFAULT_SEARCH",
     "LOCALIZATION",
+    "is_localization",
     "localization_conflict",
     "toy_config",
 ]
@@ -35,6 +36,11 @@ LOCALIZATION = "localization"
 localizer (:mod:`gcc_jax.experiments._localizer`)."""
 
 
+def is_localization(dataset) -> bool:
+    """Whether ``dataset`` names the localization (regression) workload (any case)."""
+    return isinstance(dataset, str) and dataset.lower() == LOCALIZATION
+
+
 def localization_conflict(dataset, model, data_path, model_kwargs) -> tuple[str, str] | None:
     """``(keyword, reason)`` of the first setting the localization workload refuses, else
     ``None``: its model is the small CNN localizer (``model`` ``None`` or ``"cnn"``, no
@@ -46,7 +52,7 @@ def localization_conflict(dataset, model, data_path, model_kwargs) -> tuple[str,
         >>> localization_conflict("digits", "lenet5", None, None) is None
         True
     """
-    if not (isinstance(dataset, str) and dataset.lower() == LOCALIZATION):
+    if not is_localization(dataset):
         return None
     if model not in (None, "cnn"):
         return "model", (
