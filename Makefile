@@ -16,14 +16,17 @@ run: $(STAMP)
 	$(BIN)/gcc-jax run
 
 # Every unit test and every `>>>` example, on $(WORKERS) pytest-xdist workers (work stealing keeps
-# each module's tests together). The slow integration suites are `make test-integration` (CI runs
-# both):
+# each module's tests together). The slow suites are `make test-integration` (CI runs both):
+#  - the experiments' toy runs end to end, the sharding tests (a subprocess with four CPU devices)
+#    and the harness tests (pytest in subprocesses): the files of $(INTEGRATION), which `make test`
+#    does not even collect;
+#  - the tests marked `slow` in the other files (reverse mode through a whole decode, float32 at
+#    N = 10^5, the documentation site's build and examples);
 #  - the Ray tests (-m ray, all in $(RAY_TESTS): tests/conftest.py refuses a ray test elsewhere, so
 #    that process collects one file): one process, one local Ray cluster, mostly waiting on actors;
 #    without the jaxtyping checks of pyproject's addopts (instrumented closures cannot be pickled);
-#  - the experiments' toy runs end to end, the sharding tests (a subprocess with four CPU devices)
-#    and the harness tests (pytest in subprocesses): $(INTEGRATION), first; the Ray process after
-#    them, alone, because its serving tests compare measured latencies with the serving model.
+#    after the others, alone, because its serving tests compare measured latencies with the
+#    serving model.
 # jaxlib 0.10.2 on CPU sometimes segfaults inside libgcc's unwinder during an XLA compile, in a
 # process that has already compiled and freed a few hundred programs (not ours to fix; see
 # docs/testing.md). A test whose worker crashes is rerun, at most twice, on a fresh worker; a failing
@@ -38,14 +41,17 @@ TEST_TIMEOUT ?= 600
 PYTEST       := $(BIN)/python -m pytest -q -p no:cacheprovider --timeout=$(TEST_TIMEOUT)
 XDIST        := -n $(WORKERS) --dist worksteal --reruns 2 --only-rerun 'never rerun a failing test'
 test: $(STAMP)
-	$(PYTEST) -m "not ray" $(XDIST) --durations=15 \
+	$(PYTEST) -m "not ray and not slow" $(XDIST) --durations=15 \
 	    $(addprefix --ignore=,$(INTEGRATION) $(RAY_TESTS)) $(TEST_ARGS)
 
 test-integration: $(STAMP)
-	@$(PYTEST) -m "not ray" $(XDIST) --durations=10 $(INTEGRATION) $(RAY_TESTS) $(TEST_ARGS); \
-	main=$$?; echo "--- Ray tests (pytest -m ray, after the others: their latency checks need the cores) ---"; \
+	@$(PYTEST) -m "not ray" $(XDIST) --durations=10 $(INTEGRATION) $(TEST_ARGS); main=$$?; \
+	echo "--- tests marked slow (pytest -m slow) ---"; \
+	$(PYTEST) -m "slow and not ray" $(XDIST) --durations=10 \
+	    $(addprefix --ignore=,$(INTEGRATION) $(RAY_TESTS)) $(TEST_ARGS); slow=$$?; \
+	echo "--- Ray tests (pytest -m ray, after the others: their latency checks need the cores) ---"; \
 	$(PYTEST) -o addopts=-ra -m ray $(RAY_TESTS) $(TEST_ARGS); rayrc=$$?; \
-	test $$main -eq 0 && { test $$rayrc -eq 0 || test $$rayrc -eq 5; }
+	test $$main -eq 0 && test $$slow -eq 0 && { test $$rayrc -eq 0 || test $$rayrc -eq 5; }
 
 # The suite on one GPU (JAX_PLATFORMS=cuda), with the tests' CPU-only parts skipped with their
 # reasons (tests/conftest.py: markers cpu_only and ray). Needs no .venv: with none it runs the

@@ -62,7 +62,9 @@ def _central_differences(loss, code):
     return out
 
 
-@pytest.mark.parametrize("name", ["spline", "berrut", "robust-huber"])
+@pytest.mark.parametrize(
+    "name", ["spline", "berrut", pytest.param("robust-huber", marks=pytest.mark.slow)]
+)
 def test_grad_over_a_whole_code_matches_finite_differences(name):
     code = _grad_codes()[name]
     mask = jnp.asarray(random_mask(np.random.default_rng(2), code.num_workers, 2))

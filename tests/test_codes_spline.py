@@ -102,6 +102,7 @@ def test_solvers_agree(lam_dec):
     np.testing.assert_allclose(a, b.value, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.slow  # whole-code gradients also in test_code_transforms (make test)
 def test_gradients_flow_to_lambdas_and_nodes():
     x = jnp.linspace(-1.0, 1.0, 5)[:, None] * jnp.ones((5, 2))
     mask = jnp.ones(20, bool).at[6].set(False)

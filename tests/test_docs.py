@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+#: builds the site (mkdocs) and runs every page's examples: `make test-integration`
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 API_PAGES = {
     "gcc_jax": "api/gcc_jax",

@@ -296,6 +296,7 @@ def test_statuses_and_stragglers_garbage():
     assert _rel(np.asarray(got)[ok], np.asarray(ref)[ok]) < 1e-11
 
 
+@pytest.mark.slow  # float32 programs of the downdate and the Kalman pass
 def test_float32_close_to_float64():
     """float32 takes the downdate where its tighter gates pass (κ∞(P̃_dd) ≤ 100, at least S + 1
     outputs within 10x of a column's largest) and agrees with float64 to 1e-5 there; where they fail
@@ -334,6 +335,7 @@ def _grads(*args):
     return tuple(jax.grad(_weighted(fn), (0, 1, 2))(*args) for fn in (_decode, _kalman))
 
 
+@pytest.mark.slow  # compiles reverse mode through the downdate and the Kalman pass
 @pytest.mark.parametrize("lam", [0.0, 1e-4])
 def test_gradients(lam):
     """Reverse mode through the downdate w.r.t. nodes, λ and y: equal to the Kalman pass's
@@ -362,6 +364,7 @@ def test_gradients(lam):
         np.testing.assert_allclose(numeric, jnp.sum(got[i] * v), rtol=1e-5)
 
 
+@pytest.mark.slow  # the program of test_gradients
 def test_gradients_through_the_larger_solve_size():
     """S = 16 takes the second solve size (a loop over the pivots): the same gradients as the
     Kalman pass (the program of test_gradients, so no new compilation)."""

@@ -170,7 +170,9 @@ smooth_batch_over_lams = jax.jit(
 )
 
 
-@pytest.mark.parametrize("n", list(FLOAT32_TOLS))
+@pytest.mark.parametrize(
+    "n", [pytest.param(n, marks=pytest.mark.slow) if n >= 100_000 else n for n in FLOAT32_TOLS]
+)
 def test_float32_agrees_with_float64(n):
     """float32 vs float64 on the same (float32) nodes and data, |y| up to 1e6, m = 1."""
     if n < 100_000:
@@ -204,6 +206,7 @@ def test_float32_decode_of_the_issue_example():
     np.testing.assert_allclose(out, 20.0, rtol=1e-5)
 
 
+@pytest.mark.slow  # four evaluator programs at N = 100
 @pytest.mark.parametrize("lam", [0.0, 1e-6])  # float32: the Kalman pass / the downdate
 def test_monte_carlo_float32_within_10_percent_of_float64(lam):
     def smooth_map(x):  # the demo's worker function (gcc_jax.experiments.demo.smooth_map)
@@ -241,6 +244,7 @@ def test_evaluator_fast_path_equals_vmap():
     np.testing.assert_allclose(b_loss, ref, rtol=1e-9, atol=1e-20)
 
 
+@pytest.mark.slow  # Kalman-pass gradients also in test_spline (make test)
 def test_grads_y_lam_nodes():
     n = 9
     t = jnp.asarray(np.sort(np.random.default_rng(0).uniform(-1, 1, n)))

@@ -314,11 +314,17 @@ def test_traced_programs_multiply_at_full_precision(case):
 #: the codes whose evaluator blocks differ: the spline's own chunk decoders (Kalman pass,
 #: downdate, kernel, parallel), the robust decoder and the default path (``lax.map`` over
 #: ``decode_batch_with_status``, whose products the traced test reads for every code)
-EVALUATED = [c for c in CASES if c.name in (*SPLINES, "robust-tukey", "berrut")]
+#: ``make test`` compiles two of them (the kernel decoder's chunks and the default path); the
+#: others are marked slow (`make test-integration`)
+EVALUATED = [
+    c if c.name in ("spline-kernel", "berrut") else pytest.param(c, marks=pytest.mark.slow)
+    for c in CASES
+    if c.name in (*SPLINES, "robust-tukey", "berrut")
+]
 
 
 @pytest.mark.filterwarnings("ignore:Explicitly requested dtype float64:UserWarning")
-@pytest.mark.parametrize("case", EVALUATED, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", EVALUATED, ids=lambda c: getattr(c, "name", None))
 def test_evaluator_compiles_full_precision(case, tmp_path):
     """``monte_carlo_loss`` (encode, worker outputs, the evaluator's blocks, the decode plan):
     every program it compiles asks for HIGHEST in every float product."""

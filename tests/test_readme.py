@@ -3,7 +3,10 @@
 import re
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow  # like the documentation's examples (tests/test_docs.py)
 def test_readme_quick_start_runs():
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)

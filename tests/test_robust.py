@@ -182,6 +182,7 @@ def test_garbage_workers_are_rejected(loss):
         assert np.all(w[adv] < 1e-3)
 
 
+@pytest.mark.slow  # reverse mode through the IRLS loop; every code's transforms: test_contract
 def test_transforms_jit_vmap_compile_once_grads():
     code, y, fx, _ = _setup()
     # 6 iterations, trim 3: the IRLS test's static configuration (its compiled decoder serves)

@@ -397,6 +397,7 @@ def tune_data():
     return gcc.SplineCode.chebyshev(num_inputs=K, num_workers=N), xtr
 
 
+@pytest.mark.slow  # compiles tune's step and validation programs (tune's doctest: make test)
 def test_tune_improves_held_out_loss_and_keeps_frozen_groups(tune_data):
     code, xtr = tune_data
     model = StragglerModel.exact(3)
