@@ -1,7 +1,9 @@
 """Shared fixtures of the suite (session set-up, x64 included: ../conftest.py).
 
-``make test`` runs the tests marked ``ray`` (one local Ray cluster, one process) beside the rest,
-which run on pytest-xdist workers with work stealing; see the Makefile and docs/testing.md.
+``make test`` runs the tests on pytest-xdist workers with work stealing, except those marked
+``slow`` or ``ray`` and the experiment files; ``make test-integration`` runs those, the tests
+marked ``ray`` last, in one process with one local Ray cluster (see the Makefile and
+docs/testing.md).
 """
 
 import jaxtyping
@@ -23,7 +25,7 @@ def without_jaxtyping():
         jaxtyping.config.update("jaxtyping_disable", False)
 
 
-#: the one file of tests marked ``ray``: ``make test`` runs it alone, in its own process
+#: the one file of tests marked ``ray``: ``make test-integration`` runs it alone, in its own process
 RAY_TESTS = "test_distributed_ray.py"
 
 
