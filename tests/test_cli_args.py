@@ -461,3 +461,15 @@ def test_command_name_lists_match_the_experiments():
     ]
     assert helps and all(name in text for text in helps for name in MODEL_NAMES), helps
     assert set(adversarial_command.FUNCTION_NAMES) == {*adversarial._ANALYTIC, "lenet5"}
+
+
+def test_search_budgets_of_the_commands_are_what_they_say():
+    """``run``'s budget is the library's default search (written out so that parsing imports no
+    JAX); the regime map's is larger in every dimension."""
+    from gcc_jax.evaluation import DEFAULT_SEARCH
+    from gcc_jax.experiments._commands.dnn import RUN_SEARCH
+    from gcc_jax.experiments._commands.regimes import REGIMES_SEARCH
+
+    assert RUN_SEARCH == {k: getattr(DEFAULT_SEARCH, k) for k in RUN_SEARCH}
+    assert set(REGIMES_SEARCH) == set(RUN_SEARCH)
+    assert all(REGIMES_SEARCH[k] > RUN_SEARCH[k] for k in RUN_SEARCH)

@@ -151,8 +151,8 @@ from ._commands.dnn import (
     DEFAULT_CODES,
     DEFAULT_LAM_DEC_GRID,
     DEFAULT_LAM_ENC_GRID,
-    DEFAULT_SEARCH,
     LOCALIZATION,
+    RUN_SEARCH,
     is_localization,
     localization_conflict,
     toy_config,
@@ -873,7 +873,7 @@ def run_dnn(
         worst_case: also search the worst pattern per code and ``S``.
         worst_case_batches: evaluation batches searched (the first ones).
         search: local-search budget for :func:`gcc_jax.worst_case_mask` (default
-            :data:`DEFAULT_SEARCH`).
+            :data:`RUN_SEARCH`).
         tune_steps: gradient steps of ``GCC-tuned`` (:func:`gcc_jax.tuning.tune` on the CV
             batches, starting from the CV choice).
         fill: uncoded's and replication's estimate of a lost result: ``"mean"`` (the batch's
@@ -917,7 +917,7 @@ def run_dnn(
     if order == "sort":
         raise ValueError("`order='sort'` needs one number per input; images take 'pca', "
                          "'spectral' or 'greedy'")  # fmt: skip
-    search = dict(DEFAULT_SEARCH if search is None else search)
+    search = dict(RUN_SEARCH if search is None else search)
     warn_float32(
         "run_dnn in float32: the spline solves lose digits once lam > 0; enable x64 "
         '(jax.config.update("jax_enable_x64", True))',
@@ -1219,7 +1219,7 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] | None = N
         f"coded inference: {model['name']} on {model['dataset']} "
         f"({_model_text(model, result['base'])}), N={cfg['num_workers']} workers, "
         f"K={cfg['num_inputs']} images per batch, {cfg['num_batches']} batches × "
-        f"{cfg['num_trials']} random straggler sets per S (GCC λ by CV on "
+        f"{cfg['num_trials']} random straggler sets per S (GCC λ by CV on the MSE of "
         f"{cfg['num_cv_batches']} batches of held-out training images), {cfg['dtype']}"
     )
     width = max(
@@ -1289,7 +1289,7 @@ def format_dnn_table(result: ExperimentResult, metrics: Sequence[str] | None = N
             )
         )
     if result.get("summary"):
-        lines += ["", "summary: GCC (λ by CV) against every other code (paired 95% CIs)"]
+        lines += ["", "summary: GCC (λ by CV on the MSE) against every other code (paired 95% CIs)"]
         lines += ["  " + line for line in result["summary"]]
     return "\n".join(lines)
 

@@ -112,18 +112,18 @@ reported as ties.
       "summary": [str]}
 
 Sizes and run time. The defaults (:data:`DEFAULTS`) are a reduced map: ``K = 20``,
-``N/K ∈ {1.1, 1.25, 1.5, 2, 3}`` (``N = 22 … 60``), ``p ∈ {0, 10, 20, 30}%``, four workloads,
+``N/K ∈ {1.1, 1.25, 1.5, 2, 3}`` (``N = 22 … 60``), ``p ∈ {0, 10, 20, 30}%``, five workloads,
 10 patterns × 3 batches per cell, λ by CV on 3 held-out batches over the 10 × 12 default grid,
-the worst case on 1 batch (16 chains × 512 proposals × 200 steps, :data:`DEFAULT_SEARCH`), LeNet-5
-and its parity models 10 epochs each on Fashion-MNIST::
+the worst case on 1 batch (16 chains × 512 proposals × 200 steps, :data:`REGIMES_SEARCH`), LeNet-5
+(Fashion-MNIST), the localizer and their parity models 10 epochs each::
 
     gcc-jax regimes --out results/regimes
 
-Its measured run times are in ``bench/README.md`` (Run times); the records are in
+Its measured run time is in ``docs/cli.md`` (``regimes``); the records are in
 ``bench/results/fidelity/`` and ``docs/results.md``.
 :data:`FULL` lists the flags of a larger map (5 fractions, 5 × 20 patterns per cell, CV on 5
-batches, the worst case on 2 batches with a 4 × 64 × 10 search); it runs for hours on two CPU
-cores.
+batches, the worst case on 2 batches with a 32 × 1024 × 400 search); it runs for hours on two
+CPU cores.
 """
 
 import dataclasses
@@ -165,12 +165,12 @@ from ..tuning import StragglerModel, grid_search, tune
 from ._command import Batches, StopOnInterrupt, check_batches
 from ._commands.regimes import (
     CODES,
-    DEFAULT_SEARCH,
     DEFAULTS,
     FILLS,
     FULL,
     MODES,
     ORDERS,
+    REGIMES_SEARCH,
     TOY,
     WORKLOADS,
 )
@@ -189,6 +189,7 @@ __all__ = [
     "METRICS",
     "MODES",
     "ORDERS",
+    "REGIMES_SEARCH",
     "TOY",
     "WORKLOADS",
     "format_regimes",
@@ -1081,7 +1082,7 @@ def run_regimes(
         lam_enc_grid, lam_dec_grid: GCC's λ candidates (default: those of
             :func:`gcc_jax.tuning.grid_search`, ``λ_enc ∈ {0, 10⁻¹⁰, …, 10⁻²}``,
             ``λ_dec ∈ {0, 10⁻¹⁰, …, 10⁰}`` — from interpolation to the straight-line fit).
-        search: worst-case search budget (default :data:`DEFAULT_SEARCH`).
+        search: worst-case search budget (default :data:`REGIMES_SEARCH`).
         dataset: the classifier's data set (digits when it is absent, with a note).
         epochs: LeNet-5 training epochs (seeded, cached).
         parm_epochs: parity-model training epochs (cached).
@@ -1099,7 +1100,7 @@ def run_regimes(
         num_inputs, ratios, fractions, num_trials, num_batches, num_cv_batches,
         worst_case_batches, workloads, codes, modes, orders, fills,
     )  # fmt: skip
-    search = dict(DEFAULT_SEARCH if search is None else search)
+    search = dict(REGIMES_SEARCH if search is None else search)
     warn_float32("run_regimes in float32: enable x64 for spline solves with λ > 0")
     dtype = jnp.zeros(()).dtype
 

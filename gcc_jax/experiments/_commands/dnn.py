@@ -12,8 +12,8 @@ __all__ = [
     "DEFAULT_CODES",
     "DEFAULT_LAM_DEC_GRID",
     "DEFAULT_LAM_ENC_GRID",
-    "DEFAULT_SEARCH",
     "LOCALIZATION",
+    "RUN_SEARCH",
     "is_localization",
     "localization_conflict",
     "toy_config",
@@ -29,8 +29,11 @@ DEFAULT_LAM_ENC_GRID = (0.0, *(10.0**e for e in range(-10, -1)))
 """GCC encoder λ candidates of the cross-validation: 0 (interpolating encoder), 10⁻¹⁰ … 10⁻²."""
 DEFAULT_LAM_DEC_GRID = (0.0, *(10.0**e for e in range(-10, 1)))
 """GCC decoder λ candidates: 0 (interpolation), 10⁻¹⁰ … 10⁰ (where the fit is a straight line)."""
-DEFAULT_SEARCH = dict(restarts=8, proposals=128, max_iters=25)
-"""Local-search budget of the worst case (see :func:`gcc_jax.worst_case_mask`)."""
+RUN_SEARCH = dict(restarts=8, proposals=128, max_iters=25)
+"""``run``'s worst-case local-search budget (chains, proposals, steps of
+:func:`gcc_jax.worst_case_mask`): those of the library's
+:data:`gcc_jax.evaluation.DEFAULT_SEARCH`, written out so that the command line parses its
+arguments without importing JAX."""
 LOCALIZATION = "localization"
 """The regression data set: boxes of digits on a 40×40 canvas, predicted by the small CNN
 localizer (:mod:`gcc_jax.experiments._localizer`)."""
@@ -100,7 +103,7 @@ DEFAULTS = dict(
     lam_dec_grid=DEFAULT_LAM_DEC_GRID,
     worst_case=True,
     worst_case_batches=3,
-    search=DEFAULT_SEARCH,
+    search=RUN_SEARCH,
     tune_steps=100,
     fill="mean",
     order="given",

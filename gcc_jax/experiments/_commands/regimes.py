@@ -8,11 +8,11 @@ __all__ = [
     "CODES",
     "COMMAND",
     "DEFAULTS",
-    "DEFAULT_SEARCH",
     "FILLS",
     "FULL",
     "MODES",
     "ORDERS",
+    "REGIMES_SEARCH",
     "TOY",
     "WORKLOADS",
 ]
@@ -29,7 +29,7 @@ MODES = ("random", "worst")
 """Straggler models: uniformly random ``S``-subsets and the worst pattern found."""
 WORKLOADS = ("xsinx", "vector_map", "localization", "lenet_logits", "lenet_softmax")
 """Worker functions of the map."""
-DEFAULT_SEARCH = dict(restarts=16, proposals=512, max_iters=200)
+REGIMES_SEARCH = dict(restarts=16, proposals=512, max_iters=200)
 """Local-search budget of the worst case (:func:`gcc_jax.worst_case_mask`), by default: 16
 chains × 512 proposals × 200 steps, the smallest budget past which the bound stops moving on the
 map's x·sin x cells (smaller budgets can miss the worst case several-fold at N = 40). A search
@@ -95,19 +95,20 @@ TOY = dict(
 COMMAND = Command(
     name="regimes",
     help="when does coding pay? the winner among GCC, BACC, LCC, uncoded, replication, ParM",
-    description="The regime map: for x·sin(x), a smooth map R²→R³ and a LeNet-5's logits and "
-    "softmax (Fashion-MNIST, or digits when absent), over redundancy N/K and straggler fraction "
+    description="The regime map: for x·sin(x), a smooth map R²→R³, a small CNN's box on a "
+    "synthetic localization task (a regression) and a LeNet-5's logits and softmax "
+    "(Fashion-MNIST, or digits when absent), over redundancy N/K and straggler fraction "
     "(random and worst case), the winner and its margin over the runner-up in MSE, mean L2 "
     "error and accuracy among GCC (λ by CV on held-out batches), BACC and LCC (where it "
     "applies) in each input order, and uncoded, replication at the same N and ParM with "
     "N = K + K/k with each fill rule. Prints winner tables and a "
     "plain-language summary; writes regimes.json, regimes.txt and one heat map per workload. "
-    "The defaults are a reduced map (20 cells x 4 workloads, 3 batches x 10 patterns per "
+    "The defaults are a reduced map (20 cells x 5 workloads, 3 batches x 10 patterns per "
     "cell, λ by CV on 3 batches, worst case on 1 batch); gcc_jax.experiments.regimes.FULL "
     "lists the flags of a larger one.",
     module="gcc_jax.experiments.regimes",
     flags=Flags(
-        DEFAULTS | dict(search=DEFAULT_SEARCH),
+        DEFAULTS | dict(search=REGIMES_SEARCH),
         TOY,
         own=(
             own("--ratios", "redundancies N/K", check=within(1.0, lo_open=True)),
@@ -120,7 +121,7 @@ COMMAND = Command(
         help=dict(
             num_trials="random patterns per batch and cell",
             dataset="the classifier's data set",
-            epochs="LeNet-5 training epochs, cached",
+            epochs="training epochs of the LeNet-5 and the localizer (each cached)",
         ),
         rules=(
             count("num_inputs", flag("num_inputs"), 2),
