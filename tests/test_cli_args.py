@@ -473,3 +473,27 @@ def test_search_budgets_of_the_commands_are_what_they_say():
     assert RUN_SEARCH == {k: getattr(DEFAULT_SEARCH, k) for k in RUN_SEARCH}
     assert set(REGIMES_SEARCH) == set(RUN_SEARCH)
     assert all(REGIMES_SEARCH[k] > RUN_SEARCH[k] for k in RUN_SEARCH)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="counts Linux memory maps")
+def test_release_compiled_programs_unmaps_what_xla_compiled():
+    """Each compiled CPU program holds memory mappings until JAX drops it; releasing the compiled
+    programs gives them back (a process may hold at most vm.max_map_count of them)."""
+    import jax
+    import jax.numpy as jnp
+
+    from gcc_jax.experiments._command import release_compiled_programs
+
+    def count():
+        with open("/proc/self/maps") as maps:
+            return sum(1 for _ in maps)
+
+    release_compiled_programs()
+    before = count()
+    fns = [jax.jit(lambda x, i=i: jnp.cumsum(x) * i) for i in range(40)]
+    for i, fn in enumerate(fns):
+        fn(jnp.ones(i + 1)).block_until_ready()
+    grown = count() - before
+    assert grown >= 40  # at least one mapping per program (about 20 on XLA's CPU backend)
+    release_compiled_programs()
+    assert count() - before < grown / 4

@@ -39,6 +39,7 @@ __all__ = [
     "int_list",
     "json_dict",
     "merge_config",
+    "release_compiled_programs",
     "str_list",
 ]
 
@@ -198,6 +199,21 @@ class StopOnInterrupt:
         if self.interrupted:
             raise Interrupted(result)
         return result
+
+
+def release_compiled_programs() -> None:
+    """Free every program JAX has compiled in this process (:func:`jax.clear_caches`).
+
+    XLA's CPU backend maps each program it compiles into memory, about 20 mappings per program,
+    and a Linux process may hold at most ``vm.max_map_count`` mappings (65,530 by default). A
+    process that keeps some 3,000 compiled programs alive fails with "LLVM compilation error:
+    Cannot allocate memory" and then crashes. An experiment that compiles programs for many
+    sizes calls this between groups of cells that share no shapes, so that only one group's
+    programs are alive at a time; a program needed again is compiled again.
+    """
+    import jax
+
+    jax.clear_caches()
 
 
 def merge_config(

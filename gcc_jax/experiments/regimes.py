@@ -162,7 +162,7 @@ from ..evaluation import (
 )
 from ..nn.training import TrainSettings, train_parity_model
 from ..tuning import StragglerModel, grid_search, tune
-from ._command import Batches, StopOnInterrupt, check_batches
+from ._command import Batches, StopOnInterrupt, check_batches, release_compiled_programs
 from ._commands.regimes import (
     CODES,
     DEFAULTS,
@@ -850,6 +850,7 @@ def _cross_validate(
                             out.tuned.setdefault((wl.name, r, p), {})[o] = res.code
                             out.tuning.append(_tuning_record(wl.name, r, p, o, res))
                     bar.update()
+                release_compiled_programs()  # the next N shares no shapes with this one
     return out
 
 
@@ -1142,6 +1143,7 @@ def run_regimes(
                     t_worst += tables.t_worst
                     cells += _cell_records(g, wl, r, p, s, lam, tables)
                     bar.update()
+                release_compiled_programs()  # the next N shares no shapes with this one
     t_eval = time.perf_counter() - t0 - t_worst
 
     config = {
